@@ -1,0 +1,49 @@
+#!/usr/bin/env bun
+/** The `lockd` command: dispatch to a subcommand. */
+import { ConfigError } from "../config.ts";
+import { VERSION } from "../version.ts";
+import { ExitCode } from "./exit.ts";
+import { serve } from "./serve.ts";
+
+const HELP = `Usage: lockd <command> [options]
+
+Commands:
+  serve        run the lock server (lockd serve --help)
+
+Options:
+  -h, --help   this text
+  --version    print the version
+`;
+
+export async function main(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case "serve":
+        return await serve(rest, env);
+      case "--version":
+      case "version":
+        process.stdout.write(`lockd ${VERSION}\n`);
+        return ExitCode.OK;
+      case undefined:
+      case "-h":
+      case "--help":
+      case "help":
+        process.stdout.write(HELP);
+        return command === undefined ? ExitCode.USAGE : ExitCode.OK;
+      default:
+        process.stderr.write(`lockd: unknown command ${JSON.stringify(command)}\n\n${HELP}`);
+        return ExitCode.USAGE;
+    }
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      for (const problem of error.problems) process.stderr.write(`lockd ${command}: ${problem}\n`);
+      return ExitCode.USAGE;
+    }
+    throw error;
+  }
+}
+
+if (import.meta.main) {
+  process.exit(await main(process.argv.slice(2), process.env));
+}

@@ -1,0 +1,204 @@
+/**
+ * Configuration: one table of options per command is the single source of
+ * truth for flags, LOCKD_* environment variables, defaults, help text and
+ * validation (a zod schema per option). Precedence: flag, then environment,
+ * then default. Every bad value is reported, one line each, naming where it
+ * came from, before anything starts.
+ */
+import { z } from "zod";
+
+// --- value types ------------------------------------------------------------
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** "250ms", "5s", "1.5s", "2m", "1h", "1d", or a bare number of ms. NaN if malformed. */
+export function parseDuration(text: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(text);
+  if (match === null) return Number.NaN;
+  return Math.round(Number(match[1]) * DURATION_UNITS[match[2] ?? "ms"]!);
+}
+
+/** Human form of a duration in ms, the inverse of parseDuration for round values. */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of [["d", 86_400_000], ["h", 3_600_000], ["m", 60_000], ["s", 1000]] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+export const duration = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().transform((text, ctx) => {
+    const ms = parseDuration(text);
+    if (Number.isNaN(ms)) {
+      ctx.addIssue({ code: "custom", message: `"${text}" is not a duration (examples: 250ms, 5s, 2m)` });
+      return z.NEVER;
+    }
+    if (ms < min || ms > max) {
+      ctx.addIssue({ code: "custom", message: `${text} is out of range ${formatDuration(min)}..${formatDuration(max)}` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+export const hostPort = z.string().transform((text, ctx): HostPort => {
+  // HOST:PORT, [IPv6]:PORT, or :PORT (all interfaces is never implied: host defaults to loopback)
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text.trim());
+  const port = match === null ? Number.NaN : Number(match[3]);
+  if (match === null || port > 65535) {
+    ctx.addIssue({ code: "custom", message: `"${text}" is not HOST:PORT (example: 127.0.0.1:7700)` });
+    return z.NEVER;
+  }
+  return { host: match[1] ?? (match[2] || "127.0.0.1"), port };
+});
+
+export const count = (min: number, max: number) =>
+  z.string().transform((text, ctx) => {
+    const n = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      ctx.addIssue({ code: "custom", message: `"${text}" is not a whole number in ${min}..${max}` });
+      return z.NEVER;
+    }
+    return n;
+  });
+
+// --- option tables -------------------------------------------------------------
+
+export interface OptionSpec {
+  /** --flag */
+  readonly flag: string;
+  /** LOCKD_* variable, if the option can come from the environment. */
+  readonly env?: string;
+  /** Default as the user would type it; undefined when there is none. */
+  readonly default?: string;
+  readonly help: string;
+  readonly schema: z.ZodType<unknown, string>;
+}
+
+export type OptionTable = Record<string, OptionSpec>;
+
+/** The parsed value of every option of a table. */
+export type Options<T extends OptionTable> = {
+  -readonly [K in keyof T]: T[K]["default"] extends string ? z.output<T[K]["schema"]> : z.output<T[K]["schema"]> | undefined;
+};
+
+export const SERVE_OPTIONS = {
+  listen: {
+    flag: "--listen",
+    env: "LOCKD_LISTEN",
+    default: "127.0.0.1:7700",
+    help: "lock protocol listener, HOST:PORT",
+    schema: hostPort,
+  },
+  ioTimeout: {
+    flag: "--io-timeout",
+    env: "LOCKD_IO_TIMEOUT",
+    default: "5s",
+    help: "limit for one read or write: the first frame, the rest of a started frame, draining output",
+    schema: duration(1, 3_600_000),
+  },
+} as const satisfies OptionTable;
+
+// --- parsing ------------------------------------------------------------------------
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(problems.join("\n"));
+    this.name = "ConfigError";
+  }
+}
+
+export interface Parsed<T extends OptionTable> {
+  readonly options: Options<T>;
+  /** Arguments that are not options, in order (everything after `--` included). */
+  readonly positionals: string[];
+  readonly help: boolean;
+}
+
+/**
+ * Parse `argv` (flags as `--flag value` or `--flag=value`) and `env` against
+ * `table`. Boolean flags are those in `switches`. Throws ConfigError listing
+ * every problem.
+ */
+export function parseOptions<T extends OptionTable>(
+  table: T,
+  argv: readonly string[],
+  env: Record<string, string | undefined>,
+  switches: Record<string, string> = {},
+): Parsed<T> & { switches: Set<string> } {
+  const byFlag = new Map<string, string>();
+  for (const [key, spec] of Object.entries(table)) byFlag.set(spec.flag, key);
+  const raw = new Map<string, { value: string; from: string }>();
+  const positionals: string[] = [];
+  const on = new Set<string>();
+  const problems: string[] = [];
+  let help = false;
+
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--") {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (arg === "-h" || arg === "--help") {
+      help = true;
+      continue;
+    }
+    if (switches[arg] !== undefined) {
+      on.add(switches[arg]);
+      continue;
+    }
+    if (!arg.startsWith("-") || arg === "-") {
+      positionals.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf("=");
+    const flag = eq > 0 ? arg.slice(0, eq) : arg;
+    const key = byFlag.get(flag);
+    if (key === undefined) {
+      problems.push(`unknown option ${flag}`);
+      continue;
+    }
+    let value: string | undefined;
+    if (eq > 0) value = arg.slice(eq + 1);
+    else if (i + 1 < argv.length) value = argv[++i];
+    if (value === undefined) {
+      problems.push(`${flag} needs a value`);
+      continue;
+    }
+    raw.set(key, { value, from: flag });
+  }
+
+  const options: Record<string, unknown> = {};
+  for (const [key, spec] of Object.entries(table)) {
+    let source = raw.get(key);
+    const fromEnv = spec.env === undefined ? undefined : env[spec.env];
+    if (source === undefined && fromEnv !== undefined && fromEnv !== "") source = { value: fromEnv, from: spec.env! };
+    if (source === undefined && spec.default !== undefined) source = { value: spec.default, from: "default" };
+    if (source === undefined) {
+      options[key] = undefined;
+      continue;
+    }
+    const result = spec.schema.safeParse(source.value);
+    if (result.success) options[key] = result.data;
+    else for (const issue of result.error.issues) problems.push(`${source.from === spec.flag ? spec.flag : `${spec.flag} (from ${source.from})`}: ${issue.message}`);
+  }
+  if (problems.length > 0 && !help) throw new ConfigError(problems);
+  return { options: options as Options<T>, positionals, help, switches: on };
+}
+
+/** The options section of a --help text, generated from the table. */
+export function optionsHelp(table: OptionTable): string {
+  const rows = Object.values(table).map((spec) => {
+    const left = `  ${spec.flag} ${spec.flag === "--help" ? "" : "VALUE"}`;
+    const extra = [spec.default !== undefined ? `default ${spec.default}` : "", spec.env !== undefined ? `env ${spec.env}` : ""]
+      .filter(Boolean)
+      .join("; ");
+    return `${left.padEnd(25)} ${spec.help}${extra ? ` (${extra})` : ""}`;
+  });
+  return rows.join("\n");
+}

@@ -1,0 +1,340 @@
+/**
+ * Engine: the lock server's whole state machine, without sockets or clocks.
+ *
+ * Rule 1: every ownership transition lives in this file. A session becomes
+ * an owner only in `grant`, stops being one only in `detach`, and a lock
+ * changes hands only in `release`. Everything that ends a session (the
+ * peer's close, lease expiry, io-timeout, a bad frame, an operator, shutdown)
+ * goes through `detach`, so the rules hold the same way for every exit.
+ *
+ * Rule 2: the engine does no I/O and reads no clock. The shell calls it
+ * with events and the current monotonic time in ms (`open`, `frame`,
+ * `readProgress`, `writeBlocked`/`writeDrained`, `closed`, `tick`), and the
+ * engine answers through the Transport: `send` a frame, or `close` a
+ * connection after an optional last frame. Tests drive it with a number.
+ *
+ * Handover is a push: when an owner's session ends for any reason, the head
+ * of the queue is granted and its ACQUIRED is handed to the transport in the
+ * same call, before the ended session's own ERROR (if any) is written.
+ *
+ * Deadlines: each live session sits in the timer wheel exactly once, filed
+ * no later than the earliest of its lease (lastSeen + lease), the first-frame
+ * or started-frame deadline, and the write-drain deadline. A frame only
+ * stores `lastSeen`; when the wheel hands the session back it either ends or
+ * is filed again at its real deadline. Anything that makes a deadline
+ * earlier (a new lease, a started frame, a blocked write) files it at once.
+ */
+import {
+  ErrorCode,
+  FLAG_REPLY,
+  FrameType,
+  decodeAcquire,
+  encodeAcquired,
+  encodeError,
+  frameTypeName,
+  WAITING_REPLY_FRAME,
+} from "../protocol/index.ts";
+import { Lock, Session, SessionState } from "./session.ts";
+import { EngineStats, GrantPath } from "./stats.ts";
+import { MemoryTokens, type TokenSource } from "./tokens.ts";
+import { TimerWheel, type WheelOwner } from "./wheel.ts";
+
+/** How the engine acts on the world. */
+export interface Transport<C> {
+  /** Write one frame to the connection. */
+  send(conn: C, frame: Uint8Array): void;
+  /**
+   * Write `frame` if given (best effort) and close the connection. The engine
+   * has already forgotten the session; a later `closed` for it is a no-op.
+   */
+  close(conn: C, frame: Uint8Array | null): void;
+}
+
+export interface EngineOptions {
+  /** io-timeout in ms: first frame, rest of a started frame, drain of unflushed writes. */
+  readonly ioTimeoutMs: number;
+  /** Live sessions beyond this are refused with OVERLOADED. */
+  readonly maxSessions?: number;
+  readonly tokens?: TokenSource;
+}
+
+/** Ended-by-rule frames are the same bytes every time: built once. */
+const LEASE_EXPIRED_FRAME = encodeError(ErrorCode.LEASE_EXPIRED, "lease expired: nothing received for a whole lease");
+const IO_TIMEOUT_FRAME = encodeError(ErrorCode.IO_TIMEOUT, "io-timeout: a frame did not arrive, or output did not drain, in time");
+const FORCE_RELEASED_FRAME = encodeError(ErrorCode.FORCE_RELEASED, "an operator force-released this lock");
+const KICKED_FRAME = encodeError(ErrorCode.KICKED, "an operator removed this session from the queue");
+const SHUTTING_DOWN_FRAME = encodeError(ErrorCode.SHUTTING_DOWN, "server is shutting down; reconnect and claim again");
+const OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "server is at its session limit; reconnect with backoff");
+const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
+const SECOND_ACQUIRE_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "a second ACQUIRE: one connection makes one claim");
+const EARLY_HEARTBEAT_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "HEARTBEAT before ACQUIRE: the first frame must be ACQUIRE");
+
+export class Engine<C = unknown> implements WheelOwner<Session<C>> {
+  readonly wheel: TimerWheel<Session<C>>;
+  readonly locks = new Map<string, Lock<C>>();
+  readonly sessions = new Map<number, Session<C>>();
+  readonly stats = new EngineStats();
+  readonly tokens: TokenSource;
+  readonly ioTimeoutMs: number;
+  readonly maxSessions: number;
+  private nextId = 1;
+  /** Shutting down: owners that end hand nothing over. */
+  private draining = false;
+
+  constructor(
+    private readonly transport: Transport<C>,
+    options: EngineOptions,
+    now: number,
+  ) {
+    this.ioTimeoutMs = options.ioTimeoutMs;
+    this.maxSessions = options.maxSessions ?? Infinity;
+    this.tokens = options.tokens ?? new MemoryTokens();
+    this.wheel = new TimerWheel(now);
+  }
+
+  // --- events from the shell -----------------------------------------------
+
+  /** A connection was accepted. Null when refused (OVERLOADED, or shutting down). */
+  open(conn: C, now: number): Session<C> | null {
+    if (this.draining) {
+      this.transport.close(conn, SHUTTING_DOWN_FRAME);
+      return null;
+    }
+    if (this.sessions.size >= this.maxSessions) {
+      this.stats.ends[ErrorCode.OVERLOADED]!++;
+      this.transport.close(conn, OVERLOADED_FRAME);
+      return null;
+    }
+    const session = new Session<C>(this.nextId++, conn, now, this.ioTimeoutMs);
+    this.sessions.set(session.id, session);
+    this.stats.states[SessionState.CONNECTED]!++;
+    this.stats.opened++;
+    this.wheel.schedule(session, session.readDeadline);
+    return session;
+  }
+
+  /**
+   * One complete frame from the session (its header already checked). The
+   * body is `bytes[offset, offset + length)`, valid only during this call.
+   * Returns false when the session is over and its reader should stop.
+   */
+  frame(session: Session<C>, type: number, bytes: Uint8Array, offset: number, length: number, now: number): boolean {
+    if (session.state === SessionState.ENDED) return false;
+    session.lastSeen = now;
+    session.readDeadline = Infinity; // lazily: the wheel re-checks when the old deadline comes due
+    switch (type) {
+      case FrameType.HEARTBEAT:
+        return this.heartbeat(session, now);
+      case FrameType.ACQUIRE:
+        return this.acquire(session, bytes, offset, length, now);
+      default:
+        this.end(session, ErrorCode.PROTOCOL_ERROR, encodeError(ErrorCode.PROTOCOL_ERROR, `unexpected frame type ${frameTypeName(type)}`), now);
+        return false;
+    }
+  }
+
+  /**
+   * After each chunk: whether a frame is left incomplete. A frame that starts
+   * now must be complete within io-timeout (before ACQUIRE, the first frame's
+   * deadline from `open` stands instead).
+   */
+  readProgress(session: Session<C>, partial: boolean, now: number): void {
+    if (partial && session.readDeadline === Infinity && session.state !== SessionState.ENDED) {
+      session.readDeadline = now + this.ioTimeoutMs;
+      this.fileBy(session, session.readDeadline);
+    }
+  }
+
+  /** The reader met a bad header: PROTOCOL_ERROR ends the session. */
+  protocolError(session: Session<C>, message: string, now: number): void {
+    this.end(session, ErrorCode.PROTOCOL_ERROR, encodeError(ErrorCode.PROTOCOL_ERROR, message), now);
+  }
+
+  /** Output is waiting for the socket: it must drain within io-timeout. */
+  writeBlocked(session: Session<C>, now: number): void {
+    if (session.writeDeadline === Infinity && session.state !== SessionState.ENDED) {
+      session.writeDeadline = now + this.ioTimeoutMs;
+      this.fileBy(session, session.writeDeadline);
+    }
+  }
+
+  /** End the session with IO_TIMEOUT now (the shell's outbox limit was hit). */
+  timeOut(session: Session<C>, now: number): void {
+    this.end(session, ErrorCode.IO_TIMEOUT, IO_TIMEOUT_FRAME, now);
+  }
+
+  /** All output was taken by the socket. */
+  writeDrained(session: Session<C>): void {
+    session.writeDeadline = Infinity;
+  }
+
+  /** The peer closed, reset, or the socket failed. Idempotent. */
+  closed(session: Session<C>, now: number): void {
+    if (session.state === SessionState.ENDED) return;
+    session.endReason = 0;
+    this.stats.ends[0]!++;
+    this.detach(session, now);
+  }
+
+  /** Run the wheel up to `now`: end sessions whose deadline has passed. */
+  tick(now: number): void {
+    this.wheel.advance(now, this);
+  }
+
+  /** WheelOwner: the session's filed deadline has passed. */
+  due(session: Session<C>, now: number): number {
+    if (session.state !== SessionState.CONNECTED && now - session.lastSeen >= session.leaseMs) {
+      this.end(session, ErrorCode.LEASE_EXPIRED, LEASE_EXPIRED_FRAME, now);
+      return -1;
+    }
+    if (session.readDeadline <= now || session.writeDeadline <= now) {
+      this.end(session, ErrorCode.IO_TIMEOUT, IO_TIMEOUT_FRAME, now);
+      return -1;
+    }
+    return session.deadline();
+  }
+
+  // --- operator actions ------------------------------------------------------
+
+  /** End the owner of `name` with FORCE_RELEASED; the next waiter is granted. */
+  forceRelease(name: string, now: number): Session<C> | null {
+    const owner = this.locks.get(name)?.owner ?? null;
+    if (owner === null) return null;
+    this.end(owner, ErrorCode.FORCE_RELEASED, FORCE_RELEASED_FRAME, now);
+    return owner;
+  }
+
+  /** End waiting session `id` with KICKED. Null if there is no such waiter. */
+  kick(id: number, now: number): Session<C> | null {
+    const session = this.sessions.get(id);
+    if (session === undefined || session.state !== SessionState.WAITING) return null;
+    this.end(session, ErrorCode.KICKED, KICKED_FRAME, now);
+    return session;
+  }
+
+  /** Controlled shutdown: every session gets SHUTTING_DOWN; no lock changes hands. */
+  shutdown(now: number): void {
+    this.draining = true;
+    for (const session of this.sessions.values()) {
+      this.end(session, ErrorCode.SHUTTING_DOWN, SHUTTING_DOWN_FRAME, now);
+    }
+  }
+
+  get shuttingDown(): boolean {
+    return this.draining;
+  }
+
+  // --- transitions -----------------------------------------------------------
+
+  private heartbeat(session: Session<C>, now: number): boolean {
+    switch (session.state) {
+      case SessionState.OWNER:
+        this.stats.heartbeats++;
+        this.transport.send(session.conn, session.ackFrame!);
+        return true;
+      case SessionState.WAITING:
+        this.stats.heartbeats++;
+        this.transport.send(session.conn, WAITING_REPLY_FRAME);
+        return true;
+      default:
+        this.end(session, ErrorCode.PROTOCOL_ERROR, EARLY_HEARTBEAT_FRAME, now);
+        return false;
+    }
+  }
+
+  private acquire(session: Session<C>, bytes: Uint8Array, offset: number, length: number, now: number): boolean {
+    if (session.state !== SessionState.CONNECTED) {
+      this.end(session, ErrorCode.PROTOCOL_ERROR, SECOND_ACQUIRE_FRAME, now);
+      return false;
+    }
+    const decoded = decodeAcquire(bytes, offset, length);
+    if (!decoded.ok) {
+      this.end(session, decoded.code, encodeError(decoded.code, decoded.message), now);
+      return false;
+    }
+    const request = decoded.request;
+    let lock = this.locks.get(request.name);
+    if (lock !== undefined && request.try) {
+      this.stats.busy++;
+      this.end(session, ErrorCode.LOCK_BUSY, LOCK_BUSY_FRAME, now);
+      return false;
+    }
+    session.leaseMs = request.leaseMs;
+    session.owner = request.owner;
+    session.acquiredAt = now;
+    this.fileBy(session, now + request.leaseMs);
+    if (lock === undefined) {
+      lock = new Lock<C>(request.name);
+      this.locks.set(request.name, lock);
+      session.lock = lock;
+      this.grant(lock, session, GrantPath.IMMEDIATE, now);
+    } else {
+      session.lock = lock;
+      this.setState(session, SessionState.WAITING);
+      lock.enqueue(session);
+      this.stats.queued++;
+      this.transport.send(session.conn, WAITING_REPLY_FRAME);
+    }
+    return true;
+  }
+
+  private grant(lock: Lock<C>, session: Session<C>, path: GrantPath, now: number): void {
+    const token = this.tokens.next();
+    lock.owner = session;
+    session.token = token;
+    session.grantedAt = now;
+    this.setState(session, SessionState.OWNER);
+    session.ackFrame = encodeAcquired(token, FLAG_REPLY);
+    this.stats.granted(path, session, now);
+    // The answer to ACQUIRE is the reply frame itself; a promotion is a push.
+    this.transport.send(session.conn, path === GrantPath.IMMEDIATE ? session.ackFrame : encodeAcquired(token, 0));
+  }
+
+  /** The owner is gone: the head of the queue gets the lock now, or the lock is dropped. */
+  private release(lock: Lock<C>, now: number): void {
+    lock.owner = null;
+    const next = this.draining ? null : lock.head;
+    if (next === null) {
+      if (lock.head === null) this.locks.delete(lock.name);
+      return;
+    }
+    lock.unlink(next);
+    this.grant(lock, next, GrantPath.PROMOTED, now);
+  }
+
+  /** End a live session by rule: forget it, hand over, then write `frame` and close. */
+  private end(session: Session<C>, code: ErrorCode, frame: Uint8Array, now: number): void {
+    if (session.state === SessionState.ENDED) return;
+    session.endReason = code;
+    this.stats.ends[code]!++;
+    this.detach(session, now);
+    this.transport.close(session.conn, frame);
+  }
+
+  private detach(session: Session<C>, now: number): void {
+    const was = session.state;
+    this.setState(session, SessionState.ENDED);
+    this.wheel.remove(session);
+    this.sessions.delete(session.id);
+    const lock = session.lock;
+    if (lock === null) return;
+    if (was === SessionState.OWNER) {
+      this.stats.held(session, now);
+      this.release(lock, now);
+    } else if (was === SessionState.WAITING) {
+      lock.unlink(session);
+      if (lock.owner === null && lock.head === null) this.locks.delete(lock.name); // only while draining
+    }
+  }
+
+  private setState(session: Session<C>, state: SessionState): void {
+    this.stats.states[session.state]!--;
+    this.stats.states[state]!++;
+    session.state = state;
+  }
+
+  /** File the session so it comes due no later than `deadline`. */
+  private fileBy(session: Session<C>, deadline: number): void {
+    if (Math.ceil(deadline) < session.wheelTick || session.wheelSlot < 0) this.wheel.schedule(session, deadline);
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Counters the engine keeps on its hot paths: plain numeric fields and
+ * preallocated typed arrays, so counting allocates nothing. Formatting them
+ * (Prometheus text, JSON) is the shell's business.
+ */
+import type { Session } from "./session.ts";
+
+export const GrantPath = {
+  /** The lock was free at ACQUIRE. */
+  IMMEDIATE: 0,
+  /** The session waited in the queue and was promoted. */
+  PROMOTED: 1,
+} as const;
+export type GrantPath = (typeof GrantPath)[keyof typeof GrantPath];
+
+/** A histogram with fixed upper bounds (seconds), cumulative only when rendered. */
+export class Histogram {
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  constructor(readonly bounds: readonly number[]) {
+    this.counts = new Float64Array(bounds.length + 1);
+  }
+
+  observe(value: number): void {
+    const bounds = this.bounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]!) i++;
+    this.counts[i]!++;
+    this.sum += value;
+    this.count++;
+  }
+}
+
+/** Seconds: from microsecond waits to day-long holds. */
+const DURATION_BUCKETS = [
+  0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400,
+];
+
+export class EngineStats {
+  /** Live sessions by SessionState (index 3, ENDED, counts nothing useful). */
+  readonly states = new Int32Array(4);
+  /** Ended sessions by reason: index 0 closed by the peer, else the ERROR code sent. */
+  readonly ends = new Float64Array(256);
+  opened = 0;
+  grantsImmediate = 0;
+  grantsPromoted = 0;
+  queued = 0;
+  busy = 0;
+  heartbeats = 0;
+  /** From ACQUIRE accepted to grant, for promoted sessions. */
+  readonly waitSeconds = new Histogram(DURATION_BUCKETS);
+  /** From grant to the end of the owner's session. */
+  readonly holdSeconds = new Histogram(DURATION_BUCKETS);
+
+  granted(path: GrantPath, session: Session<unknown>, now: number): void {
+    if (path === GrantPath.IMMEDIATE) {
+      this.grantsImmediate++;
+    } else {
+      this.grantsPromoted++;
+      this.waitSeconds.observe((now - session.acquiredAt) / 1000);
+    }
+  }
+
+  held(session: Session<unknown>, now: number): void {
+    this.holdSeconds.observe((now - session.grantedAt) / 1000);
+  }
+}

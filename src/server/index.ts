@@ -1,0 +1,2 @@
+export * from "./conn.ts";
+export * from "./server.ts";

@@ -1,0 +1,242 @@
+/**
+ * LockServer: the thin Bun shell around the engine.
+ *
+ * Socket events become engine calls with `performance.now()` (monotonic ms);
+ * the engine's frames become socket writes. One handler object serves every
+ * socket, the per-connection state lives in `socket.data` (a Conn), and one
+ * real timer drives the engine's timer wheel: armed for the next occupied
+ * slot, not at all while the wheel is empty.
+ *
+ * Writes produced while one connection's chunk is being read (a reply per
+ * frame; a misbehaving client may send thousands of frames per chunk) are
+ * gathered in one scratch buffer and written with one syscall at the end of
+ * the chunk. Frames for other connections (a promotion pushed because this
+ * connection's owner session ended) are written at once.
+ *
+ * Release happens on the first of `end`, `close` or `error`; the engine
+ * makes the second call a no-op. Bun may call `close` synchronously from
+ * inside `end()`/`terminate()`, which is why every path is idempotent.
+ */
+import type { Socket, SocketHandler, TCPSocketListener } from "bun";
+import { Engine, type Transport } from "../core/index.ts";
+import type { TokenSource } from "../core/tokens.ts";
+import type { WheelDriver } from "../core/wheel.ts";
+import { ReadResult } from "../protocol/index.ts";
+import { Conn, type FrameHandler } from "./conn.ts";
+
+export interface ServerOptions {
+  readonly hostname: string;
+  /** 0 picks a free port (tests). */
+  readonly port: number;
+  readonly ioTimeoutMs: number;
+  readonly maxSessions?: number;
+  /**
+   * Bytes of unflushed output after which a connection is cut at once
+   * rather than at io-timeout. Only a client that sends without reading
+   * gets near it. Default 64 KiB.
+   */
+  readonly outboxLimit?: number;
+  readonly tokens?: TokenSource;
+}
+
+/** Enough for the replies to one 64 KiB chunk of heartbeats (12 bytes per 4). */
+const SCRATCH_SIZE = 256 * 1024;
+
+export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
+  readonly engine: Engine<Conn>;
+  private readonly listener: TCPSocketListener<Conn>;
+  private readonly outboxLimit: number;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private readonly fire = (): void => {
+    this.timer = null;
+    this.engine.tick(performance.now());
+  };
+  /** The connection whose chunk is being read, and the replies gathered for it. */
+  private batchConn: Conn | null = null;
+  private batchLength = 0;
+  private readonly scratch = new Uint8Array(SCRATCH_SIZE);
+  private connections = 0;
+  private allClosed: (() => void) | null = null;
+  private stopping: Promise<void> | null = null;
+
+  constructor(options: ServerOptions) {
+    this.outboxLimit = options.outboxLimit ?? 64 * 1024;
+    this.engine = new Engine<Conn>(
+      this,
+      { ioTimeoutMs: options.ioTimeoutMs, maxSessions: options.maxSessions, tokens: options.tokens },
+      performance.now(),
+    );
+    this.engine.wheel.setDriver(this);
+    this.listener = Bun.listen<Conn>({
+      hostname: options.hostname,
+      port: options.port,
+      socket: this.handlers(),
+    });
+  }
+
+  get hostname(): string {
+    return this.listener.hostname;
+  }
+
+  get port(): number {
+    return this.listener.port;
+  }
+
+  /** Open connections (including ones the engine already ended but Bun has not closed). */
+  get connectionCount(): number {
+    return this.connections;
+  }
+
+  /**
+   * Stop: refuse new connections, send SHUTTING_DOWN to every session and
+   * close it, wait (at most io-timeout) for the sockets to go, then cut any
+   * that remain. Idempotent.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= this.drain();
+    return this.stopping;
+  }
+
+  private async drain(): Promise<void> {
+    this.listener.stop(false);
+    this.engine.shutdown(performance.now());
+    if (this.connections > 0) {
+      let timeout: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => (this.allClosed = resolve)),
+        new Promise<void>((resolve) => (timeout = setTimeout(resolve, this.engine.ioTimeoutMs))),
+      ]);
+      clearTimeout(timeout);
+    }
+    this.listener.stop(true);
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.engine.wheel.setDriver(null);
+  }
+
+  // --- WheelDriver -------------------------------------------------------------
+
+  arm(tick: number): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    // ceil: a timer that fires early only re-arms; one that fires late is late.
+    this.timer = setTimeout(this.fire, Math.max(0, Math.ceil(tick - performance.now())));
+  }
+
+  // --- Transport -----------------------------------------------------------------
+
+  send(conn: Conn, frame: Uint8Array): void {
+    if (conn === this.batchConn && conn.pendingOutput === 0 && this.batchLength + frame.length <= SCRATCH_SIZE) {
+      this.scratch.set(frame, this.batchLength);
+      this.batchLength += frame.length;
+      return;
+    }
+    if (conn === this.batchConn) this.flushBatch(conn);
+    this.write(conn, frame, 0, frame.length);
+  }
+
+  close(conn: Conn, frame: Uint8Array | null): void {
+    if (conn === this.batchConn) this.flushBatch(conn);
+    if (conn.done) return;
+    conn.done = true;
+    const socket = conn.socket;
+    if (conn.pendingOutput > 0) {
+      socket.terminate(); // the peer is not reading: free the kernel's buffers now
+      return;
+    }
+    if (frame === null) {
+      socket.end();
+      return;
+    }
+    const written = socket.write(frame);
+    if (written === frame.length) socket.end();
+    else socket.terminate();
+  }
+
+  // --- FrameHandler ----------------------------------------------------------------
+
+  handleFrame(conn: Conn, type: number, bytes: Uint8Array, offset: number, length: number): boolean {
+    return this.engine.frame(conn.session!, type, bytes, offset, length, conn.now);
+  }
+
+  // --- helpers -----------------------------------------------------------------------
+
+  private write(conn: Conn, bytes: Uint8Array, offset: number, length: number): void {
+    if (conn.done) return;
+    if (conn.pendingOutput > 0) {
+      this.stashOrCut(conn, bytes, offset, length);
+      return;
+    }
+    const written = conn.socket.write(bytes, offset, length);
+    if (written === length || written < 0) return; // < 0: closed; its close event follows
+    this.stashOrCut(conn, bytes, offset + written, length - written);
+    if (!conn.done && conn.session !== null) this.engine.writeBlocked(conn.session, performance.now());
+  }
+
+  private stashOrCut(conn: Conn, bytes: Uint8Array, offset: number, length: number): void {
+    if (conn.pendingOutput + length <= this.outboxLimit) {
+      conn.stash(bytes, offset, length);
+      return;
+    }
+    // Sending without reading: cut now instead of buffering until io-timeout.
+    if (conn.session !== null) this.engine.timeOut(conn.session, performance.now());
+    else conn.socket.terminate();
+  }
+
+  private flushBatch(conn: Conn): void {
+    const length = this.batchLength;
+    this.batchConn = null;
+    this.batchLength = 0;
+    if (length > 0) this.write(conn, this.scratch, 0, length);
+  }
+
+  private handlers(): SocketHandler<Conn> {
+    const server = this;
+    const engine = this.engine;
+    return {
+      binaryType: "uint8array",
+      open(socket: Socket<Conn>) {
+        const conn = new Conn(socket, server);
+        socket.data = conn;
+        server.connections++;
+        conn.session = engine.open(conn, performance.now());
+      },
+      data(socket: Socket<Conn>, chunk: Uint8Array) {
+        const conn = socket.data;
+        const session = conn.session;
+        if (session === null || conn.done) return;
+        const now = performance.now();
+        conn.now = now;
+        server.batchConn = conn;
+        server.batchLength = 0;
+        const result = conn.reader.push(chunk, conn);
+        if (server.batchConn === conn) server.flushBatch(conn);
+        if (result === ReadResult.ERROR) engine.protocolError(session, conn.reader.errorMessage, now);
+        else if (result === ReadResult.OK) engine.readProgress(session, conn.reader.partial, now);
+      },
+      drain(socket: Socket<Conn>) {
+        const conn = socket.data;
+        if (conn.done || !conn.flush()) return;
+        if (conn.session !== null) engine.writeDrained(conn.session);
+      },
+      end(socket: Socket<Conn>) {
+        server.release(socket.data);
+      },
+      error(socket: Socket<Conn>) {
+        server.release(socket.data);
+      },
+      close(socket: Socket<Conn>) {
+        const conn = socket.data;
+        server.release(conn);
+        if (conn.closed) return;
+        conn.closed = true;
+        if (--server.connections === 0 && server.allClosed !== null) server.allClosed();
+      },
+    };
+  }
+
+  /** The peer is gone or going: release now (the engine ignores repeats). */
+  private release(conn: Conn): void {
+    conn.done = true;
+    if (conn.session !== null) this.engine.closed(conn.session, performance.now());
+  }
+}
