@@ -1,0 +1,148 @@
+/**
+ * A raw protocol peer for tests: connect, write bytes, and await the
+ * server's frames and the close, one event at a time. No timers: every wait
+ * resolves on a socket event, and `within` bounds it so a broken server
+ * fails the test instead of hanging it.
+ */
+import type { Socket } from "bun";
+import { LockServer, type ServerOptions } from "../../src/server/index.ts";
+import {
+  FrameLimits,
+  FrameReader,
+  SERVER_FRAMES,
+  decodeAcquired,
+  decodeError,
+  encodeAcquire,
+  FrameType,
+  type FrameSink,
+} from "../../src/protocol/index.ts";
+
+export interface ServerFrame {
+  readonly type: number;
+  readonly flags: number;
+  readonly body: Uint8Array;
+  /** ACQUIRED: the token. */
+  readonly token?: bigint;
+  /** ERROR: code and message. */
+  readonly code?: number;
+  readonly message?: string;
+  /** performance.now() when it arrived. */
+  readonly at: number;
+}
+
+const LIMITS = new FrameLimits(SERVER_FRAMES);
+
+export class WirePeer implements FrameSink {
+  readonly frames: ServerFrame[] = [];
+  private readonly reader = new FrameReader(LIMITS);
+  private waiters: (() => void)[] = [];
+  private socket: Socket<WirePeer> | null = null;
+  isClosed = false;
+  closedAt = 0;
+  readError = "";
+
+  static async connect(port: number, hostname = "127.0.0.1"): Promise<WirePeer> {
+    const peer = new WirePeer();
+    peer.socket = await Bun.connect<WirePeer>({
+      hostname,
+      port,
+      data: peer,
+      socket: {
+        binaryType: "uint8array",
+        data(socket, chunk: Uint8Array) {
+          const p = socket.data;
+          if (p.reader.push(chunk, p) === 2) p.readError = p.reader.errorMessage;
+          p.wake();
+        },
+        close(socket) {
+          const p = socket.data;
+          if (!p.isClosed) {
+            p.isClosed = true;
+            p.closedAt = performance.now();
+          }
+          p.wake();
+        },
+        error(socket) {
+          socket.data.wake();
+        },
+      },
+    });
+    return peer;
+  }
+
+  onFrame(type: number, flags: number, bytes: Uint8Array, offset: number, length: number): boolean {
+    const body = bytes.slice(offset, offset + length);
+    const frame: ServerFrame = {
+      type,
+      flags,
+      body,
+      at: performance.now(),
+      ...(type === FrameType.ACQUIRED ? { token: decodeAcquired(body, 0) } : {}),
+      ...(type === FrameType.ERROR ? decodeError(body, 0, body.length) : {}),
+    };
+    this.frames.push(frame);
+    return true;
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Resolve when `check` holds, re-checked on every socket event; reject after `ms`. */
+  async until<T>(check: () => T | undefined | false, ms = 5000, what = "condition"): Promise<T> {
+    const deadline = performance.now() + ms;
+    for (;;) {
+      const value = check();
+      if (value !== undefined && value !== false) return value;
+      const left = deadline - performance.now();
+      if (left <= 0) throw new Error(`timed out after ${ms} ms waiting for ${what}; frames: ${this.describe()}`);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((resolve) => {
+        this.waiters.push(resolve);
+        timer = setTimeout(resolve, left);
+      });
+      clearTimeout(timer);
+    }
+  }
+
+  /** The next frame after the `index`-th (0-based count of frames already consumed). */
+  async frame(index: number, ms = 5000): Promise<ServerFrame> {
+    return this.until(() => this.frames[index], ms, `frame #${index}`);
+  }
+
+  async closed(ms = 5000): Promise<void> {
+    await this.until(() => this.isClosed, ms, "close");
+  }
+
+  write(bytes: Uint8Array | number[]): number {
+    return this.socket!.write(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
+  }
+
+  acquire(name: string, leaseMs: number, options: { owner?: string; try?: boolean } = {}): void {
+    this.write(encodeAcquire({ name, leaseMs, owner: options.owner ?? "", try: options.try ?? false }));
+  }
+
+  heartbeat(): void {
+    this.write([FrameType.HEARTBEAT, 0, 0, 0]);
+  }
+
+  end(): void {
+    this.socket?.end();
+  }
+
+  terminate(): void {
+    this.socket?.terminate();
+  }
+
+  describe(): string {
+    return JSON.stringify(this.frames.map((f) => ({ type: f.type, flags: f.flags, token: f.token?.toString(), code: f.code, message: f.message })));
+  }
+}
+
+/** An in-process server on 127.0.0.1, a free port; stop it with `await using`. */
+export function startServer(options: Partial<ServerOptions> = {}): LockServer & AsyncDisposable {
+  const server = new LockServer({ hostname: "127.0.0.1", port: 0, ioTimeoutMs: 5000, ...options });
+  return Object.assign(server, { [Symbol.asyncDispose]: () => server.stop() });
+}
