@@ -24,7 +24,8 @@
  * now 14,616 ticks away: level 1, slot floor(31000 / 256) % 64 = 57. At tick
  * 30976 (= 121 * 256) level 1 slot 57 cascades and the entry lands in level 0
  * slot 31000 % 256 = 24, which expires at tick 31000 exactly. Each entry moves
- * at most once per level, and a slot's work is only the entries in it.
+ * at most once per level, and a slot's work is only the entries in it;
+ * empty stretches are skipped, so an idle wheel costs nothing per tick.
  *
  * Guarantees: nothing fires early. Deadlines are rounded up to the next whole
  * tick and an entry is handed to its owner only once the clock has passed its
@@ -34,7 +35,7 @@
  * Entries are intrusive: the session object carries its own links, so arming
  * and removing are O(1) and allocate nothing. Occupied slots are tracked in
  * bitmaps, so `nextTick()` finds the next thing to do with a few word scans,
- * `advance` skips empty stretches 256 ticks at a time, and a driver arms one
+ * `advance` jumps over empty stretches, and a driver arms one
  * real timer for the next occupied slot and none while the wheel is empty.
  */
 
@@ -137,13 +138,16 @@ export class TimerWheel<E extends WheelEntry> {
         if (index === 0) this.cascade(tick);
         this.expireSlot(index, now, owner);
         this.current = tick + 1;
-        // Skip the empty rest of this 256-tick window in one step.
+        // Skip empty ticks: to the next occupied slot of this 256-tick window,
+        // else to the window's end, or, with level 0 empty, straight to the
+        // next cascade that has work.
         const from = (tick + 1) % L0_SLOTS;
-        if (from !== 0) {
-          const found = findSet(this.occupied, 0, 8, from);
-          const next = found < 0 ? tick + 1 - from + L0_SLOTS : tick + 1 - from + found;
-          this.current = Math.min(next, target + 1);
-        }
+        const found = from === 0 ? -1 : findSet(this.occupied, 0, 8, from);
+        let next: number;
+        if (found >= 0) next = tick + 1 - from + found;
+        else if (this.levelCount[0] === 0) next = this.count === 0 ? target + 1 : this.nextTick();
+        else next = from === 0 ? tick + 1 : tick + 1 - from + L0_SLOTS;
+        this.current = Math.min(next, target + 1);
       }
     } finally {
       this.advancing = false;
