@@ -1,0 +1,92 @@
+/**
+ * Drive the engine without sockets: a recording transport and a virtual
+ * clock. Each fake connection keeps the frames the engine sent it and
+ * whether (and with what last frame) the engine closed it.
+ */
+import { Engine, type EngineOptions, type Session, type Transport } from "../../src/core/index.ts";
+import { FrameType, HEARTBEAT_FRAME, decodeAcquired, encodeAcquire } from "../../src/protocol/index.ts";
+
+export interface Sent {
+  type: number;
+  flags: number;
+  token?: bigint;
+  code?: number;
+}
+
+export class FakeConn {
+  sent: Sent[] = [];
+  closed = false;
+  closeFrame: Sent | null = null;
+  session: Session<FakeConn> | null = null;
+  constructor(readonly name: string) {}
+  get last(): Sent | undefined {
+    return this.sent[this.sent.length - 1];
+  }
+}
+
+function parse(frame: Uint8Array): Sent {
+  const sent: Sent = { type: frame[0]!, flags: frame[1]! };
+  if (sent.type === FrameType.ACQUIRED) sent.token = decodeAcquired(frame, 4);
+  if (sent.type === FrameType.ERROR) sent.code = frame[4]!;
+  return sent;
+}
+
+export class Harness implements Transport<FakeConn> {
+  now = 1000;
+  readonly engine: Engine<FakeConn>;
+
+  constructor(options: Partial<EngineOptions> = {}) {
+    this.engine = new Engine<FakeConn>(this, { ioTimeoutMs: 5000, ...options }, this.now);
+  }
+
+  send(conn: FakeConn, frame: Uint8Array): void {
+    if (conn.closed) throw new Error(`send to closed ${conn.name}`);
+    conn.sent.push(parse(frame));
+  }
+
+  close(conn: FakeConn, frame: Uint8Array | null): void {
+    if (conn.closed) throw new Error(`double close of ${conn.name}`);
+    conn.closed = true;
+    conn.closeFrame = frame === null ? null : parse(frame);
+  }
+
+  open(name = "c"): FakeConn {
+    const conn = new FakeConn(name);
+    conn.session = this.engine.open(conn, this.now);
+    return conn;
+  }
+
+  /** Feed a whole frame (header included) as the server's reader would. */
+  frame(conn: FakeConn, bytes: Uint8Array): boolean {
+    return this.engine.frame(conn.session!, bytes[0]!, bytes, 4, bytes.length - 4, this.now);
+  }
+
+  acquire(conn: FakeConn, lock: string, leaseMs: number, options: { try?: boolean; owner?: string } = {}): boolean {
+    return this.frame(conn, encodeAcquire({ name: lock, leaseMs, owner: options.owner ?? "", try: options.try ?? false }));
+  }
+
+  /** A connection that has sent ACQUIRE. */
+  client(lock: string, leaseMs: number, name = lock): FakeConn {
+    const conn = this.open(name);
+    this.acquire(conn, lock, leaseMs);
+    return conn;
+  }
+
+  heartbeat(conn: FakeConn): boolean {
+    return this.frame(conn, HEARTBEAT_FRAME);
+  }
+
+  closePeer(conn: FakeConn): void {
+    this.engine.closed(conn.session!, this.now);
+  }
+
+  /** Move the clock to `t` and run the wheel, as the server's timer would. */
+  at(t: number): void {
+    this.now = t;
+    this.engine.tick(t);
+  }
+
+  advance(ms: number): void {
+    this.at(this.now + ms);
+  }
+}
