@@ -128,6 +128,26 @@ export class WirePeer implements FrameSink {
     this.write([FrameType.HEARTBEAT, 0, 0, 0]);
   }
 
+  /** Stop reading from the socket (the kernel buffers fill; the server's writes back up). */
+  pause(): void {
+    this.socket?.pause();
+  }
+
+  /** Write everything, waiting for the socket to take it (backpressure), bounded by `ms`. */
+  async writeAll(bytes: Uint8Array, ms = 10_000): Promise<void> {
+    const deadline = performance.now() + ms;
+    let offset = 0;
+    while (offset < bytes.length) {
+      const written = this.socket!.write(bytes, offset, Math.min(65536, bytes.length - offset));
+      if (written < 0) throw new Error("socket closed while writing");
+      offset += written;
+      if (written === 0) {
+        if (performance.now() > deadline) throw new Error(`writeAll: ${offset}/${bytes.length} bytes taken in ${ms} ms`);
+        await Bun.sleep(1); // no drain event on a paused socket: retry shortly
+      }
+    }
+  }
+
   end(): void {
     this.socket?.end();
   }

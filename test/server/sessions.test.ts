@@ -1,0 +1,138 @@
+// Over real sockets: every arrow of the state diagram, FIFO with 100
+// waiters, push handover, leases kept by heartbeats and ended by silence.
+import { describe, expect, test } from "bun:test";
+import { ErrorCode, FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
+import { WirePeer, startServer } from "../helpers/wire.ts";
+
+const { ACQUIRED, WAITING, ERROR } = FrameType;
+
+describe("state diagram over TCP", () => {
+  test("CONNECTED -> ACQUIRED, CONNECTED -> WAITING, WAITING -> ACQUIRED on the owner's close (a push)", async () => {
+    await using server = startServer();
+    const a = await WirePeer.connect(server.port);
+    a.acquire("L", 60_000);
+    const grant = await a.frame(0);
+    expect([grant.type, grant.flags]).toEqual([ACQUIRED, FLAG_REPLY]);
+    const b = await WirePeer.connect(server.port);
+    b.acquire("L", 60_000);
+    expect([(await b.frame(0)).type, b.frames[0]!.flags]).toEqual([WAITING, FLAG_REPLY]);
+    a.end();
+    // b sends nothing more: the grant must come on the server's initiative.
+    const push = await b.frame(1);
+    expect([push.type, push.flags]).toEqual([ACQUIRED, 0]);
+    expect(push.token!).toBeGreaterThan(grant.token!);
+    b.end();
+  });
+
+  test("WAITING -> DISCONNECTED on close: the next waiter inherits its place", async () => {
+    await using server = startServer();
+    const [a, b, c] = await Promise.all([0, 1, 2].map(() => WirePeer.connect(server.port)));
+    a!.acquire("L", 60_000);
+    await a!.frame(0);
+    b!.acquire("L", 60_000);
+    await b!.frame(0);
+    c!.acquire("L", 60_000);
+    await c!.frame(0);
+    b!.end();
+    await b!.closed();
+    a!.end();
+    expect((await c!.frame(1)).type).toBe(ACQUIRED);
+    expect(b!.frames.length).toBe(1);
+    c!.end();
+  });
+
+  test("ACQUIRED -> DISCONNECTED by RST (terminate) hands over at once", async () => {
+    await using server = startServer();
+    const a = await WirePeer.connect(server.port);
+    a.acquire("L", 60_000);
+    await a.frame(0);
+    const b = await WirePeer.connect(server.port);
+    b.acquire("L", 60_000);
+    await b.frame(0);
+    a.terminate();
+    expect((await b.frame(1)).type).toBe(ACQUIRED);
+    b.end();
+  });
+
+  test("ACQUIRED -> DISCONNECTED and WAITING -> DISCONNECTED on lease expiry: LEASE_EXPIRED, never before the lease", async () => {
+    await using server = startServer();
+    const lease = 300;
+    const a = await WirePeer.connect(server.port);
+    const sentA = performance.now();
+    a.acquire("L", lease);
+    await a.frame(0);
+    const b = await WirePeer.connect(server.port);
+    b.acquire("L", 60_000);
+    await b.frame(0);
+    const c = await WirePeer.connect(server.port);
+    const sentC = performance.now();
+    c.acquire("L", lease); // waits behind a, silent
+    await c.frame(0);
+
+    const expiredA = await a.frame(1, 5000);
+    expect([expiredA.type, expiredA.code]).toEqual([ERROR, ErrorCode.LEASE_EXPIRED]);
+    expect(expiredA.at - sentA).toBeGreaterThanOrEqual(lease);
+    await a.closed();
+    expect((await b.frame(1)).type).toBe(ACQUIRED); // the owner's expiry hands over
+
+    const expiredC = await c.frame(1, 5000);
+    expect([expiredC.type, expiredC.code]).toEqual([ERROR, ErrorCode.LEASE_EXPIRED]);
+    expect(expiredC.at - sentC).toBeGreaterThanOrEqual(lease);
+    await c.closed();
+    b.end();
+  });
+
+  test("heartbeats keep owner and waiter alive across many leases", async () => {
+    await using server = startServer();
+    const lease = 400;
+    const owner = await WirePeer.connect(server.port);
+    owner.acquire("L", lease);
+    const token = (await owner.frame(0)).token;
+    const waiter = await WirePeer.connect(server.port);
+    waiter.acquire("L", lease);
+    await waiter.frame(0);
+    // Heartbeat after each reply with a pause of lease/8: 24 rounds span several leases.
+    for (let i = 1; i <= 24; i++) {
+      await Bun.sleep(lease / 8); // the heartbeat schedule itself, not synchronisation
+      owner.heartbeat();
+      waiter.heartbeat();
+      const [o, w] = await Promise.all([owner.frame(i), waiter.frame(i)]);
+      expect([o.type, o.flags, o.token]).toEqual([ACQUIRED, FLAG_REPLY, token]);
+      expect([w.type, w.flags]).toEqual([WAITING, FLAG_REPLY]);
+    }
+    expect(owner.isClosed || waiter.isClosed).toBe(false);
+    owner.end();
+    expect((await waiter.frame(25)).type).toBe(ACQUIRED);
+    waiter.end();
+  });
+});
+
+describe("FIFO over TCP", () => {
+  test("100 waiters are granted in the order their ACQUIREs were accepted, tokens strictly increasing; one leaving the middle is skipped", async () => {
+    await using server = startServer();
+    const owner = await WirePeer.connect(server.port);
+    owner.acquire("fifo", 60_000);
+    let last = (await owner.frame(0)).token!;
+    const waiters: WirePeer[] = [];
+    for (let i = 0; i < 100; i++) {
+      const w = await WirePeer.connect(server.port);
+      w.acquire("fifo", 60_000, { owner: `w${i}` });
+      expect((await w.frame(0)).type).toBe(WAITING); // accepted in this order
+      waiters.push(w);
+    }
+    waiters[37]!.end();
+    await waiters[37]!.closed();
+    owner.end();
+    for (const [i, w] of waiters.entries()) {
+      if (i === 37) continue;
+      const grant = await w.frame(1);
+      expect([grant.type, grant.flags]).toEqual([ACQUIRED, 0]);
+      expect(grant.token!).toBeGreaterThan(last);
+      last = grant.token!;
+      // Nobody after i has been granted yet.
+      for (const later of waiters.slice(i + 1)) expect(later.frames.length).toBe(1);
+      w.end();
+    }
+    expect(waiters[37]!.frames.length).toBe(1);
+  });
+});
