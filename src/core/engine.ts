@@ -32,7 +32,9 @@ import {
   encodeAcquired,
   encodeError,
   frameTypeName,
+  HEADER_LENGTH,
   WAITING_REPLY_FRAME,
+  writeToken,
 } from "../protocol/index.ts";
 import { Lock, Session, SessionState } from "./session.ts";
 import { EngineStats, GrantPath } from "./stats.ts";
@@ -41,7 +43,10 @@ import { TimerWheel, type WheelOwner } from "./wheel.ts";
 
 /** How the engine acts on the world. */
 export interface Transport<C> {
-  /** Write one frame to the connection. */
+  /**
+   * Write one frame to the connection. The bytes are valid only during the
+   * call (the engine reuses buffers): copy whatever is not written at once.
+   */
   send(conn: C, frame: Uint8Array): void;
   /**
    * Write `frame` if given (best effort) and close the connection. The engine
@@ -68,6 +73,8 @@ const OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "server is at its ses
 const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
 const SECOND_ACQUIRE_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "a second ACQUIRE: one connection makes one claim");
 const EARLY_HEARTBEAT_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "HEARTBEAT before ACQUIRE: the first frame must be ACQUIRE");
+/** The promotion push, rewritten for each grant: the handover path allocates no frame of its own. */
+const PUSH_FRAME = encodeAcquired(0, 0);
 
 export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   readonly wheel: TimerWheel<Session<C>>;
@@ -287,7 +294,12 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
     session.ackFrame = encodeAcquired(token, FLAG_REPLY);
     this.stats.granted(path, session, now);
     // The answer to ACQUIRE is the reply frame itself; a promotion is a push.
-    this.transport.send(session.conn, path === GrantPath.IMMEDIATE ? session.ackFrame : encodeAcquired(token, 0));
+    if (path === GrantPath.IMMEDIATE) {
+      this.transport.send(session.conn, session.ackFrame);
+    } else {
+      writeToken(PUSH_FRAME, HEADER_LENGTH, token);
+      this.transport.send(session.conn, PUSH_FRAME);
+    }
   }
 
   /** The owner is gone: the head of the queue gets the lock now, or the lock is dropped. */
