@@ -37,6 +37,20 @@ export interface ServerOptions {
    */
   readonly outboxLimit?: number;
   readonly tokens?: TokenSource;
+  /** Serve TLS instead of plain TCP. */
+  readonly tls?: ServerTls;
+}
+
+export interface ServerTls {
+  /** PEM certificate chain and private key of the server. */
+  readonly cert: string;
+  readonly key: string;
+  /**
+   * PEM CA certificate(s) for client certificates. When set, clients must
+   * present a certificate signed by one of them (mutual TLS); others are
+   * cut during the handshake, before any frame is read.
+   */
+  readonly clientCa?: string;
 }
 
 /** Enough for the replies to one 64 KiB chunk of heartbeats (12 bytes per 4). */
@@ -67,10 +81,20 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
       performance.now(),
     );
     this.engine.wheel.setDriver(this);
+    const tls = options.tls;
     this.listener = Bun.listen<Conn>({
       hostname: options.hostname,
       port: options.port,
-      socket: this.handlers(),
+      socket: this.handlers(tls?.clientCa !== undefined),
+      ...(tls === undefined
+        ? {}
+        : {
+            tls: {
+              cert: tls.cert,
+              key: tls.key,
+              ...(tls.clientCa === undefined ? {} : { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true }),
+            },
+          }),
     });
   }
 
@@ -189,11 +213,19 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     if (length > 0) this.write(conn, this.scratch, 0, length);
   }
 
-  private handlers(): SocketHandler<Conn> {
+  private handlers(mutualTls: boolean): SocketHandler<Conn> {
     const server = this;
     const engine = this.engine;
     return {
       binaryType: "uint8array",
+      // TLS only. Bun already refuses unverified client certificates; this
+      // makes sure no session of an unauthorised peer outlives its handshake.
+      handshake(socket: Socket<Conn>, success: boolean) {
+        if (!success || (mutualTls && !socket.authorized)) {
+          socket.data.done = true;
+          socket.terminate();
+        }
+      },
       open(socket: Socket<Conn>) {
         const conn = new Conn(socket, server);
         socket.data = conn;

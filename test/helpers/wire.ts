@@ -41,20 +41,33 @@ export class WirePeer implements FrameSink {
   closedAt = 0;
   readError = "";
 
-  static async connect(port: number, hostname = "127.0.0.1"): Promise<WirePeer> {
+  handshake: Promise<boolean> | null = null;
+
+  /**
+   * Connect; with `tls`, also wait for the handshake (Bun drops what a TLS
+   * socket writes before it). Resolves false-handshakes too: check `isClosed`.
+   */
+  static async connect(port: number, hostname = "127.0.0.1", tls?: Bun.TLSOptions): Promise<WirePeer> {
     const peer = new WirePeer();
+    let shaken: (ok: boolean) => void = () => {};
+    if (tls !== undefined) peer.handshake = new Promise<boolean>((resolve) => (shaken = resolve));
     peer.socket = await Bun.connect<WirePeer>({
       hostname,
       port,
       data: peer,
+      ...(tls === undefined ? {} : { tls }),
       socket: {
         binaryType: "uint8array",
+        handshake(_socket, success) {
+          shaken(success);
+        },
         data(socket, chunk: Uint8Array) {
           const p = socket.data;
           if (p.reader.push(chunk, p) === 2) p.readError = p.reader.errorMessage;
           p.wake();
         },
         close(socket) {
+          shaken(false);
           const p = socket.data;
           if (!p.isClosed) {
             p.isClosed = true;
@@ -67,6 +80,7 @@ export class WirePeer implements FrameSink {
         },
       },
     });
+    if (peer.handshake !== null) await peer.handshake;
     return peer;
   }
 
