@@ -104,6 +104,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   /** A connection was accepted. Null when refused (OVERLOADED, or shutting down). */
   open(conn: C, now: number): Session<C> | null {
     if (this.draining) {
+      this.stats.ends[ErrorCode.SHUTTING_DOWN]!++;
       this.transport.close(conn, SHUTTING_DOWN_FRAME);
       return null;
     }

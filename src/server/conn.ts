@@ -31,6 +31,8 @@ export class Conn implements FrameSink {
   outEnd = 0;
   /** The socket has closed (or we closed it): nothing more is written. */
   done = false;
+  /** Output was dropped mid-stream (outbox limit): only a reset may follow. */
+  torn = false;
   /** Bun's close event was seen (counted once). */
   closed = false;
 

@@ -163,7 +163,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     if (conn.done) return;
     conn.done = true;
     const socket = conn.socket;
-    if (conn.pendingOutput > 0) {
+    if (conn.pendingOutput > 0 || conn.torn) {
       socket.terminate(); // the peer is not reading: free the kernel's buffers now
       return;
     }
@@ -202,8 +202,14 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
       return;
     }
     // Sending without reading: cut now instead of buffering until io-timeout.
+    // Part of a frame may be out already: the stream is torn, so the close
+    // must be a reset, never an ERROR frame glued to half a frame.
+    conn.torn = true;
     if (conn.session !== null) this.engine.timeOut(conn.session, performance.now());
-    else conn.socket.terminate();
+    if (!conn.done) {
+      conn.done = true;
+      conn.socket.terminate();
+    }
   }
 
   private flushBatch(conn: Conn): void {
