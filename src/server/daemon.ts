@@ -64,6 +64,8 @@ export class Daemon {
   private resolveGrace!: () => void;
   private graceTimer: ReturnType<typeof setTimeout> | null = null;
   private endGrace: (() => void) | null = null;
+  /** close() was called: skip (or cut short) the grace period. */
+  private closing = false;
   private shuttingDown: Promise<void> | null = null;
   private signals = 0;
 
@@ -122,6 +124,7 @@ export class Daemon {
 
   /** Stop everything now, without the grace period (tests, errors). */
   async close(): Promise<void> {
+    this.closing = true;
     void this.shutdown("close");
     if (this.graceTimer !== null) clearTimeout(this.graceTimer);
     this.endGrace?.();
@@ -140,10 +143,12 @@ export class Daemon {
     this.phase = "grace";
     log.info("sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
     this.resolveGrace();
-    await new Promise<void>((resolve) => {
-      this.endGrace = resolve;
-      this.graceTimer = setTimeout(resolve, this.options.shutdownGraceMs);
-    });
+    if (!this.closing) {
+      await new Promise<void>((resolve) => {
+        this.endGrace = resolve;
+        this.graceTimer = setTimeout(resolve, this.options.shutdownGraceMs);
+      });
+    }
     this.graceTimer = null;
     await this.ops.stop();
     this.phase = "stopped";

@@ -96,7 +96,7 @@ export function parseExposition(text: string): Map<string, Family> {
       if (!METRIC_NAME.test(name)) throw new Error(`${where}: bad metric name ${name}`);
       if (kind === "HELP") {
         if (helps.has(name)) throw new Error(`${where}: second HELP for ${name}`);
-        if (/\\(?![\\n])/.test(rest)) throw new Error(`${where}: bad escape in HELP`);
+        if (!/^(?:[^\\]|\\[\\n])*$/.test(rest)) throw new Error(`${where}: bad escape in HELP`);
         helps.set(name, rest);
         return;
       }
