@@ -42,8 +42,9 @@ export interface ServerOptions {
 }
 
 /**
- * Called once when a session is opened, and once when its socket has closed
- * (`session.endReason` says why: 0 the peer closed, else the ERROR code sent).
+ * Called once when a session is opened, and once when it ends, while its
+ * socket is still usable (`session.endReason` says why: 0 the peer closed,
+ * else the ERROR code being sent).
  */
 export interface ServerEvents {
   opened(session: Session<Conn>): void;
@@ -151,6 +152,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
   }
 
   close(conn: Conn, frame: Uint8Array | null): void {
+    if (conn.session !== null) this.events?.ended(conn.session); // once: the engine ends a session once
     if (conn === this.batchConn) this.flushBatch(conn);
     if (conn.done) return;
     conn.done = true;
@@ -246,7 +248,6 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         server.release(conn);
         if (conn.closed) return;
         conn.closed = true;
-        if (conn.session !== null) server.events?.ended(conn.session);
         if (--server.connections === 0 && server.allClosed !== null) server.allClosed();
       },
     };
@@ -261,5 +262,6 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     const now = performance.now();
     this.engine.closed(session, now);
     if (this.engine.stats.grantsPromoted !== promoted) this.engine.stats.handedOver(now, performance.now());
+    this.events?.ended(session);
   }
 }

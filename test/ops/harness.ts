@@ -6,6 +6,7 @@ export interface TestDaemon extends AsyncDisposable {
   readonly daemon: Daemon;
   /** Parsed log lines, in order. */
   readonly logs: Record<string, unknown>[];
+  readonly log: Logger;
   readonly port: number;
   url(path: string): string;
   get(path: string): Promise<Response>;
@@ -30,6 +31,7 @@ export function startDaemon(options: Partial<DaemonOptions> & { logLevel?: LogLe
   return {
     daemon,
     logs,
+    log,
     port: daemon.server.port,
     url: (path) => base + path,
     get: (path) => fetch(base + path, { signal: signal() }),
