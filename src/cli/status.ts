@@ -72,6 +72,8 @@ export function table(locks: readonly LockView[]): string {
       label = "";
     }
     for (const w of lock.waiters) rows.push(row(label, `waiter ${w.position}`, w, "-", w.waitingForMs));
+    const more = lock.waiting - lock.waiters.length;
+    if (more > 0) rows.push(["", `(+${more} more waiting)`, "", "", "", "", "", "", ""]);
   }
   const widths = HEADER.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n") + "\n";

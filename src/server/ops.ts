@@ -39,8 +39,10 @@ export interface OpsOptions {
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
 const FORCE_RELEASE = "/force-release";
 const LOCKS = "/v1/locks";
-const DEFAULT_LIST_LIMIT = 1000;
-const MAX_LIST_LIMIT = 100_000;
+const DEFAULT_LIMIT = 1000;
+const MAX_LIMIT = 100_000;
+/** Waiters shown per lock in the list view (the single-lock view takes ?limit=). */
+const LIST_WAITERS = 100;
 const encoder = new TextEncoder();
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
@@ -84,6 +86,18 @@ function splitUrl(url: string): { path: string; query: string } {
 function rawQueryName(query: string): string | null {
   for (const part of query.split("&")) if (part.startsWith("name=")) return part.slice(5).replace(/\+/g, "%20");
   return null;
+}
+
+/** `?limit=` (default 1000), or -1 when malformed. */
+function parseLimit(query: string): number {
+  const text = /(?:^|&)limit=([^&]*)/.exec(query)?.[1];
+  if (text === undefined) return DEFAULT_LIMIT;
+  const limit = /^\d{1,7}$/.test(text) ? Number(text) : -1;
+  return limit >= 1 && limit <= MAX_LIMIT ? limit : -1;
+}
+
+function badLimit(): Response {
+  return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_LIMIT}`);
 }
 
 export class OpsServer {
@@ -132,7 +146,7 @@ export class OpsServer {
       case LOCKS: {
         if (method !== "GET") return notAllowed(method, "GET");
         const raw = rawQueryName(query);
-        return raw === null ? this.list(query) : this.show(raw);
+        return raw === null ? this.list(query) : this.show(raw, query);
       }
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
@@ -142,7 +156,7 @@ export class OpsServer {
     if (path.startsWith(`${LOCKS}/`)) {
       const rest = path.slice(LOCKS.length + 1);
       const admin = rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length;
-      if (method === "GET") return this.show(rest);
+      if (method === "GET") return this.show(rest, query);
       if (method === "POST" && admin) return this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request, server);
       return notAllowed(method, admin ? "GET, POST" : "GET");
     }
@@ -164,18 +178,19 @@ export class OpsServer {
   }
 
   private list(query: string): Response {
-    const limitText = /(?:^|&)limit=([^&]*)/.exec(query)?.[1];
-    const limit = limitText === undefined ? DEFAULT_LIST_LIMIT : /^\d{1,7}$/.test(limitText) ? Number(limitText) : Number.NaN;
-    if (!(limit >= 1 && limit <= MAX_LIST_LIMIT)) return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_LIST_LIMIT}`);
-    return json(200, locksView(this.options.server.engine, limit, performance.now()));
+    const limit = parseLimit(query);
+    if (limit < 0) return badLimit();
+    return json(200, locksView(this.options.server.engine, limit, LIST_WAITERS, performance.now()));
   }
 
-  private show(encoded: string): Response {
+  private show(encoded: string, query: string): Response {
+    const limit = parseLimit(query);
+    if (limit < 0) return badLimit();
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const lock = this.options.server.engine.locks.get(decoded.name);
     if (lock === undefined) return fail(404, "NO_SUCH_LOCK", `nobody holds or waits for ${JSON.stringify(decoded.name)}`);
-    return json(200, lockView(lock, performance.now()));
+    return json(200, lockView(lock, performance.now(), limit));
   }
 
   /** Who is asking, for the log: peer address and user agent. */

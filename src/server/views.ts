@@ -32,6 +32,9 @@ export interface WaiterView extends SessionView {
 export interface LockView {
   readonly name: string;
   readonly holder: HolderView | null;
+  /** All waiters of the lock. */
+  readonly waiting: number;
+  /** The first waiters in queue order (at most the view's limit). */
   readonly waiters: WaiterView[];
 }
 
@@ -64,11 +67,12 @@ export function waiterView(session: Session<Conn>, position: number, now: number
   return { ...sessionView(session, now), position, waitingForMs: ms(now - session.acquiredAt) };
 }
 
-export function lockView(lock: Lock<Conn>, now: number): LockView {
+/** A lock, its holder and its first `maxWaiters` waiters. */
+export function lockView(lock: Lock<Conn>, now: number, maxWaiters: number): LockView {
   const waiters: WaiterView[] = [];
   let position = 0;
-  for (let s = lock.head; s !== null; s = s.queueNext) waiters.push(waiterView(s, ++position, now));
-  return { name: lock.name, holder: lock.owner === null ? null : holderView(lock.owner, now), waiters };
+  for (let s = lock.head; s !== null && position < maxWaiters; s = s.queueNext) waiters.push(waiterView(s, ++position, now));
+  return { name: lock.name, holder: lock.owner === null ? null : holderView(lock.owner, now), waiting: lock.waiting, waiters };
 }
 
 /** A waiting session's place in its queue (1 = head), 0 if it is not waiting. */
@@ -83,7 +87,12 @@ export function positionOf(session: Session<Conn>): number {
 }
 
 export interface LocksView {
-  /** Locks with a holder or waiters, in name order, at most `limit`. */
+  /**
+   * Locks with a holder or waiters: the `limit` oldest, sorted by name. The
+   * ops server shares the event loop with the lock listener, so a view
+   * never sorts or walks more than it returns (a million locks must not
+   * stall a handover).
+   */
   readonly locks: LockView[];
   /** All such locks, before the limit. */
   readonly total: number;
@@ -91,15 +100,19 @@ export interface LocksView {
   readonly sessions: { readonly connected: number; readonly waiting: number; readonly owner: number };
 }
 
-export function locksView(engine: Engine<Conn>, limit: number, now: number): LocksView {
-  const names = [...engine.locks.keys()].sort();
+export function locksView(engine: Engine<Conn>, limit: number, maxWaiters: number, now: number): LocksView {
   const locks: LockView[] = [];
-  for (let i = 0; i < names.length && i < limit; i++) locks.push(lockView(engine.locks.get(names[i]!)!, now));
+  for (const lock of engine.locks.values()) {
+    if (locks.length >= limit) break;
+    locks.push(lockView(lock, now, maxWaiters));
+  }
+  locks.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const states = engine.stats.states;
+  const total = engine.locks.size;
   return {
     locks,
-    total: names.length,
-    truncated: names.length > limit,
+    total,
+    truncated: total > locks.length,
     sessions: { connected: states[SessionState.CONNECTED]!, waiting: states[SessionState.WAITING]!, owner: states[SessionState.OWNER]! },
   };
 }

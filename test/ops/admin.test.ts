@@ -123,6 +123,18 @@ describe("force-release", () => {
     expect((await ops.get("/v1/locks/solo")).status).toBe(404);
   });
 
+  test("a lock named a/force-release is released through its encoded name", async () => {
+    await using ops = startDaemon({ adminToken: TOKEN });
+    const [a] = await queue(ops.port, "a/force-release", ["a"]);
+    const [other] = await queue(ops.port, "a", ["other"]);
+    const response = await ops.post("/v1/locks/a%2Fforce-release/force-release", TOKEN);
+    expect(response.status).toBe(200);
+    expect((await body(response)).lock).toBe("a/force-release");
+    expect((await a!.frame(1)).code).toBe(ErrorCode.FORCE_RELEASED);
+    expect(other!.frames).toHaveLength(1);
+    other!.end();
+  });
+
   test("404 when nobody holds the lock, 400 for a malformed name", async () => {
     await using ops = startDaemon({ adminToken: TOKEN });
     const missing = await ops.post("/v1/locks/free/force-release", TOKEN);

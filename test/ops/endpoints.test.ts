@@ -90,7 +90,7 @@ describe("lock view", () => {
     for (const p of [a, b, c, d]) p.end();
   });
 
-  test("list limit truncates and reports the total", async () => {
+  test("list limit: the oldest locks, sorted by name, with the total", async () => {
     await using ops = startDaemon();
     const peers: WirePeer[] = [];
     for (const name of ["c", "a", "b"]) {
@@ -100,11 +100,29 @@ describe("lock view", () => {
       peers.push(p);
     }
     const list = await body(await ops.get("/v1/locks?limit=2"));
-    expect(list.locks.map((l: { name: string }) => l.name)).toEqual(["a", "b"]);
+    expect(list.locks.map((l: { name: string }) => l.name)).toEqual(["a", "c"]);
     expect(list.total).toBe(3);
     expect(list.truncated).toBe(true);
     expect((await ops.get("/v1/locks?limit=0")).status).toBe(400);
     expect((await ops.get("/v1/locks?limit=x")).status).toBe(400);
+    for (const p of peers) p.end();
+  });
+
+  test("a lock's waiters are capped by ?limit=, with the full count in waiting", async () => {
+    await using ops = startDaemon();
+    const peers: WirePeer[] = [];
+    for (let i = 0; i < 5; i++) {
+      const p = await WirePeer.connect(ops.port);
+      p.acquire("busy", 5000, { owner: `o${i}` });
+      await p.frame(0);
+      peers.push(p);
+    }
+    const lock = await body(await ops.get("/v1/locks/busy?limit=2"));
+    expect(lock.waiting).toBe(4);
+    expect(lock.waiters.map((w: { owner: string }) => w.owner)).toEqual(["o1", "o2"]);
+    expect((await body(await ops.get("/v1/locks?name=busy&limit=3"))).waiters).toHaveLength(3);
+    expect((await body(await ops.get("/v1/locks/busy"))).waiters).toHaveLength(4);
+    expect((await ops.get("/v1/locks/busy?limit=0")).status).toBe(400);
     for (const p of peers) p.end();
   });
 
