@@ -316,7 +316,7 @@ export function optionsHelp(table: OptionTable): string {
     const extra = [spec.default !== undefined ? `default ${spec.default}` : "", spec.env !== undefined ? `env ${spec.env}` : ""]
       .filter(Boolean)
       .join("; ");
-    return `${left.padEnd(25)} ${spec.help}${extra ? ` (${extra})` : ""}`;
+    return `${left.padEnd(27)} ${spec.help}${extra ? ` (${extra})` : ""}`;
   });
   return rows.join("\n");
 }
