@@ -86,6 +86,68 @@ export type Options<T extends OptionTable> = {
   -readonly [K in keyof T]: T[K]["default"] extends string ? z.output<T[K]["schema"]> : z.output<T[K]["schema"]> | undefined;
 };
 
+const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+
+export const logLevel = z.string().transform((text, ctx) => {
+  const level = text.trim().toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) {
+    ctx.addIssue({ code: "custom", message: `"${text}" is not a log level (one of ${LOG_LEVELS.join(", ")})` });
+    return z.NEVER;
+  }
+  return level as (typeof LOG_LEVELS)[number];
+});
+
+/** "auto" (parsed as null: the caller decides), or a value of `schema`. */
+export const autoOr = <T>(schema: z.ZodType<T, string>) =>
+  z.string().transform((text, ctx): T | null => {
+    if (text.trim() === "auto") return null;
+    const result = schema.safeParse(text);
+    if (result.success) return result.data;
+    for (const issue of result.error.issues) ctx.addIssue({ code: "custom", message: `${issue.message} (or auto)` });
+    return z.NEVER;
+  });
+
+/** An admin token given inline: non-empty, no whitespace (it travels in an HTTP header). */
+export const secret = z.string().transform((text, ctx) => {
+  if (!/^[\x21-\x7e]+$/.test(text)) {
+    ctx.addIssue({ code: "custom", message: "the admin token must be non-empty printable ASCII without spaces" });
+    return z.NEVER;
+  }
+  return text;
+});
+
+/** A file path that must name something; the file is read later. */
+export const path = z.string().transform((text, ctx) => {
+  if (text.trim() === "") {
+    ctx.addIssue({ code: "custom", message: "an empty path" });
+    return z.NEVER;
+  }
+  return text;
+});
+
+/** Options shared by `serve` and the admin verbs: where the ops server is, and the admin token. */
+const OPS_ADDRESS = {
+  flag: "--ops",
+  env: "LOCKD_OPS",
+  default: "127.0.0.1:7701",
+  help: "ops HTTP server (health, metrics, admin), HOST:PORT",
+  schema: hostPort,
+} as const satisfies OptionSpec;
+
+const ADMIN_TOKEN = {
+  flag: "--admin-token",
+  env: "LOCKD_ADMIN_TOKEN",
+  help: "bearer token for admin endpoints (prefer the file form: flags show in ps)",
+  schema: secret,
+} as const satisfies OptionSpec;
+
+const ADMIN_TOKEN_FILE = {
+  flag: "--admin-token-file",
+  env: "LOCKD_ADMIN_TOKEN_FILE",
+  help: "file holding the admin token (trailing newline ignored)",
+  schema: path,
+} as const satisfies OptionSpec;
+
 export const SERVE_OPTIONS = {
   listen: {
     flag: "--listen",
@@ -94,6 +156,7 @@ export const SERVE_OPTIONS = {
     help: "lock protocol listener, HOST:PORT",
     schema: hostPort,
   },
+  ops: OPS_ADDRESS,
   ioTimeout: {
     flag: "--io-timeout",
     env: "LOCKD_IO_TIMEOUT",
@@ -101,6 +164,55 @@ export const SERVE_OPTIONS = {
     help: "limit for one read or write: the first frame, the rest of a started frame, draining output",
     schema: duration(1, 3_600_000),
   },
+  maxSessions: {
+    flag: "--max-sessions",
+    env: "LOCKD_MAX_SESSIONS",
+    default: "auto",
+    help: "live sessions beyond this are refused with OVERLOADED; auto is the open-file limit minus 256",
+    schema: autoOr(count(1, 100_000_000)),
+  },
+  shutdownGrace: {
+    flag: "--shutdown-grace",
+    env: "LOCKD_SHUTDOWN_GRACE",
+    default: "5s",
+    help: "on SIGTERM/SIGINT, how long the ops server stays up after the sessions are closed",
+    schema: duration(0, 3_600_000),
+  },
+  adminToken: ADMIN_TOKEN,
+  adminTokenFile: ADMIN_TOKEN_FILE,
+  logLevel: {
+    flag: "--log-level",
+    env: "LOCKD_LOG_LEVEL",
+    default: "info",
+    help: "debug, info, warn or error (debug logs every session: not for busy servers)",
+    schema: logLevel,
+  },
+  dataDir: {
+    flag: "--data-dir",
+    env: "LOCKD_DATA_DIR",
+    default: "./lockd-data",
+    help: "directory for durable state (reserved: not used by this version)",
+    schema: path,
+  },
+} as const satisfies OptionTable;
+
+/** `lockd status`: read-only, no token needed. */
+export const STATUS_OPTIONS = {
+  ops: OPS_ADDRESS,
+  timeout: {
+    flag: "--timeout",
+    env: "LOCKD_OPS_TIMEOUT",
+    default: "5s",
+    help: "give up on the ops server after this long",
+    schema: duration(1, 3_600_000),
+  },
+} as const satisfies OptionTable;
+
+/** `lockd force-release`, `lockd kick`. */
+export const ADMIN_OPTIONS = {
+  ...STATUS_OPTIONS,
+  adminToken: ADMIN_TOKEN,
+  adminTokenFile: ADMIN_TOKEN_FILE,
 } as const satisfies OptionTable;
 
 // --- parsing ------------------------------------------------------------------------
@@ -117,7 +229,11 @@ export interface Parsed<T extends OptionTable> {
   /** Arguments that are not options, in order (everything after `--` included). */
   readonly positionals: string[];
   readonly help: boolean;
+  /** Where each option's value came from. */
+  readonly sources: Record<keyof T, OptionSource>;
 }
+
+export type OptionSource = "flag" | "env" | "default" | "unset";
 
 /**
  * Parse `argv` (flags as `--flag value` or `--flag=value`) and `env` against
@@ -174,11 +290,13 @@ export function parseOptions<T extends OptionTable>(
   }
 
   const options: Record<string, unknown> = {};
+  const sources: Record<string, OptionSource> = {};
   for (const [key, spec] of Object.entries(table)) {
     let source = raw.get(key);
     const fromEnv = spec.env === undefined ? undefined : env[spec.env];
     if (source === undefined && fromEnv !== undefined && fromEnv !== "") source = { value: fromEnv, from: spec.env! };
     if (source === undefined && spec.default !== undefined) source = { value: spec.default, from: "default" };
+    sources[key] = source === undefined ? "unset" : source.from === spec.flag ? "flag" : source.from === "default" ? "default" : "env";
     if (source === undefined) {
       options[key] = undefined;
       continue;
@@ -188,7 +306,7 @@ export function parseOptions<T extends OptionTable>(
     else for (const issue of result.error.issues) problems.push(`${source.from === spec.flag ? spec.flag : `${spec.flag} (from ${source.from})`}: ${issue.message}`);
   }
   if (problems.length > 0 && !help) throw new ConfigError(problems);
-  return { options: options as Options<T>, positionals, help, switches: on };
+  return { options: options as Options<T>, positionals, help, switches: on, sources: sources as Record<keyof T, OptionSource> };
 }
 
 /** The options section of a --help text, generated from the table. */
@@ -198,7 +316,7 @@ export function optionsHelp(table: OptionTable): string {
     const extra = [spec.default !== undefined ? `default ${spec.default}` : "", spec.env !== undefined ? `env ${spec.env}` : ""]
       .filter(Boolean)
       .join("; ");
-    return `${left.padEnd(25)} ${spec.help}${extra ? ` (${extra})` : ""}`;
+    return `${left.padEnd(27)} ${spec.help}${extra ? ` (${extra})` : ""}`;
   });
   return rows.join("\n");
 }

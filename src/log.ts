@@ -1,15 +1,32 @@
 /**
- * Structured logs: one JSON object per line on stderr. Nothing on a hot path
- * logs at the default level.
+ * Structured logs: one JSON object per line on stderr, with a level. Nothing
+ * on a hot path logs at the default level (info): session lifecycle is
+ * debug, and callers test `enabled("debug")` before building fields.
+ *
+ * Warnings a client can provoke (io-timeouts, protocol errors, failed admin
+ * auth) go through a RateLimit: a burst, then one line per interval, and the
+ * next line that gets through says how many were suppressed. So a flood of
+ * bad clients costs a counter increment each, not a write each.
  */
 export const LogLevel = { debug: 10, info: 20, warn: 30, error: 40 } as const;
 export type LogLevelName = keyof typeof LogLevel;
+export const LOG_LEVEL_NAMES = Object.keys(LogLevel) as LogLevelName[];
+
+export function isLogLevel(name: string): name is LogLevelName {
+  return Object.hasOwn(LogLevel, name);
+}
 
 export class Logger {
+  /** Lines dropped by rate limits since start (exported as a metric). */
+  suppressed = 0;
+  private readonly threshold: number;
+
   constructor(
-    private readonly threshold: number = LogLevel.info,
+    level: LogLevelName | number = LogLevel.info,
     private readonly write: (line: string) => void = (line) => process.stderr.write(line),
-  ) {}
+  ) {
+    this.threshold = typeof level === "number" ? level : LogLevel[level];
+  }
 
   enabled(level: LogLevelName): boolean {
     return LogLevel[level] >= this.threshold;
@@ -18,6 +35,22 @@ export class Logger {
   log(level: LogLevelName, msg: string, fields?: Record<string, unknown>): void {
     if (LogLevel[level] < this.threshold) return;
     this.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
+  }
+
+  /**
+   * Log unless `limit` says this kind of line is flooding; `fields` is only
+   * called when the line is written. Suppressed lines are counted, and the
+   * next written line carries `suppressed: N`.
+   */
+  limited(limit: RateLimit, level: LogLevelName, msg: string, fields: () => Record<string, unknown>, now = performance.now()): void {
+    if (LogLevel[level] < this.threshold) return;
+    const dropped = limit.take(now);
+    if (dropped < 0) {
+      this.suppressed++;
+      return;
+    }
+    const extra = fields();
+    this.log(level, msg, dropped > 0 ? { ...extra, suppressed: dropped } : extra);
   }
 
   debug(msg: string, fields?: Record<string, unknown>): void {
@@ -31,5 +64,36 @@ export class Logger {
   }
   error(msg: string, fields?: Record<string, unknown>): void {
     this.log("error", msg, fields);
+  }
+}
+
+/**
+ * A token bucket for log lines: `burst` lines at once, then one more every
+ * `intervalMs`. `take` returns -1 when the line must be dropped, else how
+ * many lines were dropped since the last one that passed.
+ */
+export class RateLimit {
+  private tokens: number;
+  private last = -Infinity;
+  private dropped = 0;
+
+  constructor(
+    private readonly burst = 10,
+    private readonly intervalMs = 1000,
+  ) {
+    this.tokens = burst;
+  }
+
+  take(now: number): number {
+    if (this.last !== -Infinity) this.tokens = Math.min(this.burst, this.tokens + (now - this.last) / this.intervalMs);
+    this.last = now;
+    if (this.tokens < 1) {
+      this.dropped++;
+      return -1;
+    }
+    this.tokens--;
+    const dropped = this.dropped;
+    this.dropped = 0;
+    return dropped;
   }
 }

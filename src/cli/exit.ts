@@ -11,4 +11,6 @@ export const ExitCode = {
   SOFTWARE: 70,
   /** EX_TEMPFAIL: try again later. */
   TEMPFAIL: 75,
+  /** EX_NOPERM: the ops server refused the admin token (or has none configured). */
+  NOPERM: 77,
 } as const;

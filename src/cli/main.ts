@@ -3,16 +3,23 @@
 import { ConfigError } from "../config.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
+import { admin } from "./admin.ts";
+import { CliError } from "./ops-client.ts";
 import { serve } from "./serve.ts";
+import { status } from "./status.ts";
 
 const HELP = `Usage: lockd <command> [options]
 
 Commands:
-  serve        run the lock server (lockd serve --help)
+  serve           run the lock server (lockd serve --help)
+  status [NAME]   holders and waiters, from the ops server
+  force-release NAME
+                  end the holder of NAME (FORCE_RELEASED); the next waiter gets it
+  kick ID         end waiting session ID (KICKED)
 
 Options:
-  -h, --help   this text
-  --version    print the version
+  -h, --help      this text
+  --version       print the version
 `;
 
 export async function main(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
@@ -21,6 +28,11 @@ export async function main(argv: readonly string[], env: Record<string, string |
     switch (command) {
       case "serve":
         return await serve(rest, env);
+      case "status":
+        return await status(rest, env);
+      case "force-release":
+      case "kick":
+        return await admin(command, rest, env);
       case "--version":
       case "version":
         process.stdout.write(`lockd ${VERSION}\n`);
@@ -39,6 +51,10 @@ export async function main(argv: readonly string[], env: Record<string, string |
     if (error instanceof ConfigError) {
       for (const problem of error.problems) process.stderr.write(`lockd ${command}: ${problem}\n`);
       return ExitCode.USAGE;
+    }
+    if (error instanceof CliError) {
+      process.stderr.write(`lockd ${command}: ${error.message}\n`);
+      return error.exitCode;
     }
     throw error;
   }

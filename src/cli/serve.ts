@@ -1,19 +1,32 @@
-/** `lockd serve`: run the lock server until SIGINT or SIGTERM. */
+/** `lockd serve`: run the lock server and its ops server until SIGINT or SIGTERM. */
 import { SERVE_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
 import { Logger } from "../log.ts";
-import { LockServer } from "../server/index.ts";
+import { resolveAdminToken } from "../server/admin.ts";
+import { Daemon, ListenError } from "../server/daemon.ts";
+import { maxOpenFiles } from "../server/metrics.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 
 export const SERVE_HELP = `Usage: lockd serve [options]
 
-Runs the lock server. Stops on SIGINT or SIGTERM: every session gets ERROR
-SHUTTING_DOWN and is closed, then the process exits 0. A second signal exits
-at once.
+Runs the lock server and its ops HTTP server (health, readiness, Prometheus
+metrics, lock view, admin actions; see docs/operations.md).
+
+Stops on SIGINT or SIGTERM: readyz turns 503, the lock listener stops, every
+session gets ERROR SHUTTING_DOWN and is closed, the ops server stays up for
+--shutdown-grace, then the process exits 0. A second signal exits at once
+with code 70.
 
 Options (flag, then environment, then default):
 ${optionsHelp(SERVE_OPTIONS)}
   -h, --help                this text
+
+Admin endpoints (force-release, kick) need a token: without one they answer
+403. Flags beat the environment; giving both the token and the token file
+on the same level (two flags, or two variables) is an error.
+
+Exit codes: 0 stopped cleanly; 64 bad options; 69 cannot listen; 70 stopped
+by a second signal.
 `;
 
 export async function serve(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
@@ -26,32 +39,49 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     process.stderr.write(`lockd serve: unexpected argument ${JSON.stringify(parsed.positionals[0])}\n`);
     return ExitCode.USAGE;
   }
-  const { listen, ioTimeout } = parsed.options;
-  const log = new Logger();
-  let server: LockServer;
+  const options = parsed.options;
+  const admin = resolveAdminToken(options, parsed.sources);
+  const log = new Logger(options.logLevel);
+  const fdLimit = maxOpenFiles();
+  const maxSessions = options.maxSessions ?? (fdLimit > 512 ? fdLimit - 256 : 100_000);
+  let daemon: Daemon;
   try {
-    server = new LockServer({ hostname: listen.host, port: listen.port, ioTimeoutMs: ioTimeout });
+    daemon = new Daemon({
+      listen: options.listen,
+      ops: options.ops,
+      ioTimeoutMs: options.ioTimeout,
+      maxSessions,
+      shutdownGraceMs: options.shutdownGrace,
+      adminToken: admin.token,
+      log,
+      version: VERSION,
+    });
   } catch (error) {
-    process.stderr.write(`lockd serve: cannot listen on ${listen.host}:${listen.port}: ${(error as Error).message}\n`);
+    if (!(error instanceof ListenError)) throw error;
+    process.stderr.write(`lockd serve: ${error.message}\n`);
     return ExitCode.UNAVAILABLE;
   }
-  log.info("lockd listening", { version: VERSION, listen: `${server.hostname}:${server.port}`, ioTimeoutMs: ioTimeout, pid: process.pid });
+  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
 
-  return await new Promise<number>((resolve) => {
-    let signals = 0;
-    const onSignal = (signal: NodeJS.Signals) => {
-      signals++;
-      if (signals > 1) {
-        log.warn("second signal: exiting at once", { signal });
-        process.exit(ExitCode.SOFTWARE);
-      }
-      log.info("shutting down", { signal, sessions: server.engine.sessions.size });
-      void server.stop().then(() => {
-        log.info("stopped");
-        resolve(ExitCode.OK);
-      });
-    };
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
+  log.info("lockd listening", {
+    version: VERSION,
+    listen: `${daemon.server.hostname}:${daemon.server.port}`,
+    ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
+    ioTimeoutMs: options.ioTimeout,
+    maxSessions,
+    shutdownGraceMs: options.shutdownGrace,
+    adminToken: admin.token === null ? "none (admin endpoints answer 403)" : admin.from,
+    logLevel: options.logLevel,
+    pid: process.pid,
   });
+  if (fdLimit > 0 && maxSessions > fdLimit - 64) {
+    log.warn("--max-sessions is near or above the open-file limit: accepts may fail before OVERLOADED can be sent", { maxSessions, openFileLimit: fdLimit });
+  }
+
+  await daemon.stopped;
+  process.off("SIGINT", onSignal);
+  process.off("SIGTERM", onSignal);
+  return ExitCode.OK;
 }

@@ -38,6 +38,15 @@ const DURATION_BUCKETS = [
   0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400,
 ];
 
+/**
+ * Seconds: a handover inside the server (the owner's end seen -> the next
+ * waiter's ACQUIRED handed to the socket) takes microseconds; the upper
+ * buckets catch GC pauses and a stalled event loop.
+ */
+const HANDOVER_BUCKETS = [
+  0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1,
+];
+
 export class EngineStats {
   /** Live sessions by SessionState (index 3, ENDED, counts nothing useful). */
   readonly states = new Int32Array(4);
@@ -53,6 +62,17 @@ export class EngineStats {
   readonly waitSeconds = new Histogram(DURATION_BUCKETS);
   /** From grant to the end of the owner's session. */
   readonly holdSeconds = new Histogram(DURATION_BUCKETS);
+  /**
+   * The shell's side of a handover: from the event that ended an owner to
+   * the promoted waiter's ACQUIRED written (the engine has no clock: the
+   * shell measures around the call and reports here).
+   */
+  readonly handoverSeconds = new Histogram(HANDOVER_BUCKETS);
+
+  /** An engine call that began at `start` (ms) promoted at least one waiter by `end`. */
+  handedOver(start: number, end: number): void {
+    this.handoverSeconds.observe((end - start) / 1000);
+  }
 
   granted(path: GrantPath, session: Session<unknown>, now: number): void {
     if (path === GrantPath.IMMEDIATE) {

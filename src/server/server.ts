@@ -18,7 +18,7 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type Transport } from "../core/index.ts";
+import { Engine, type Session, SessionState, type Transport } from "../core/index.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
 import { ReadResult } from "../protocol/index.ts";
@@ -39,6 +39,18 @@ export interface ServerOptions {
   readonly tokens?: TokenSource;
   /** Serve TLS instead of plain TCP. */
   readonly tls?: ServerTls;
+  /** Session lifecycle callbacks (logging). Off the hot path: once per session. */
+  readonly events?: ServerEvents;
+}
+
+/**
+ * Called once when a session is opened, and once when it ends, while its
+ * socket is still usable (`session.endReason` says why: 0 the peer closed,
+ * else the ERROR code being sent).
+ */
+export interface ServerEvents {
+  opened(session: Session<Conn>): void;
+  ended(session: Session<Conn>): void;
 }
 
 export interface ServerTls {
@@ -61,9 +73,13 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
   private readonly listener: TCPSocketListener<Conn>;
   private readonly outboxLimit: number;
   private timer: ReturnType<typeof setTimeout> | null = null;
+  private readonly events: ServerEvents | null;
   private readonly fire = (): void => {
     this.timer = null;
-    this.engine.tick(performance.now());
+    const promoted = this.engine.stats.grantsPromoted;
+    const now = performance.now();
+    this.engine.tick(now);
+    if (this.engine.stats.grantsPromoted !== promoted) this.engine.stats.handedOver(now, performance.now());
   };
   /** The connection whose chunk is being read, and the replies gathered for it. */
   private batchConn: Conn | null = null;
@@ -75,6 +91,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
 
   constructor(options: ServerOptions) {
     this.outboxLimit = options.outboxLimit ?? 64 * 1024;
+    this.events = options.events ?? null;
     this.engine = new Engine<Conn>(
       this,
       { ioTimeoutMs: options.ioTimeoutMs, maxSessions: options.maxSessions, tokens: options.tokens },
@@ -159,6 +176,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
   }
 
   close(conn: Conn, frame: Uint8Array | null): void {
+    if (conn.session !== null) this.events?.ended(conn.session); // once: the engine ends a session once
     if (conn === this.batchConn) this.flushBatch(conn);
     if (conn.done) return;
     conn.done = true;
@@ -237,6 +255,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         socket.data = conn;
         server.connections++;
         conn.session = engine.open(conn, performance.now());
+        if (conn.session !== null) server.events?.opened(conn.session);
       },
       data(socket: Socket<Conn>, chunk: Uint8Array) {
         const conn = socket.data;
@@ -275,6 +294,12 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
   /** The peer is gone or going: release now (the engine ignores repeats). */
   private release(conn: Conn): void {
     conn.done = true;
-    if (conn.session !== null) this.engine.closed(conn.session, performance.now());
+    const session = conn.session;
+    if (session === null || session.state === SessionState.ENDED) return;
+    const promoted = this.engine.stats.grantsPromoted;
+    const now = performance.now();
+    this.engine.closed(session, now);
+    if (this.engine.stats.grantsPromoted !== promoted) this.engine.stats.handedOver(now, performance.now());
+    this.events?.ended(session);
   }
 }

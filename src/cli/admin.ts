@@ -1,0 +1,66 @@
+/** `lockd force-release NAME` and `lockd kick ID`: the admin actions of the ops server. */
+import { ADMIN_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
+import { resolveAdminToken } from "../server/admin.ts";
+import type { HolderView, WaiterView } from "../server/views.ts";
+import { ExitCode } from "./exit.ts";
+import { CliError, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
+
+const COMMON = `Options (flag, then environment, then default):
+${optionsHelp(ADMIN_OPTIONS)}
+  --json                    print the ops server's JSON answer
+  -h, --help                this text
+
+Exit codes: 0 done; 1 nothing to do (no holder, no such waiting session);
+64 bad arguments; 69 ops server unreachable; 77 token refused, or the
+server has no admin token configured.
+`;
+
+export const FORCE_RELEASE_HELP = `Usage: lockd force-release [options] NAME
+
+Ends the session that holds NAME with ERROR FORCE_RELEASED; the first
+waiter, if any, gets the lock at once with a new fencing token.
+
+${COMMON}`;
+
+export const KICK_HELP = `Usage: lockd kick [options] SESSION_ID
+
+Ends a waiting session with ERROR KICKED; the others keep their places in
+the queue. Session ids are in lockd status. (A holder is ended with
+force-release instead.)
+
+${COMMON}`;
+
+type Verb = "force-release" | "kick";
+
+export async function admin(verb: Verb, argv: readonly string[], env: Record<string, string | undefined>, out = process.stdout): Promise<number> {
+  const parsed = parseOptions(ADMIN_OPTIONS, argv, env, { "--json": "json" });
+  if (parsed.help) {
+    out.write(verb === "kick" ? KICK_HELP : FORCE_RELEASE_HELP);
+    return ExitCode.OK;
+  }
+  const what = verb === "kick" ? "SESSION_ID" : "NAME";
+  if (parsed.positionals.length !== 1) throw new CliError(`needs exactly one ${what} (lockd ${verb} --help)`, ExitCode.USAGE);
+  const target = parsed.positionals[0]!;
+  const { ops, timeout } = parsed.options;
+  const { token } = resolveAdminToken(parsed.options, parsed.sources);
+  const path = verb === "kick" ? `/v1/sessions/${encodeURIComponent(target)}/kick` : `/v1/locks/force-release?${lockQuery(target)}`;
+  const answer = await opsRequest(ops, "POST", path, { token, timeoutMs: timeout });
+  expectOk(answer);
+  if (parsed.switches.has("json")) {
+    out.write(`${JSON.stringify(answer.body, null, 2)}\n`);
+    return ExitCode.OK;
+  }
+  if (verb === "kick") {
+    const { lock, kicked } = answer.body as { lock: string; kicked: WaiterView };
+    out.write(`kicked session ${kicked.session}${label(kicked.owner)} from ${JSON.stringify(lock)} (it was waiter ${kicked.position}, waiting ${humanMs(kicked.waitingForMs)})\n`);
+  } else {
+    const { lock, released, promoted } = answer.body as { lock: string; released: HolderView; promoted: HolderView | null };
+    out.write(`released ${JSON.stringify(lock)} from session ${released.session}${label(released.owner)}, token ${released.token}, held ${humanMs(released.heldForMs)}\n`);
+    out.write(promoted === null ? "no waiters: the lock is free\n" : `promoted session ${promoted.session}${label(promoted.owner)}, token ${promoted.token}\n`);
+  }
+  return ExitCode.OK;
+}
+
+function label(owner: string): string {
+  return owner === "" ? "" : ` (${owner})`;
+}

@@ -1,0 +1,80 @@
+/** `lockd status [NAME]`: who holds and who waits, as a table (or --json), from the ops server. */
+import { STATUS_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
+import type { HolderView, LockView, LocksView, WaiterView } from "../server/views.ts";
+import { ExitCode } from "./exit.ts";
+import { CliError, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
+
+export const STATUS_HELP = `Usage: lockd status [options] [NAME]
+
+Shows every lock that has a holder or waiters (or only NAME): the holder's
+session id, owner label, address, fencing token, how long it has held the
+lock, its lease and how long it has been silent; then the waiters in queue
+order. Asks the ops server of a running lockd serve.
+
+Options (flag, then environment, then default):
+${optionsHelp(STATUS_OPTIONS)}
+  --json                    print the ops server's JSON instead of a table
+  -h, --help                this text
+
+Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
+unreachable.
+`;
+
+export async function status(argv: readonly string[], env: Record<string, string | undefined>, out = process.stdout): Promise<number> {
+  const parsed = parseOptions(STATUS_OPTIONS, argv, env, { "--json": "json" });
+  if (parsed.help) {
+    out.write(STATUS_HELP);
+    return ExitCode.OK;
+  }
+  if (parsed.positionals.length > 1) throw new CliError(`one lock name at most (got ${parsed.positionals.length})`, ExitCode.USAGE);
+  const { ops, timeout } = parsed.options;
+  const json = parsed.switches.has("json");
+  const name = parsed.positionals[0];
+  const path = name === undefined ? "/v1/locks" : `/v1/locks?${lockQuery(name)}`;
+  const answer = await opsRequest(ops, "GET", path, { timeoutMs: timeout });
+  if (name !== undefined && answer.status === 404) {
+    out.write(json ? `${JSON.stringify({ name, holder: null, waiters: [] }, null, 2)}\n` : `${name}: free (no holder, no waiters)\n`);
+    return ExitCode.OK;
+  }
+  expectOk(answer);
+  if (json) {
+    out.write(`${JSON.stringify(answer.body, null, 2)}\n`);
+    return ExitCode.OK;
+  }
+  if (name !== undefined) {
+    out.write(table([answer.body as LockView]));
+    return ExitCode.OK;
+  }
+  const view = answer.body as LocksView;
+  const s = view.sessions;
+  out.write(`${view.total} lock${view.total === 1 ? "" : "s"}; sessions: ${s.owner} holding, ${s.waiting} waiting, ${s.connected} connecting\n`);
+  if (view.locks.length > 0) out.write(table(view.locks));
+  if (view.truncated) out.write(`(showing the first ${view.locks.length} of ${view.total} locks; ask for one with lockd status NAME)\n`);
+  return ExitCode.OK;
+}
+
+const HEADER = ["LOCK", "ROLE", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];
+
+function row(lock: string, role: string, s: HolderView | WaiterView, token: string, forMs: number): string[] {
+  return [lock, role, String(s.session), s.owner === "" ? "-" : s.owner, s.remote || "-", token, humanMs(forMs), humanMs(s.leaseMs), humanMs(s.silentForMs)];
+}
+
+/** A plain aligned table: the holder, then the waiters in queue order, per lock. */
+export function table(locks: readonly LockView[]): string {
+  const rows: string[][] = [HEADER];
+  for (const lock of locks) {
+    let label = lock.name;
+    if (lock.holder !== null) {
+      rows.push(row(label, "holder", lock.holder, lock.holder.token, lock.holder.heldForMs));
+      label = "";
+    } else {
+      rows.push([label, "(free)", "", "", "", "", "", "", ""]);
+      label = "";
+    }
+    for (const w of lock.waiters) rows.push(row(label, `waiter ${w.position}`, w, "-", w.waitingForMs));
+    const more = lock.waiting - lock.waiters.length;
+    if (more > 0) rows.push(["", `(+${more} more waiting)`, "", "", "", "", "", "", ""]);
+  }
+  const widths = HEADER.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n") + "\n";
+}

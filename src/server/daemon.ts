@@ -1,0 +1,190 @@
+/**
+ * Daemon: the lock listener and the ops server as one process, with the
+ * controlled shutdown of design.md section 6 in one place:
+ *
+ *   1. readyz answers 503 (load balancers stop sending new clients);
+ *   2. the protocol listener stops, every session gets ERROR SHUTTING_DOWN
+ *      and is closed (LockServer.stop: bounded by io-timeout), no lock
+ *      changes hands;
+ *   3. the ops server stays up for the grace period, so probes and scrapes
+ *      see the whole window (including the final counters);
+ *   4. the ops server stops and `stopped` resolves; `lockd serve` exits 0.
+ *
+ * A second signal exits at once (exit code 70), whatever phase it is in.
+ * Tests drive the same sequence in-process through `shutdown()`.
+ */
+import type { HostPort } from "../config.ts";
+import type { Session } from "../core/session.ts";
+import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
+import { type Logger, RateLimit } from "../log.ts";
+import { AdminAuth } from "./admin.ts";
+import type { Conn } from "./conn.ts";
+import { OpsServer } from "./ops.ts";
+import { LockServer, type ServerEvents } from "./server.ts";
+import { remoteOf } from "./views.ts";
+
+export interface DaemonOptions {
+  readonly listen: HostPort;
+  readonly ops: HostPort;
+  readonly ioTimeoutMs: number;
+  readonly maxSessions?: number;
+  readonly shutdownGraceMs: number;
+  readonly adminToken: string | null;
+  readonly log: Logger;
+  readonly version: string;
+}
+
+export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
+
+/** A listener could not be opened; `which` says which one. */
+export class ListenError extends Error {
+  readonly code = "LISTEN_FAILED";
+  constructor(
+    readonly which: "listen" | "ops",
+    readonly address: HostPort,
+    cause: unknown,
+  ) {
+    super(`cannot listen on ${address.host}:${address.port} (${which === "listen" ? "--listen" : "--ops"}): ${(cause as Error)?.message ?? cause}`, { cause });
+    this.name = "ListenError";
+  }
+}
+
+/** Exit code of a second signal: EX_SOFTWARE, "stopped without finishing". */
+export const FORCED_EXIT_CODE = 70;
+
+export class Daemon {
+  readonly server: LockServer;
+  readonly ops: OpsServer;
+  phase: DaemonPhase = "running";
+  /** Resolves when the ops server has stopped (after the grace period). */
+  readonly stopped: Promise<void>;
+  /** Resolves when the sessions are closed and the grace period begins. */
+  readonly graceStarted: Promise<void>;
+  private resolveStopped!: () => void;
+  private resolveGrace!: () => void;
+  private graceTimer: ReturnType<typeof setTimeout> | null = null;
+  private endGrace: (() => void) | null = null;
+  /** close() was called: skip (or cut short) the grace period. */
+  private closing = false;
+  private shuttingDown: Promise<void> | null = null;
+  private signals = 0;
+
+  constructor(private readonly options: DaemonOptions) {
+    this.stopped = new Promise((resolve) => (this.resolveStopped = resolve));
+    this.graceStarted = new Promise((resolve) => (this.resolveGrace = resolve));
+    try {
+      this.server = new LockServer({
+        hostname: options.listen.host,
+        port: options.listen.port,
+        ioTimeoutMs: options.ioTimeoutMs,
+        maxSessions: options.maxSessions,
+        events: sessionLog(options.log),
+      });
+    } catch (error) {
+      throw new ListenError("listen", options.listen, error);
+    }
+    try {
+      this.ops = new OpsServer({
+        hostname: options.ops.host,
+        port: options.ops.port,
+        server: this.server,
+        auth: new AdminAuth(options.adminToken),
+        log: options.log,
+        version: options.version,
+        isReady: () => this.phase === "running",
+      });
+    } catch (error) {
+      void this.server.stop();
+      throw new ListenError("ops", options.ops, error);
+    }
+  }
+
+  get ready(): boolean {
+    return this.phase === "running";
+  }
+
+  /** The controlled shutdown (see the top of this file). Idempotent. */
+  shutdown(reason: string): Promise<void> {
+    this.shuttingDown ??= this.drain(reason);
+    return this.shuttingDown;
+  }
+
+  /**
+   * A signal arrived: the first starts the shutdown, the second calls
+   * `exit(70)` at once. `exit` is injectable for tests.
+   */
+  signal(name: string, exit: (code: number) => void = (code) => process.exit(code)): void {
+    if (++this.signals > 1) {
+      this.options.log.warn("second signal: exiting at once", { signal: name, phase: this.phase });
+      exit(FORCED_EXIT_CODE);
+      return;
+    }
+    void this.shutdown(name);
+  }
+
+  /** Stop everything now, without the grace period (tests, errors). */
+  async close(): Promise<void> {
+    this.closing = true;
+    void this.shutdown("close");
+    if (this.graceTimer !== null) clearTimeout(this.graceTimer);
+    this.endGrace?.();
+    await this.stopped;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  private async drain(reason: string): Promise<void> {
+    const log = this.options.log;
+    this.phase = "draining";
+    log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: this.server.engine.sessions.size });
+    await this.server.stop();
+    this.phase = "grace";
+    log.info("sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
+    this.resolveGrace();
+    if (!this.closing) {
+      await new Promise<void>((resolve) => {
+        this.endGrace = resolve;
+        this.graceTimer = setTimeout(resolve, this.options.shutdownGraceMs);
+      });
+    }
+    this.graceTimer = null;
+    await this.ops.stop();
+    this.phase = "stopped";
+    log.info("stopped");
+    this.resolveStopped();
+  }
+}
+
+/** End reasons that mean a misbehaving client: warned about, rate-limited. */
+const PROTOCOL_ENDS = new Set<number>([ErrorCode.PROTOCOL_ERROR, ErrorCode.BAD_REQUEST, ErrorCode.UNSUPPORTED_VERSION]);
+
+/**
+ * Session lifecycle logging. At the default level this does one comparison
+ * per session end and nothing else; debug lines are built only when debug is
+ * on; client-caused warnings pass a rate limit first.
+ */
+function sessionLog(log: Logger): ServerEvents {
+  const debug = log.enabled("debug");
+  const ioTimeouts = new RateLimit(10, 1000);
+  const protocolErrors = new RateLimit(10, 1000);
+  const fields = (session: Session<Conn>) => ({
+    session: session.id,
+    remote: remoteOf(session.conn),
+    lock: session.lock?.name ?? null,
+    owner: session.owner,
+    reason: session.endReason === 0 ? "closed" : errorCodeName(session.endReason),
+  });
+  return {
+    opened(session) {
+      if (debug) log.debug("session opened", { session: session.id, remote: remoteOf(session.conn) });
+    },
+    ended(session) {
+      const reason = session.endReason;
+      if (reason === ErrorCode.IO_TIMEOUT) log.limited(ioTimeouts, "warn", "session ended: io-timeout", () => fields(session));
+      else if (PROTOCOL_ENDS.has(reason)) log.limited(protocolErrors, "warn", "session ended: protocol error", () => fields(session));
+      else if (debug) log.debug("session ended", fields(session));
+    },
+  };
+}

@@ -1,0 +1,115 @@
+/**
+ * /metrics: the engine's counters (kept on the hot paths as plain numbers,
+ * see core/stats.ts) rendered at scrape time. No lock name and no session
+ * id ever becomes a label: label values come only from fixed sets (session
+ * state, grant path, end reason, admin action), so the number of series is
+ * bounded whatever the clients do.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { SessionState } from "../core/session.ts";
+import type { Engine } from "../core/engine.ts";
+import { ErrorCode } from "../protocol/constants.ts";
+import { Exposition } from "./exposition.ts";
+
+/** Counters of the ops server itself. */
+export class OpsStats {
+  forceReleases = 0;
+  kicks = 0;
+  /** Admin requests refused for a missing, wrong or unconfigured token. */
+  denied = 0;
+}
+
+export interface MetricsInput {
+  readonly engine: Engine<unknown>;
+  /** Open TCP connections of the lock listener. */
+  readonly connections: number;
+  readonly ready: boolean;
+  readonly version: string;
+  readonly ops: OpsStats;
+  /** Log lines dropped by rate limits. */
+  readonly logSuppressed: number;
+}
+
+/** End reasons as label values: 0 is the peer's close, the rest are ERROR codes. */
+const END_REASONS: readonly (readonly [number, string])[] = [
+  [0, "closed"],
+  ...Object.entries(ErrorCode).map(([name, code]) => [code, name.toLowerCase()] as const),
+];
+
+/** Wall-clock start of the process in seconds (Prometheus' process_start_time_seconds). */
+const START_TIME_SECONDS = (Date.now() - performance.now()) / 1000;
+
+export function renderMetrics(input: MetricsInput): string {
+  const { engine } = input;
+  const stats = engine.stats;
+  const out = new Exposition();
+
+  out.single("lockd_build_info", "gauge", "Always 1; the version is a label.", 1, { version: input.version });
+  out.single("lockd_ready", "gauge", "1 while accepting sessions, 0 from the first moment of shutdown.", input.ready ? 1 : 0);
+
+  out.family("lockd_sessions", "gauge", "Live sessions by state: connected (no ACQUIRE yet), waiting (queued), owner (holds its lock).");
+  out.sample("lockd_sessions", stats.states[SessionState.CONNECTED]!, { state: "connected" });
+  out.sample("lockd_sessions", stats.states[SessionState.WAITING]!, { state: "waiting" });
+  out.sample("lockd_sessions", stats.states[SessionState.OWNER]!, { state: "owner" });
+  out.single("lockd_connections", "gauge", "Open TCP connections on the lock listener, including ones being closed.", input.connections);
+  out.single("lockd_locks", "gauge", "Locks with a holder or waiters (a lock exists only while someone holds or wants it).", engine.locks.size);
+  out.single("lockd_locks_held", "gauge", "Locks that have an owner.", stats.states[SessionState.OWNER]!);
+  out.single("lockd_waiters", "gauge", "Sessions queued behind a held lock, over all locks.", stats.states[SessionState.WAITING]!);
+  out.single("lockd_sessions_opened_total", "counter", "Sessions accepted (connections not refused).", stats.opened);
+
+  out.family("lockd_acquisitions_total", "counter", "Locks granted: immediate (free at ACQUIRE) or promoted (after waiting in the queue).");
+  out.sample("lockd_acquisitions_total", stats.grantsImmediate, { path: "immediate" });
+  out.sample("lockd_acquisitions_total", stats.grantsPromoted, { path: "promoted" });
+  out.single("lockd_queued_total", "counter", "ACQUIREs that joined a queue (answered WAITING).", stats.queued);
+
+  out.family("lockd_session_ends_total", "counter", "Sessions ended (and connections refused) by reason: closed by the peer, or the ERROR code the server sent.");
+  for (const [code, reason] of END_REASONS) out.sample("lockd_session_ends_total", stats.ends[code]!, { reason });
+
+  out.single("lockd_heartbeats_total", "counter", "HEARTBEAT frames answered.", stats.heartbeats);
+  out.single("lockd_fencing_token_last", "gauge", "The last fencing token issued (0 before the first grant).", engine.tokens.last);
+
+  out.histogram("lockd_handover_duration_seconds", "Server side of a handover: from the event that ended an owner to the next waiter's ACQUIRED written.", stats.handoverSeconds);
+  out.histogram("lockd_wait_duration_seconds", "Time promoted sessions waited in the queue, from ACQUIRE to grant.", stats.waitSeconds);
+  out.histogram("lockd_hold_duration_seconds", "Time owners held their lock, from grant to the end of the session.", stats.holdSeconds);
+
+  out.family("lockd_admin_actions_total", "counter", "Operator actions done through the ops server.");
+  out.sample("lockd_admin_actions_total", input.ops.forceReleases, { action: "force_release" });
+  out.sample("lockd_admin_actions_total", input.ops.kicks, { action: "kick" });
+  out.single("lockd_admin_denied_total", "counter", "Admin requests refused: no token configured, token missing or wrong.", input.ops.denied);
+  out.single("lockd_log_lines_suppressed_total", "counter", "Warning lines dropped by the log rate limit.", input.logSuppressed);
+
+  processMetrics(out);
+  return out.text();
+}
+
+/** The standard process_* metrics, as far as this platform exposes them. */
+function processMetrics(out: Exposition): void {
+  const cpu = process.cpuUsage();
+  const memory = process.memoryUsage();
+  out.single("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", (cpu.user + cpu.system) / 1e6);
+  out.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", memory.rss);
+  out.single("process_heap_bytes", "gauge", "JavaScript heap in use, in bytes.", memory.heapUsed);
+  out.single("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", Math.round(START_TIME_SECONDS * 1000) / 1000);
+  const fds = openFds();
+  if (fds >= 0) out.single("process_open_fds", "gauge", "Number of open file descriptors.", fds);
+  const maxFds = maxOpenFiles();
+  if (maxFds >= 0) out.single("process_max_fds", "gauge", "Maximum number of open file descriptors.", maxFds);
+}
+
+function openFds(): number {
+  try {
+    return readdirSync("/proc/self/fd").length;
+  } catch {
+    return -1;
+  }
+}
+
+/** The soft open-file limit (Linux /proc), -1 where unknown or unlimited. */
+export function maxOpenFiles(): number {
+  try {
+    const match = /^Max open files\s+(\d+)/m.exec(readFileSync("/proc/self/limits", "utf8"));
+    return match === null ? -1 : Number(match[1]);
+  } catch {
+    return -1;
+  }
+}

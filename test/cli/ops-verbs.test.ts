@@ -1,0 +1,110 @@
+import { describe, expect, test } from "bun:test";
+import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
+import { runCli } from "../fixtures/ops-child.ts";
+import { WirePeer } from "../helpers/wire.ts";
+import { startDaemon } from "../ops/harness.ts";
+
+const TOKEN = "verb-token";
+
+async function claim(port: number, name: string, owner: string): Promise<WirePeer> {
+  const p = await WirePeer.connect(port);
+  p.acquire(name, 30_000, { owner });
+  await p.frame(0);
+  return p;
+}
+
+describe("lockd status", () => {
+  test("a table of holders and waiters in order, for all locks and for one", async () => {
+    await using ops = startDaemon();
+    const a = await claim(ops.port, "jobs/nightly", "host-a/1");
+    const b = await claim(ops.port, "jobs/nightly", "host-b/2");
+    const c = await claim(ops.port, "other", "host-c/3");
+    const opsAddr = `127.0.0.1:${ops.daemon.ops.port}`;
+
+    const all = await runCli(["status", "--ops", opsAddr]);
+    expect(all.err).toBe("");
+    expect(all.code).toBe(0);
+    const lines = all.out.trimEnd().split("\n");
+    expect(lines[0]).toBe("2 locks; sessions: 2 holding, 1 waiting, 0 connecting");
+    expect(lines[1]).toMatch(/^LOCK\s+ROLE\s+SESSION\s+OWNER\s+REMOTE\s+TOKEN\s+FOR\s+LEASE\s+SILENT$/);
+    expect(lines[2]).toMatch(new RegExp(`^jobs/nightly\\s+holder\\s+\\d+\\s+host-a/1\\s+127\\.0\\.0\\.1:\\d+\\s+${a.frames[0]!.token}\\s+\\S+\\s+30s\\s+\\S+$`));
+    expect(lines[3]).toMatch(/^\s+waiter 1\s+\d+\s+host-b\/2\s+127\.0\.0\.1:\d+\s+-\s/);
+    expect(lines[4]).toMatch(/^other\s+holder\s+\d+\s+host-c\/3\s/);
+
+    const one = await runCli(["status", "jobs/nightly"], { LOCKD_OPS: opsAddr });
+    expect(one.code).toBe(0);
+    expect(one.out).toContain("host-a/1");
+    expect(one.out).toContain("host-b/2");
+    expect(one.out).not.toContain("host-c/3");
+
+    const json = await runCli(["status", "--json", "--ops", opsAddr, "other"]);
+    expect(JSON.parse(json.out).holder.owner).toBe("host-c/3");
+
+    const free = await runCli(["status", "--ops", opsAddr, "free/lock"]);
+    expect(free.code).toBe(0);
+    expect(free.out).toBe("free/lock: free (no holder, no waiters)\n");
+    for (const p of [a, b, c]) p.end();
+  });
+
+  test("an unreachable ops server is exit 69 with the address", async () => {
+    const taken = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    const port = taken.port;
+    taken.stop(true); // a port nobody listens on now
+    const result = await runCli(["status", "--ops", `127.0.0.1:${port}`, "--timeout", "3s"]);
+    expect(result.code).toBe(69);
+    expect(result.err).toContain(`lockd status: cannot reach the ops server at 127.0.0.1:${port}`);
+  });
+});
+
+describe("lockd force-release and lockd kick", () => {
+  test("force-release ends the holder and reports the promotion", async () => {
+    await using ops = startDaemon({ adminToken: TOKEN });
+    const a = await claim(ops.port, "..", "first");
+    const b = await claim(ops.port, "..", "second");
+    const result = await runCli(["force-release", "--ops", `127.0.0.1:${ops.daemon.ops.port}`, ".."], { LOCKD_ADMIN_TOKEN: TOKEN });
+    expect(result.err).toBe("");
+    expect(result.code).toBe(0);
+    expect(result.out).toMatch(/^released "\.\." from session \d+ \(first\), token \d+, held \S+\npromoted session \d+ \(second\), token \d+\n$/);
+    expect((await a.frame(1)).code).toBe(ErrorCode.FORCE_RELEASED);
+    expect((await b.frame(1)).type).toBe(FrameType.ACQUIRED);
+    b.end();
+  });
+
+  test("kick ends a waiter; nothing to do is exit 1; no or wrong token is exit 77", async () => {
+    await using ops = startDaemon({ adminToken: TOKEN });
+    const opsAddr = `127.0.0.1:${ops.daemon.ops.port}`;
+    const a = await claim(ops.port, "k", "holder");
+    const b = await claim(ops.port, "k", "waiter");
+    const waiterId = ops.daemon.server.engine.locks.get("k")!.head!.id;
+
+    const denied = await runCli(["kick", "--ops", opsAddr, String(waiterId)]);
+    expect(denied.code).toBe(77);
+    expect(denied.err).toContain("Bearer");
+    const wrong = await runCli(["kick", "--ops", opsAddr, "--admin-token", "nope", String(waiterId)]);
+    expect(wrong.code).toBe(77);
+    expect(wrong.err).toContain("wrong");
+    expect(b.frames).toHaveLength(1);
+
+    const kicked = await runCli(["kick", "--ops", opsAddr, String(waiterId)], { LOCKD_ADMIN_TOKEN: TOKEN });
+    expect(kicked.code).toBe(0);
+    expect(kicked.out).toBe(`kicked session ${waiterId} (waiter) from "k" (it was waiter 1, waiting ${kicked.out.match(/waiting (\S+)\)/)![1]})\n`);
+    expect((await b.frame(1)).code).toBe(ErrorCode.KICKED);
+
+    const again = await runCli(["kick", "--ops", opsAddr, String(waiterId)], { LOCKD_ADMIN_TOKEN: TOKEN });
+    expect(again.code).toBe(1);
+    expect(again.err).toContain(`no live session ${waiterId}`);
+    const none = await runCli(["force-release", "--ops", opsAddr, "nothing-here"], { LOCKD_ADMIN_TOKEN: TOKEN });
+    expect(none.code).toBe(1);
+    expect(none.err).toContain("nobody holds");
+    const usage = await runCli(["kick", "--ops", opsAddr]);
+    expect(usage.code).toBe(64);
+    a.end();
+  });
+
+  test("a server without an admin token: exit 77 and the hint how to set one", async () => {
+    await using ops = startDaemon({ adminToken: null });
+    const result = await runCli(["force-release", "--ops", `127.0.0.1:${ops.daemon.ops.port}`, "--admin-token", "x", "some"]);
+    expect(result.code).toBe(77);
+    expect(result.err).toContain("LOCKD_ADMIN_TOKEN");
+  });
+});

@@ -1,0 +1,74 @@
+import { describe, expect, test } from "bun:test";
+import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
+import { FORCED_EXIT_CODE } from "../../src/server/daemon.ts";
+import { WirePeer } from "../helpers/wire.ts";
+import { body, startDaemon } from "./harness.ts";
+import { parseExposition, valueOf } from "./promtext.ts";
+
+describe("controlled shutdown, in process", () => {
+  test("readyz 503 at once; every session gets SHUTTING_DOWN, nothing hands over; ops stays up for the grace", async () => {
+    await using ops = startDaemon({ shutdownGraceMs: 60_000 });
+    const owner = await WirePeer.connect(ops.port);
+    owner.acquire("s", 5000);
+    await owner.frame(0);
+    const waiter = await WirePeer.connect(ops.port);
+    waiter.acquire("s", 5000);
+    await waiter.frame(0);
+    const fresh = await WirePeer.connect(ops.port);
+    // No frame answers a bare connect: wait (bounded) until the server has accepted it.
+    for (let i = 0; i < 5000 && ops.daemon.server.engine.sessions.size < 3; i++) await Bun.sleep(1);
+    expect(ops.daemon.server.engine.sessions.size).toBe(3);
+
+    const done = ops.daemon.shutdown("test");
+    expect(ops.daemon.ready).toBe(false);
+    expect((await ops.get("/readyz")).status).toBe(503);
+
+    await ops.daemon.graceStarted;
+    expect(ops.daemon.phase).toBe("grace");
+    for (const peer of [owner, waiter, fresh]) {
+      await peer.closed();
+      const last = peer.frames.at(-1)!;
+      expect(last.type).toBe(FrameType.ERROR);
+      expect(last.code).toBe(ErrorCode.SHUTTING_DOWN);
+    }
+    expect(waiter.frames.filter((f) => f.type === FrameType.ACQUIRED)).toHaveLength(0);
+
+    // The grace window: probes and scrapes still answer.
+    const ready = await ops.get("/readyz");
+    expect(ready.status).toBe(503);
+    expect(await body(ready)).toEqual({ status: "shutting_down" });
+    expect((await ops.get("/livez")).status).toBe(200);
+    const metrics = parseExposition(await (await ops.get("/metrics")).text());
+    expect(valueOf(metrics, "lockd_ready", "lockd_ready")).toBe(0);
+    expect(valueOf(metrics, "lockd_session_ends_total", "lockd_session_ends_total", { reason: "shutting_down" })).toBe(3);
+    expect(valueOf(metrics, "lockd_sessions", "lockd_sessions", { state: "owner" })).toBe(0);
+
+    // The protocol listener is closed.
+    await expect(WirePeer.connect(ops.port)).rejects.toThrow();
+    expect(ops.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(["shutting down: readyz is 503, closing sessions", "sessions closed; ops server stays up for the grace period"]));
+
+    await ops.daemon.close(); // ends the grace early
+    await done;
+    expect(ops.daemon.phase).toBe("stopped");
+    await expect(fetch(ops.url("/livez"), { signal: AbortSignal.timeout(5000) })).rejects.toThrow();
+  });
+
+  test("the grace period ends by itself and the daemon stops", async () => {
+    await using ops = startDaemon({ shutdownGraceMs: 50 });
+    const started = performance.now();
+    await ops.daemon.shutdown("test");
+    expect(performance.now() - started).toBeGreaterThanOrEqual(45);
+    expect(ops.daemon.phase).toBe("stopped");
+  });
+
+  test("the first signal starts the shutdown, the second exits at once with 70", async () => {
+    await using ops = startDaemon({ shutdownGraceMs: 60_000 });
+    const exits: number[] = [];
+    ops.daemon.signal("SIGTERM", (code) => exits.push(code));
+    expect(ops.daemon.ready).toBe(false);
+    expect(exits).toEqual([]);
+    ops.daemon.signal("SIGTERM", (code) => exits.push(code));
+    expect(exits).toEqual([FORCED_EXIT_CODE]);
+    expect(ops.logs.some((l) => l.msg === "second signal: exiting at once")).toBe(true);
+  });
+});
