@@ -20,7 +20,8 @@ import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth } from "./admin.ts";
 import type { Conn } from "./conn.ts";
 import { OpsServer } from "./ops.ts";
-import { LockServer, type ServerEvents } from "./server.ts";
+import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
+import type { FileTokens } from "./tokens-file.ts";
 import { remoteOf } from "./views.ts";
 
 export interface DaemonOptions {
@@ -32,6 +33,12 @@ export interface DaemonOptions {
   readonly adminToken: string | null;
   readonly log: Logger;
   readonly version: string;
+  /** Durable fencing tokens; their floor is written on a clean shutdown. Omitted: tokens from memory. */
+  readonly tokens?: FileTokens;
+  /** TLS (and mutual TLS) on the lock listener. */
+  readonly tls?: ServerTls;
+  /** HTTPS on the ops server. */
+  readonly opsTls?: { readonly cert: string; readonly key: string };
 }
 
 export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
@@ -79,6 +86,8 @@ export class Daemon {
         ioTimeoutMs: options.ioTimeoutMs,
         maxSessions: options.maxSessions,
         events: sessionLog(options.log),
+        ...(options.tokens === undefined ? {} : { tokens: options.tokens }),
+        ...(options.tls === undefined ? {} : { tls: options.tls }),
       });
     } catch (error) {
       throw new ListenError("listen", options.listen, error);
@@ -92,6 +101,7 @@ export class Daemon {
         log: options.log,
         version: options.version,
         isReady: () => this.phase === "running",
+        ...(options.opsTls === undefined ? {} : { tls: options.opsTls }),
       });
     } catch (error) {
       void this.server.stop();
@@ -135,11 +145,25 @@ export class Daemon {
     await this.close();
   }
 
+  /** No more grants can happen: record the last token, so the next start skips none. */
+  private persistTokens(): void {
+    const tokens = this.options.tokens;
+    if (tokens === undefined) return;
+    try {
+      tokens.close();
+      this.options.log.info("token floor saved", { dataDir: tokens.dir, lastToken: tokens.last });
+    } catch (error) {
+      // Not fatal: the reserved floor on disk is still above every token issued.
+      this.options.log.warn("could not save the token floor; the next start skips to the reserved floor", { error: (error as Error).message });
+    }
+  }
+
   private async drain(reason: string): Promise<void> {
     const log = this.options.log;
     this.phase = "draining";
     log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: this.server.engine.sessions.size });
     await this.server.stop();
+    this.persistTokens();
     this.phase = "grace";
     log.info("sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
     this.resolveGrace();

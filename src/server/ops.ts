@@ -34,6 +34,8 @@ export interface OpsOptions {
   readonly version: string;
   /** False from the first moment of shutdown. */
   readonly isReady: () => boolean;
+  /** Serve HTTPS with this PEM certificate chain and key. */
+  readonly tls?: { readonly cert: string; readonly key: string };
 }
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
@@ -109,6 +111,7 @@ export class OpsServer {
     this.http = Bun.serve({
       hostname: options.hostname,
       port: options.port,
+      ...(options.tls === undefined ? {} : { tls: { cert: options.tls.cert, key: options.tls.key } }),
       fetch: (request, server) => this.handle(request, server),
       error: (error) => {
         options.log.error("ops request failed", { error: String(error) });
