@@ -3,12 +3,14 @@
 import { ConfigError } from "../config.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
+import { run } from "./run.ts";
 import { serve } from "./serve.ts";
 
 const HELP = `Usage: lockd <command> [options]
 
 Commands:
   serve        run the lock server (lockd serve --help)
+  run          hold a lock while a command runs (lockd run --help)
 
 Options:
   -h, --help   this text
@@ -21,6 +23,8 @@ export async function main(argv: readonly string[], env: Record<string, string |
     switch (command) {
       case "serve":
         return await serve(rest, env);
+      case "run":
+        return await run(rest, env);
       case "--version":
       case "version":
         process.stdout.write(`lockd ${VERSION}\n`);
