@@ -155,6 +155,7 @@ async function runHolding(
     }, killAfterMs);
   };
   lock.signal.addEventListener("abort", onLost, { once: true });
+  if (lock.signal.aborted) onLost(); // lost between the grant and the spawn
   try {
     await child.exited;
   } finally {

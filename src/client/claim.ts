@@ -101,6 +101,7 @@ export class Claim implements FrameSink {
   private deadlineTimer: ReturnType<typeof setTimeout> | null = null;
   private waitTimer: ReturnType<typeof setTimeout> | null = null;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private connectTimer: ReturnType<typeof setTimeout> | null = null;
   private attempt = 0;
   /** Since when connections keep failing, or -1 while all is well. */
   private troubleSince = -1;
@@ -150,6 +151,12 @@ export class Claim implements FrameSink {
     const address = addresses[this.attempt % addresses.length]!;
     this.attempt++;
     this.reader = new FrameReader(LIMITS);
+    // A connect that hangs (SYN dropped) counts against the same clientTimeout as an unanswered frame.
+    const limitMs = clientTimeout(this.settings.leaseMs);
+    this.connectTimer = setTimeout(() => {
+      this.connectTimer = null;
+      if (generation === this.generation && this.state !== "done") this.trouble(`cannot connect to ${address.host}:${address.port} within ${limitMs} ms`, undefined);
+    }, limitMs);
     this.settings
       .connect(address, this.settings.tls, {
         data: (chunk) => {
@@ -161,6 +168,7 @@ export class Claim implements FrameSink {
       })
       .then(
         (transport) => {
+          this.clearConnectTimer(generation);
           if (generation !== this.generation || this.state === "done") {
             void transport.close();
             return;
@@ -169,9 +177,16 @@ export class Claim implements FrameSink {
           this.send(this.settings.acquireFrame);
         },
         (error: unknown) => {
-          if (generation === this.generation && this.state !== "done") this.trouble(`cannot connect to ${address.host}:${address.port}`, error);
+          this.clearConnectTimer(generation);
+          if (generation === this.generation && this.state !== "done") this.trouble(`cannot connect to ${address.host}:${address.port}: ${(error as Error)?.message ?? error}`, error);
         },
       );
+  }
+
+  private clearConnectTimer(generation: number): void {
+    if (generation !== this.generation || this.connectTimer === null) return;
+    clearTimeout(this.connectTimer);
+    this.connectTimer = null;
   }
 
   private send(frame: Uint8Array): void {
@@ -364,6 +379,8 @@ export class Claim implements FrameSink {
   /** Close the current connection (if any) and forget its schedule. */
   private dropConnection(): void {
     this.generation++;
+    if (this.connectTimer !== null) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
     if (this.heartbeatTimer !== null) clearTimeout(this.heartbeatTimer);
     this.heartbeatTimer = null;
     if (this.deadlineTimer !== null) clearTimeout(this.deadlineTimer);

@@ -268,6 +268,22 @@ describe("SHUTTING_DOWN", () => {
   });
 });
 
+describe("OVERLOADED", () => {
+  test("a claim refused with OVERLOADED retries with backoff and gets the lock once there is room", async () => {
+    await using server = startServer({ maxSessions: 1 });
+    const owner = await WirePeer.connect(server.port);
+    owner.acquire("c/overloaded-other", 60_000);
+    await owner.frame(0);
+    const pending = clientFor(server.port).acquire("c/overloaded", { wait: 10_000 });
+    // Refused at least once: the server counts sessions it ended with OVERLOADED.
+    await eventually(() => server.engine.stats.ends[0x02]! >= 1, 5000, "an OVERLOADED refusal");
+    owner.end();
+    const lock = await pending;
+    expect(lock.held).toBe(true);
+    await lock.release();
+  });
+});
+
 describe("withLock", () => {
   test("runs fn with the token and signal, returns its result, then releases", async () => {
     await using server = startServer();
