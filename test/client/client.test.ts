@@ -148,6 +148,24 @@ describe("waiting", () => {
     await lock.release();
   });
 
+  test("heartbeats keep a waiter and then a holder alive well past a short lease", async () => {
+    await using server = startServer();
+    const owner = await WirePeer.connect(server.port);
+    owner.acquire("c/long-wait", 60_000);
+    await owner.frame(0);
+    const lease = 200;
+    const pending = clientFor(server.port).acquire("c/long-wait", { lease });
+    // 8 heartbeats at ~lease/4: two leases of waiting.
+    await eventually(() => server.engine.stats.heartbeats >= 8, 10_000, "8 heartbeats while waiting");
+    owner.end();
+    const lock = await pending;
+    const before = server.engine.stats.heartbeats;
+    await eventually(() => server.engine.stats.heartbeats >= before + 8, 10_000, "8 heartbeats while holding");
+    expect(lock.held).toBe(true);
+    expect(server.engine.stats.ends[0x10] ?? 0).toBe(0); // nothing expired
+    await lock.release();
+  });
+
   test("wait gives up with WaitTimeoutError and closes its connection", async () => {
     await using server = startServer();
     const client = clientFor(server.port);

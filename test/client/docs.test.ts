@@ -8,7 +8,7 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { startServer } from "../helpers/wire.ts";
+import { WirePeer, startServer } from "../helpers/wire.ts";
 import { eventually } from "./fake-server.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -45,3 +45,65 @@ examples.forEach((source, i) => {
     await eventually(() => server.engine.sessions.size === 0, 5000, "every session of the example to end");
   }, 20_000);
 });
+
+/**
+ * docs/writing-a-client.md section 6 is a byte-level session: replay every
+ * `X -> bytes` against a real server and check every `X <- bytes` is what
+ * that connection receives next, byte for byte.
+ */
+test("writing-a-client.md: the worked byte-level session is what the server says", async () => {
+  const text = await Bun.file(join(ROOT, "docs/writing-a-client.md")).text();
+  const section = text.slice(text.indexOf("## 6."), text.indexOf("## 7."));
+  type Step = { peer: string; dir: "->" | "<-" | "--"; bytes: number[] };
+  const steps: Step[] = [];
+  const encoder = new TextEncoder();
+  const hexAndText = (rest: string): number[] => {
+    const bytes: number[] = [];
+    const m = /^((?:[0-9a-f]{2}\s+)*[0-9a-f]{2})?\s*(?:"([^"]*)")?/.exec(rest.trim())!;
+    if (m[1]) bytes.push(...m[1].split(/\s+/).map((h) => parseInt(h, 16)));
+    if (m[2] !== undefined) bytes.push(...encoder.encode(m[2]));
+    return bytes;
+  };
+  for (const line of section.split("\n")) {
+    if (!line.startsWith("    ")) continue;
+    const step = /^\s+(\w+) (->|<-|--) (.*)$/.exec(line);
+    if (step) steps.push({ peer: step[1]!, dir: step[2] as Step["dir"], bytes: step[2] === "--" ? [] : hexAndText(step[3]!) });
+    else if (/^\s+(?:[0-9a-f]{2}\s*)+$/.test(line)) steps.at(-1)!.bytes.push(...hexAndText(line));
+  }
+  expect(steps.length).toBeGreaterThan(15);
+
+  const server = startServer();
+  const peers = new Map<string, WirePeer>();
+  const received = new Map<string, number>();
+  try {
+    for (const step of steps) {
+      if (step.dir === "--") {
+        if (step.peer === "server") void server.stop();
+        else peers.get(step.peer)!.end();
+        continue;
+      }
+      let peer = peers.get(step.peer);
+      if (peer === undefined) {
+        peer = await WirePeer.connect(server.port);
+        peers.set(step.peer, peer);
+        received.set(step.peer, 0);
+      }
+      if (step.dir === "->") {
+        peer.write(new Uint8Array(step.bytes));
+        continue;
+      }
+      const index = received.get(step.peer)!;
+      received.set(step.peer, index + 1);
+      const frame = await peer.frame(index);
+      const bytes = [frame.type, frame.flags, frame.body.length >> 8, frame.body.length & 0xff, ...frame.body];
+      expect({ peer: step.peer, bytes: hex(bytes) }).toEqual({ peer: step.peer, bytes: hex(step.bytes) });
+    }
+  } finally {
+    for (const peer of peers.values()) peer.terminate();
+    await server.stop();
+  }
+});
+
+function hex(bytes: readonly number[]): string {
+  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(" ");
+}
