@@ -124,6 +124,20 @@ test("the child sees LOCKD_TOKEN and LOCKD_LOCK, and its exit code is lockd run'
   expect(server.engine.sessions.size).toBe(0);
 });
 
+test("the server comes from LOCKD_SERVER when --server is not given", async () => {
+  await using server = startServer();
+  const proc = Bun.spawn([process.execPath, MAIN, "run", "jobs/env-server", ...child("exit", "3")], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, LOCKD_SERVER: `127.0.0.1:${server.port}` },
+  });
+  const run = new Proc(proc);
+  started.push(run);
+  expect((await run.child()).lock).toBe("jobs/env-server");
+  expect(await run.exit()).toBe(3);
+});
+
 test("a second run with --try exits with the busy code (1, or -E N); -w gives up with 75", async () => {
   await using server = startServer();
   const holder = lockdRun(server.port, ["jobs/busy", ...child("hold")]);

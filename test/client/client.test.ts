@@ -328,6 +328,27 @@ describe("withLock", () => {
     expect(again.held).toBe(true);
   });
 
+  test("a lost lock rejects withLock at once even if fn ignores its signal", async () => {
+    const server = startServer();
+    try {
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      const result = clientFor(server.port)
+        .withLock("c/with-stubborn", () => {
+          entered();
+          return new Promise<never>(() => {}); // never settles, never looks at the signal
+        })
+        .catch((e: unknown) => e);
+      await inside;
+      void server.stop();
+      const error = await result;
+      expect(error).toBeInstanceOf(LockLostError);
+      expect((error as LockLostError).why).toBe("server-error");
+    } finally {
+      await server.stop();
+    }
+  });
+
   test("try on a held lock rejects with LockBusyError without running fn", async () => {
     await using server = startServer();
     const client = clientFor(server.port);
