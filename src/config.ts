@@ -215,6 +215,47 @@ export const ADMIN_OPTIONS = {
   adminTokenFile: ADMIN_TOKEN_FILE,
 } as const satisfies OptionTable;
 
+/** `lockd run`. Short flags (-w, -n, -E) are flock(1)'s, mapped onto these in src/cli/run.ts. */
+export const RUN_OPTIONS = {
+  server: {
+    flag: "--server",
+    env: "LOCKD_SERVER",
+    default: "127.0.0.1:7700",
+    help: "lock server, HOST:PORT",
+    schema: hostPort,
+  },
+  lease: {
+    flag: "--lease",
+    env: "LOCKD_LEASE",
+    default: "5s",
+    help: "lease: the server gives the lock away after this much silence",
+    schema: duration(1, 0xffff_ffff),
+  },
+  wait: {
+    flag: "--wait",
+    help: "give up waiting for the lock after this long (default: no limit)",
+    schema: duration(0),
+  },
+  conflictExitCode: {
+    flag: "--conflict-exit-code",
+    default: "1",
+    help: "exit code when --try finds the lock held",
+    schema: count(0, 255),
+  },
+  owner: {
+    flag: "--owner",
+    env: "LOCKD_OWNER",
+    help: "owner label shown to operators, default HOST/pid-PID",
+    schema: z.string().refine((text) => new TextEncoder().encode(text).length <= 256, "owner must be at most 256 bytes of UTF-8"),
+  },
+  killAfter: {
+    flag: "--kill-after",
+    default: "10s",
+    help: "after the lock is lost: SIGTERM, then SIGKILL this long later",
+    schema: duration(0),
+  },
+} as const satisfies OptionTable;
+
 // --- parsing ------------------------------------------------------------------------
 
 export class ConfigError extends Error {

@@ -9,8 +9,16 @@ export const ExitCode = {
   UNAVAILABLE: 69,
   /** EX_SOFTWARE: internal error; also the exit of a forced (second-signal) stop. */
   SOFTWARE: 70,
-  /** EX_TEMPFAIL: try again later. */
+  /** EX_TEMPFAIL: try again later. `lockd run`: --wait passed without the lock. */
   TEMPFAIL: 75,
+  /**
+   * `lockd run`: the lock was lost while the command ran (the command was
+   * sent SIGTERM). Borrowed from EX_PROTOCOL: the remote end ended our claim.
+   */
+  LOCK_LOST: 76,
   /** EX_NOPERM: the ops server refused the admin token (or has none configured). */
   NOPERM: 77,
+  /** `lockd run`: the command could not be started (as in shells). */
+  CANNOT_EXECUTE: 126,
+  COMMAND_NOT_FOUND: 127,
 } as const;

@@ -2,9 +2,10 @@
 /** The `lockd` command: dispatch to a subcommand. */
 import { ConfigError } from "../config.ts";
 import { VERSION } from "../version.ts";
-import { ExitCode } from "./exit.ts";
 import { admin } from "./admin.ts";
+import { ExitCode } from "./exit.ts";
 import { CliError } from "./ops-client.ts";
+import { run } from "./run.ts";
 import { serve } from "./serve.ts";
 import { status } from "./status.ts";
 
@@ -12,6 +13,8 @@ const HELP = `Usage: lockd <command> [options]
 
 Commands:
   serve           run the lock server (lockd serve --help)
+  run NAME -- CMD ARGS...
+                  hold a lock while a command runs, like flock(1) (lockd run --help)
   status [NAME]   holders and waiters, from the ops server
   force-release NAME
                   end the holder of NAME (FORCE_RELEASED); the next waiter gets it
@@ -33,6 +36,8 @@ export async function main(argv: readonly string[], env: Record<string, string |
       case "force-release":
       case "kick":
         return await admin(command, rest, env);
+      case "run":
+        return await run(rest, env);
       case "--version":
       case "version":
         process.stdout.write(`lockd ${VERSION}\n`);

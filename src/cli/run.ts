@@ -1,0 +1,188 @@
+/**
+ * `lockd run NAME -- cmd args...`: hold a lock while a command runs, like
+ * flock(1) across machines, with flock's letters where they mean the same
+ * (-w wait, -n try, -E conflict exit code).
+ *
+ * The lock is held by this process (it heartbeats); the child only gets the
+ * fencing token and the lock name in its environment. Losing the lock sends
+ * the child SIGTERM, then SIGKILL after --kill-after. SIGINT and SIGTERM to
+ * `lockd run` go to the child while it runs, and cancel the claim while it
+ * waits.
+ */
+import { constants as osConstants } from "node:os";
+import { LockClient } from "../client/client.ts";
+import {
+  LockAbortedError,
+  LockBusyError,
+  LockError,
+  LockLostError,
+  LockRequestError,
+  ServerUnavailableError,
+  WaitTimeoutError,
+} from "../client/errors.ts";
+import type { Lock } from "../client/lock.ts";
+import { RUN_OPTIONS, optionsHelp, parseOptions, type HostPort } from "../config.ts";
+import { ExitCode } from "./exit.ts";
+
+export const RUN_HELP = `Usage: lockd run [options] NAME -- COMMAND [ARGS...]
+
+Takes the lock NAME on the lock server, runs COMMAND while holding it, and
+releases it when COMMAND exits. COMMAND gets LOCKD_TOKEN (the fencing token:
+pass it to anything the lock guards) and LOCKD_LOCK (NAME) in its
+environment. If the lock is lost while COMMAND runs (the server stops, is
+unreachable, or does not answer within 0.8 x lease), COMMAND gets SIGTERM,
+then SIGKILL after --kill-after. SIGINT and SIGTERM are passed on to COMMAND.
+
+Options (flag, then environment, then default):
+${optionsHelp(RUN_OPTIONS)}
+${aliases([
+  ["-w VALUE", "same as --wait"],
+  ["-n, --try", "do not wait: exit at once if the lock is held"],
+  ["-E VALUE", "same as --conflict-exit-code"],
+  ["-h, --help", "this text"],
+])}
+
+Exit status:
+  COMMAND's own   COMMAND ran and exited (128+N if it died of signal N)
+  1               --try and the lock is held (change with -E)
+  64              bad usage: options, lock name, owner, lease
+  69              the lock server is unreachable or unavailable
+  75              --wait passed without getting the lock
+  76              the lock was lost while COMMAND ran (COMMAND was stopped)
+  126             COMMAND could not be run (not executable)
+  127             COMMAND was not found
+  130             SIGINT while waiting for the lock (143 for SIGTERM)
+`;
+
+function aliases(rows: [string, string][]): string {
+  // Aligned like optionsHelp's rows.
+  return rows.map(([left, help]) => `${`  ${left}`.padEnd(25)} ${help}`).join("\n");
+}
+
+/** flock(1)'s short options, as this command's long ones. */
+const SHORT_FLAGS: Record<string, string> = { "-w": "--wait", "-E": "--conflict-exit-code" };
+const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try" };
+
+export async function run(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
+  const split = argv.indexOf("--");
+  const head = (split < 0 ? argv : argv.slice(0, split)).map((arg) => SHORT_FLAGS[arg] ?? arg);
+  const command = split < 0 ? [] : argv.slice(split + 1);
+  const parsed = parseOptions(RUN_OPTIONS, head, env, SWITCHES);
+  if (parsed.help) {
+    process.stdout.write(RUN_HELP);
+    return ExitCode.OK;
+  }
+  const usage = (problem: string): number => {
+    process.stderr.write(`lockd run: ${problem}\nUsage: lockd run [options] NAME -- COMMAND [ARGS...] (lockd run --help)\n`);
+    return ExitCode.USAGE;
+  };
+  if (parsed.positionals.length !== 1) {
+    return usage(parsed.positionals.length === 0 ? "missing the lock NAME" : `one lock NAME expected before --, got ${parsed.positionals.length} arguments`);
+  }
+  if (command.length === 0) return usage(split < 0 ? "missing -- COMMAND" : "missing COMMAND after --");
+  const name = parsed.positionals[0]!;
+  const { server, lease, wait, conflictExitCode, owner, killAfter } = parsed.options;
+  const tryOnly = parsed.switches.has("try");
+  if (tryOnly && wait !== undefined) return usage("--try and --wait exclude each other");
+
+  // Signals: cancel the claim while waiting, go to the child once it runs.
+  let child: ReturnType<typeof Bun.spawn> | null = null;
+  let interrupted: NodeJS.Signals | null = null;
+  const waitCancel = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (child !== null) {
+      child.kill(signal);
+    } else if (interrupted === null) {
+      interrupted = signal;
+      waitCancel.abort(new Error(`interrupted by ${signal}`));
+    }
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    const client = new LockClient({ servers: formatAddress(server), ...(owner !== undefined ? { owner } : {}) });
+    let lock: Lock;
+    try {
+      lock = await client.acquire(name, {
+        lease,
+        try: tryOnly,
+        signal: waitCancel.signal,
+        ...(wait !== undefined ? { wait } : {}),
+      });
+    } catch (error) {
+      return claimFailed(error, conflictExitCode, interrupted);
+    }
+    try {
+      return await runHolding(lock, command, env, killAfter, (spawned) => (child = spawned));
+    } finally {
+      await lock.release();
+    }
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}
+
+/** Run the command while `lock` is held; its exit status, or LOCK_LOST. */
+async function runHolding(
+  lock: Lock,
+  command: readonly string[],
+  env: Record<string, string | undefined>,
+  killAfterMs: number,
+  started: (child: ReturnType<typeof Bun.spawn>) => void,
+): Promise<number> {
+  let child: ReturnType<typeof Bun.spawn>;
+  try {
+    child = Bun.spawn([...command], {
+      stdio: ["inherit", "inherit", "inherit"],
+      env: { ...env, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name },
+    });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    process.stderr.write(`lockd run: cannot run ${JSON.stringify(command[0])}: ${(error as Error).message}\n`);
+    return code === "ENOENT" ? ExitCode.COMMAND_NOT_FOUND : ExitCode.CANNOT_EXECUTE;
+  }
+  started(child);
+  let lost: LockLostError | null = null;
+  let killTimer: ReturnType<typeof setTimeout> | null = null;
+  const onLost = (): void => {
+    lost = lock.signal.reason as LockLostError;
+    process.stderr.write(`lockd run: ${lost.message}; sending SIGTERM to ${child.pid}\n`);
+    child.kill("SIGTERM");
+    killTimer = setTimeout(() => {
+      process.stderr.write(`lockd run: ${child.pid} still running ${killAfterMs} ms after SIGTERM; sending SIGKILL\n`);
+      child.kill("SIGKILL");
+    }, killAfterMs);
+  };
+  lock.signal.addEventListener("abort", onLost, { once: true });
+  if (lock.signal.aborted) onLost(); // lost between the grant and the spawn
+  try {
+    await child.exited;
+  } finally {
+    lock.signal.removeEventListener("abort", onLost);
+    if (killTimer !== null) clearTimeout(killTimer);
+  }
+  if (lost !== null) return ExitCode.LOCK_LOST;
+  if (child.signalCode !== null) return 128 + (osConstants.signals[child.signalCode as NodeJS.Signals] ?? 0);
+  return child.exitCode ?? ExitCode.FAILURE;
+}
+
+/** The exit status and message for a claim that did not get the lock. */
+function claimFailed(error: unknown, conflictExitCode: number, interrupted: NodeJS.Signals | null): number {
+  if (!(error instanceof LockError)) throw error;
+  process.stderr.write(`lockd run: ${error.message}\n`);
+  if (error instanceof LockBusyError) return conflictExitCode;
+  if (error instanceof WaitTimeoutError) return ExitCode.TEMPFAIL;
+  if (error instanceof ServerUnavailableError) return ExitCode.UNAVAILABLE;
+  if (error instanceof LockAbortedError) return 128 + (interrupted === null ? 0 : (osConstants.signals[interrupted] ?? 0));
+  if (error instanceof LockRequestError) {
+    if (error.code === "PROTOCOL_VIOLATION") return ExitCode.UNAVAILABLE;
+    // The server ended the claim under the lock rules (an operator's KICK, say).
+    return error.class === "lock" ? ExitCode.LOCK_LOST : ExitCode.USAGE;
+  }
+  return ExitCode.FAILURE;
+}
+
+function formatAddress(address: HostPort): string {
+  return address.host.includes(":") ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`;
+}

@@ -1,0 +1,165 @@
+/** LockClient: where to connect and what to ask for; `acquire` and `withLock`. */
+import { hostname } from "node:os";
+import { encodeAcquire } from "../protocol/frames.ts";
+import { connectBun } from "./bun-transport.ts";
+import { Claim } from "./claim.ts";
+import { LockRequestError } from "./errors.ts";
+import { Lock } from "./lock.ts";
+import { connectNode } from "./node-transport.ts";
+import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
+import { parseAddress, type Address, type Connector, type TlsSettings } from "./transport.ts";
+
+/** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
+export const DEFAULT_LEASE_MS = 5000;
+/** Default server when neither `servers` nor LOCKD_SERVER is set. */
+export const DEFAULT_SERVER = "127.0.0.1:7700";
+/** How long a claim that has not been granted keeps reconnecting through trouble. */
+export const DEFAULT_RECONNECT_MS = 30_000;
+
+export interface ClientOptions {
+  /**
+   * Lock server address(es), "HOST:PORT". Tried in order on the first
+   * connect; reconnects rotate through them. Default: LOCKD_SERVER, else
+   * 127.0.0.1:7700.
+   */
+  readonly servers?: string | readonly string[];
+  /** TLS for the lock connection (for servers that serve TLS). */
+  readonly tls?: TlsSettings;
+  /** Default owner label for every claim (default "HOST/pid-PID"). */
+  readonly owner?: string;
+  /** How long a not-yet-granted claim keeps reconnecting (ms, default 30 s). */
+  readonly reconnectMs?: number;
+  /** Floor of the heartbeat interval (ms, default 1). */
+  readonly minHeartbeatIntervalMs?: number;
+  /** Replace the socket layer (tests, proxies). Default: Bun.connect on Bun, node:net elsewhere. */
+  readonly connect?: Connector;
+}
+
+export interface AcquireOptions {
+  /**
+   * Lease in ms (default 5000): the server ends the session after this much
+   * silence; the client heartbeats every lease/4 and gives the lock up after
+   * 0.8 x lease without an answer.
+   */
+  readonly lease?: number;
+  /** Give up waiting after this many ms (WaitTimeoutError). Default: wait as long as it takes. */
+  readonly wait?: number;
+  /** Do not queue: reject with LockBusyError if the lock is held (protocol TRY). */
+  readonly try?: boolean;
+  /** Owner label shown to operators (default the client's, else "HOST/pid-PID"). */
+  readonly owner?: string;
+  /** Cancels waiting (LockAbortedError) or ends holding (signal aborts, why "aborted"). */
+  readonly signal?: AbortSignal;
+}
+
+/** What `withLock` passes to the guarded function. */
+export interface Held {
+  /** Aborts when the lock is lost; stop the work. */
+  readonly signal: AbortSignal;
+  /** Fencing token: pass it to guarded resources. */
+  readonly token: bigint;
+}
+
+/**
+ * A lockd client. Connections are per claim (one TCP connection per held or
+ * awaited lock), so one client serves any number of concurrent claims.
+ *
+ * @example
+ * const client = new LockClient({ servers: "127.0.0.1:7700" });
+ * const report = await client.withLock("jobs/nightly", async ({ signal, token }) => {
+ *   return await buildReport({ signal, fencingToken: token });
+ * }, { lease: 10_000, wait: 30_000 });
+ */
+export class LockClient {
+  private readonly addresses: readonly Address[];
+  private readonly tls: TlsSettings | undefined;
+  private readonly owner: string;
+  private readonly reconnectMs: number;
+  private readonly minIntervalMs: number;
+  private readonly connector: Connector;
+
+  constructor(options: ClientOptions = {}) {
+    const servers = options.servers ?? envServer() ?? DEFAULT_SERVER;
+    this.addresses = (typeof servers === "string" ? servers.split(",") : servers).map(parseAddress);
+    if (this.addresses.length === 0) throw new RangeError("servers: at least one address is needed");
+    this.tls = options.tls;
+    this.owner = options.owner ?? `${hostname()}/pid-${process.pid}`;
+    this.reconnectMs = options.reconnectMs ?? DEFAULT_RECONNECT_MS;
+    this.minIntervalMs = options.minHeartbeatIntervalMs ?? MIN_HEARTBEAT_INTERVAL_MS;
+    this.connector = options.connect ?? (typeof Bun !== "undefined" ? connectBun : connectNode);
+  }
+
+  /**
+   * Claim `name` and resolve once the server grants it (ACQUIRED). Rejects
+   * with LockBusyError (`try`), WaitTimeoutError (`wait`), LockAbortedError
+   * (`signal`), ServerUnavailableError, or LockRequestError.
+   *
+   * @example
+   * await using lock = await client.acquire("db/migrate", { lease: 5000, wait: 60_000 });
+   * await migrate({ signal: lock.signal, token: lock.token });
+   */
+  async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
+    const leaseMs = options.lease ?? DEFAULT_LEASE_MS;
+    let acquireFrame: Uint8Array;
+    try {
+      acquireFrame = encodeAcquire({ name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false });
+    } catch (error) {
+      throw new LockRequestError("BAD_REQUEST", (error as Error).message, error);
+    }
+    if (options.wait !== undefined && !(options.wait >= 0)) throw new LockRequestError("BAD_REQUEST", `wait must be >= 0 ms, got ${options.wait}`);
+    const claim = new Claim({
+      name,
+      leaseMs,
+      acquireFrame,
+      waitMs: options.wait,
+      signal: options.signal,
+      addresses: this.addresses,
+      tls: this.tls,
+      connect: this.connector,
+      reconnectMs: this.reconnectMs,
+      minHeartbeatIntervalMs: this.minIntervalMs,
+    });
+    const granted = await claim.start();
+    return new Lock(name, granted.token, granted.signal, claim);
+  }
+
+  /**
+   * Run `fn` while holding `name`, then release. If the lock is lost while
+   * `fn` runs, `signal` aborts and withLock rejects at once with the
+   * LockLostError (it does not wait for `fn`, and never runs it again).
+   *
+   * @example
+   * await client.withLock("cron/cleanup", async ({ signal, token }) => {
+   *   for (const batch of batches) {
+   *     signal.throwIfAborted();
+   *     await store.deleteBatch(batch, { fencingToken: token });
+   *   }
+   * }, { lease: 5000, try: true });
+   */
+  async withLock<T>(name: string, fn: (held: Held) => Promise<T> | T, options: AcquireOptions = {}): Promise<T> {
+    const lock = await this.acquire(name, options);
+    try {
+      const signal = lock.signal;
+      let onLost: (() => void) | undefined;
+      const lost = new Promise<never>((_, reject) => {
+        onLost = () => reject(signal.reason);
+        signal.addEventListener("abort", onLost, { once: true });
+      });
+      try {
+        const work = Promise.resolve().then(() => fn({ signal, token: lock.token }));
+        work.catch(() => {}); // a late failure after the loss is not unhandled
+        return await Promise.race([work, lost]);
+      } finally {
+        signal.removeEventListener("abort", onLost!);
+        lost.catch(() => {});
+      }
+    } finally {
+      await lock.release();
+    }
+  }
+}
+
+function envServer(): string | undefined {
+  const value = typeof process === "undefined" ? undefined : process.env.LOCKD_SERVER;
+  return value === undefined || value === "" ? undefined : value;
+}

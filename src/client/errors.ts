@@ -1,0 +1,146 @@
+/**
+ * Typed errors of the client. Every one has a stable `code` to branch on, a
+ * `class` that says whose problem it is (the same three classes as the
+ * protocol's ERROR codes, protocol.md section 4), and a `cause` when another
+ * error or a server ERROR frame is behind it.
+ *
+ *     class "server": a server condition (shutting down, overloaded,
+ *                     unreachable); trying again later may work.
+ *     class "lock":   the lock rules said no (busy, wait timed out, lost).
+ *     class "client": the request itself is wrong, or the caller aborted.
+ */
+import { ErrorClass, errorClassOf, errorCodeName } from "../protocol/constants.ts";
+
+export type LockErrorClass = "server" | "lock" | "client";
+
+/** The client's view of one ERROR frame from the server. */
+export class ServerErrorFrame extends Error {
+  override readonly name = "ServerErrorFrame";
+  /** Spec name of the code, e.g. "SHUTTING_DOWN". */
+  readonly codeName: string;
+  constructor(
+    /** The raw ERROR code byte. */
+    readonly code: number,
+    /** The server's message for humans. */
+    readonly serverMessage: string,
+  ) {
+    super(`server sent ERROR ${errorCodeName(code)} (0x${code.toString(16).padStart(2, "0")})${serverMessage ? `: ${serverMessage}` : ""}`);
+    this.codeName = errorCodeName(code);
+  }
+}
+
+export function classOfCode(code: number): LockErrorClass {
+  switch (errorClassOf(code)) {
+    case ErrorClass.SERVER:
+      return "server";
+    case ErrorClass.LOCK:
+      return "lock";
+    default:
+      // 0x2_ and anything the protocol does not define yet: the request will not work as is.
+      return "client";
+  }
+}
+
+export abstract class LockError extends Error {
+  abstract readonly code: string;
+  abstract readonly class: LockErrorClass;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** `try` was set and the lock is held (server ERROR LOCK_BUSY). */
+export class LockBusyError extends LockError {
+  override readonly name = "LockBusyError";
+  readonly code = "LOCK_BUSY";
+  readonly class = "lock";
+  constructor(readonly lock: string, cause?: unknown) {
+    super(`lock ${JSON.stringify(lock)} is held`, { cause });
+  }
+}
+
+/** `wait` passed before the lock was granted. */
+export class WaitTimeoutError extends LockError {
+  override readonly name = "WaitTimeoutError";
+  readonly code = "WAIT_TIMEOUT";
+  readonly class = "lock";
+  constructor(readonly lock: string, readonly waitMs: number) {
+    super(`lock ${JSON.stringify(lock)} was not granted within ${waitMs} ms`);
+  }
+}
+
+/**
+ * Why a held lock stopped being ours:
+ * - "unconfirmed": clientTimeout (0.8 x lease) passed since the send time of
+ *   the last answered frame (the pessimism rule; the server may be about to
+ *   expire us, or already has).
+ * - "closed": the connection closed or failed without an ERROR.
+ * - "server-error": the server sent ERROR (see `serverCode`); SHUTTING_DOWN
+ *   and OVERLOADED are here too: a held lock is never silently re-acquired.
+ * - "aborted": the caller's `signal` aborted while holding.
+ * - "released": `release()` was called (the signal still aborts, so stray
+ *   work stops; withLock never reports this one as an error).
+ * - "protocol": the server sent something protocol v1 does not allow.
+ */
+export type LostWhy = "unconfirmed" | "closed" | "server-error" | "aborted" | "released" | "protocol";
+
+/** A held lock is no longer ours. Also the `reason` of the lock's AbortSignal. */
+export class LockLostError extends LockError {
+  override readonly name = "LockLostError";
+  readonly code = "LOCK_LOST";
+  readonly class: LockErrorClass;
+  /** The ERROR code when `why` is "server-error". */
+  readonly serverCode: number | undefined;
+  constructor(
+    readonly lock: string,
+    readonly why: LostWhy,
+    detail: string,
+    cause?: unknown,
+  ) {
+    super(`lock ${JSON.stringify(lock)} lost (${why}): ${detail}`, { cause });
+    this.serverCode = cause instanceof ServerErrorFrame ? cause.code : undefined;
+    this.class = this.serverCode !== undefined ? classOfCode(this.serverCode) : why === "aborted" || why === "released" ? "client" : "lock";
+  }
+}
+
+/**
+ * The server could not be reached, or said it cannot serve us right now
+ * (SHUTTING_DOWN, OVERLOADED) and retrying did not help in time.
+ */
+export class ServerUnavailableError extends LockError {
+  override readonly name = "ServerUnavailableError";
+  readonly code = "SERVER_UNAVAILABLE";
+  readonly class = "server";
+  constructor(message: string, cause?: unknown) {
+    super(message, { cause });
+  }
+}
+
+/**
+ * The request is wrong and will fail again as is: a server ERROR of class
+ * 0x2_ (`serverCode`), an ERROR the lock rules send to a waiter (KICKED), a
+ * name/owner/lease the client refuses to send, or a server that broke the
+ * protocol.
+ */
+export class LockRequestError extends LockError {
+  override readonly name = "LockRequestError";
+  readonly code: string;
+  readonly class: LockErrorClass;
+  readonly serverCode: number | undefined;
+  constructor(code: string, message: string, cause?: unknown) {
+    super(message, { cause });
+    this.code = code;
+    this.serverCode = cause instanceof ServerErrorFrame ? cause.code : undefined;
+    this.class = this.serverCode !== undefined ? classOfCode(this.serverCode) : "client";
+  }
+}
+
+/** The caller's AbortSignal aborted while waiting; `cause` is the signal's reason. */
+export class LockAbortedError extends LockError {
+  override readonly name = "LockAbortedError";
+  readonly code = "ABORTED";
+  readonly class = "client";
+  constructor(readonly lock: string, cause: unknown) {
+    super(`claim on lock ${JSON.stringify(lock)} aborted`, { cause });
+  }
+}

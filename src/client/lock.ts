@@ -1,0 +1,42 @@
+/** Lock: a held lock as the caller sees it. */
+import type { Claim } from "./claim.ts";
+
+/**
+ * A lock this client holds. Ownership lasts until `signal` aborts: after
+ * `release()`, or the moment it stops being confirmed (an ERROR, a closed
+ * connection, or 0.8 x lease since the last answered send). Stop the guarded
+ * work when it aborts; `signal.reason` is a LockLostError saying why.
+ *
+ * @example
+ * await using lock = await client.acquire("jobs/nightly", { lease: 10_000 });
+ * await writeReport({ fencingToken: lock.token, signal: lock.signal });
+ * // released here, at the end of the scope
+ */
+export class Lock implements AsyncDisposable {
+  constructor(
+    /** The lock's name. */
+    readonly name: string,
+    /** Fencing token of this grant: pass it to every guarded write. */
+    readonly token: bigint,
+    /** Aborts when ownership ends; `reason` is a LockLostError. */
+    readonly signal: AbortSignal,
+    private readonly claim: Claim,
+  ) {}
+
+  /** True until the signal aborts. */
+  get held(): boolean {
+    return !this.signal.aborted;
+  }
+
+  /**
+   * Release: close the connection (the server hands the lock to the next
+   * waiter at once). Resolves when the socket is closed. Idempotent.
+   */
+  release(): Promise<void> {
+    return this.claim.release();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.claim.release();
+  }
+}

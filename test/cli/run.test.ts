@@ -1,0 +1,272 @@
+/** `lockd run` as a user runs it: a subprocess against an in-process server. */
+import { afterEach, expect, test } from "bun:test";
+import { resolve } from "node:path";
+import { startServer } from "../helpers/wire.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const MAIN = resolve(ROOT, "src/cli/main.ts");
+const CHILD = resolve(ROOT, "test/fixtures/run-child.ts");
+
+/** A running process whose stdout is read line by line, as lines arrive. */
+class Proc {
+  readonly lines: string[] = [];
+  stderr = "";
+  private waiters: (() => void)[] = [];
+  readonly done: Promise<number>;
+
+  constructor(readonly proc: Bun.Subprocess<"ignore", "pipe", "pipe">) {
+    const pump = async () => {
+      const decoder = new TextDecoder();
+      let partial = "";
+      for await (const chunk of proc.stdout) {
+        partial += decoder.decode(chunk, { stream: true });
+        const parts = partial.split("\n");
+        partial = parts.pop()!;
+        this.lines.push(...parts);
+        this.wake();
+      }
+    };
+    const errors = new Response(proc.stderr).text().then((text) => (this.stderr = text));
+    this.done = Promise.all([pump(), errors, proc.exited]).then(([, , code]) => {
+      this.wake();
+      return code;
+    });
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** The first line matching `check`, waiting for output; rejects after `ms`. */
+  async line(check: (line: string) => boolean, ms = 10_000): Promise<string> {
+    const deadline = performance.now() + ms;
+    for (;;) {
+      const found = this.lines.find(check);
+      if (found !== undefined) return found;
+      const left = deadline - performance.now();
+      if (left <= 0 || this.proc.exitCode !== null) throw new Error(`no such line; stdout: ${JSON.stringify(this.lines)}; stderr: ${this.stderr}`);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((resolve) => {
+        this.waiters.push(resolve);
+        timer = setTimeout(resolve, left);
+      });
+      clearTimeout(timer);
+    }
+  }
+
+  /** The child's first line: its pid and LOCKD_* environment. */
+  async child(): Promise<{ pid: number; token: string | null; lock: string | null }> {
+    return JSON.parse(await this.line((l) => l.startsWith("{")));
+  }
+
+  async exit(ms = 15_000): Promise<number> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const limit = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`did not exit in ${ms} ms; stderr: ${this.stderr}`)), ms)));
+    try {
+      return await Promise.race([this.done, limit]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+const started: Proc[] = [];
+const childPids: number[] = [];
+
+afterEach(() => {
+  for (const p of started.splice(0)) p.proc.kill("SIGKILL");
+  for (const pid of childPids.splice(0)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+});
+
+function lockdRun(port: number, args: string[], env: Record<string, string> = {}): Proc {
+  const proc = Bun.spawn([process.execPath, MAIN, "run", "--server", `127.0.0.1:${port}`, ...args], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, ...env },
+  });
+  const p = new Proc(proc);
+  started.push(p);
+  return p;
+}
+
+function child(...args: string[]): string[] {
+  return ["--", process.execPath, CHILD, ...args];
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test("the child sees LOCKD_TOKEN and LOCKD_LOCK, and its exit code is lockd run's", async () => {
+  await using server = startServer();
+  const run = lockdRun(server.port, ["jobs/env", ...child("exit", "7")]);
+  const seen = await run.child();
+  expect(seen.token).toMatch(/^[1-9]\d*$/);
+  expect(seen.lock).toBe("jobs/env");
+  expect(await run.exit()).toBe(7);
+  const ok = lockdRun(server.port, ["jobs/env", ...child("exit", "0")]);
+  expect(BigInt((await ok.child()).token!)).toBeGreaterThan(BigInt(seen.token!));
+  expect(await ok.exit()).toBe(0);
+  expect(server.engine.sessions.size).toBe(0);
+});
+
+test("the server comes from LOCKD_SERVER when --server is not given", async () => {
+  await using server = startServer();
+  const proc = Bun.spawn([process.execPath, MAIN, "run", "jobs/env-server", ...child("exit", "3")], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, LOCKD_SERVER: `127.0.0.1:${server.port}` },
+  });
+  const run = new Proc(proc);
+  started.push(run);
+  expect((await run.child()).lock).toBe("jobs/env-server");
+  expect(await run.exit()).toBe(3);
+});
+
+test("a second run with --try exits with the busy code (1, or -E N); -w gives up with 75", async () => {
+  await using server = startServer();
+  const holder = lockdRun(server.port, ["jobs/busy", ...child("hold")]);
+  const held = await holder.child();
+  childPids.push(held.pid);
+  const busy = lockdRun(server.port, ["--try", "jobs/busy", ...child("exit", "0")]);
+  expect(await busy.exit()).toBe(1);
+  expect(busy.lines).toEqual([]); // the command never ran
+  expect(busy.stderr).toContain("is held");
+  const busyE = lockdRun(server.port, ["-n", "-E", "3", "jobs/busy", ...child("exit", "0")]);
+  expect(await busyE.exit()).toBe(3);
+  const timedOut = lockdRun(server.port, ["-w", "300ms", "jobs/busy", ...child("exit", "0")]);
+  expect(await timedOut.exit()).toBe(75);
+  expect(timedOut.lines).toEqual([]);
+  holder.proc.kill("SIGTERM"); // forwarded: the child prints SIGTERM and exits 42
+  await holder.line((l) => l === "SIGTERM");
+  expect(await holder.exit()).toBe(42);
+});
+
+test("a waiting run gets the lock when the holder's command ends", async () => {
+  await using server = startServer();
+  const holder = lockdRun(server.port, ["jobs/queue", ...child("hold")]);
+  childPids.push((await holder.child()).pid);
+  const waiter = lockdRun(server.port, ["--wait", "20s", "jobs/queue", ...child("exit", "5")]);
+  // The waiter is queued once the server has two sessions.
+  const deadline = performance.now() + 10_000;
+  while (server.engine.sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
+  expect(waiter.lines).toEqual([]);
+  holder.proc.kill("SIGINT"); // forwarded; the fixture does not handle SIGINT, so it dies of it
+  expect(await holder.exit()).toBe(130);
+  expect((await waiter.child()).lock).toBe("jobs/queue");
+  expect(await waiter.exit()).toBe(5);
+});
+
+test("stopping the server: the child gets SIGTERM and lockd run exits 76 (lock lost)", async () => {
+  const server = startServer();
+  try {
+    const run = lockdRun(server.port, ["--lease", "2s", "jobs/lost", ...child("hold")]);
+    childPids.push((await run.child()).pid);
+    await server.stop();
+    await run.line((l) => l === "SIGTERM");
+    expect(await run.exit()).toBe(76);
+    expect(run.stderr).toContain("SHUTTING_DOWN");
+  } finally {
+    await server.stop();
+  }
+});
+
+test("a child that ignores SIGTERM gets SIGKILL after --kill-after", async () => {
+  const server = startServer();
+  try {
+    const run = lockdRun(server.port, ["--kill-after", "300ms", "jobs/stubborn", ...child("ignore-term")]);
+    const { pid } = await run.child();
+    childPids.push(pid);
+    await server.stop();
+    await run.line((l) => l === "SIGTERM ignored");
+    expect(await run.exit()).toBe(76);
+    expect(run.stderr).toContain("SIGKILL");
+    expect(alive(pid)).toBe(false);
+  } finally {
+    await server.stop();
+  }
+});
+
+test("killing the server process (SIGKILL): the lock is lost and the child gets SIGTERM", async () => {
+  const serve = Bun.spawn([process.execPath, MAIN, "serve", "--listen", "127.0.0.1:0"], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+  try {
+    // serve logs its address as JSON on stderr.
+    let port = 0;
+    const decoder = new TextDecoder();
+    let text = "";
+    for await (const chunk of serve.stderr) {
+      text += decoder.decode(chunk, { stream: true });
+      const match = /"listen":"127\.0\.0\.1:(\d+)"/.exec(text);
+      if (match) {
+        port = Number(match[1]);
+        break;
+      }
+    }
+    expect(port).toBeGreaterThan(0);
+    const run = lockdRun(port, ["--lease", "2s", "jobs/killed", ...child("hold")]);
+    childPids.push((await run.child()).pid);
+    serve.kill("SIGKILL");
+    await run.line((l) => l === "SIGTERM");
+    expect(await run.exit()).toBe(76);
+  } finally {
+    serve.kill("SIGKILL");
+    await serve.exited;
+  }
+});
+
+test("exit codes: unreachable server 69, bad usage 64, missing command 127, SIGINT while waiting 130", async () => {
+  const dead = startServer();
+  const deadPort = dead.port;
+  await dead.stop();
+  const unreachable = lockdRun(deadPort, ["jobs/x", ...child("exit", "0")]);
+  expect(await unreachable.exit()).toBe(69);
+
+  await using server = startServer();
+  for (const args of [
+    ["jobs/x"], // no -- COMMAND
+    ["--", "true"], // no NAME
+    ["--lease", "0", "jobs/x", "--", "true"],
+    ["--try", "--wait", "1s", "jobs/x", "--", "true"],
+    ["--bogus", "jobs/x", "--", "true"],
+    ["", "--", "true"], // empty lock name
+  ]) {
+    const bad = lockdRun(server.port, args);
+    expect({ args, code: await bad.exit() }).toEqual({ args, code: 64 });
+  }
+  const missing = lockdRun(server.port, ["jobs/x", "--", "/nonexistent/command"]);
+  expect(await missing.exit()).toBe(127);
+
+  const holder = lockdRun(server.port, ["jobs/int", ...child("hold")]);
+  childPids.push((await holder.child()).pid);
+  const waiter = lockdRun(server.port, ["jobs/int", ...child("exit", "0")]);
+  const deadline = performance.now() + 10_000;
+  while (server.engine.sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
+  waiter.proc.kill("SIGINT");
+  expect(await waiter.exit()).toBe(130);
+  expect(waiter.lines).toEqual([]);
+});
+
+test("--help documents every exit code", async () => {
+  const help = Bun.spawnSync([process.execPath, MAIN, "run", "--help"]);
+  expect(help.exitCode).toBe(0);
+  const text = help.stdout.toString();
+  for (const code of ["1 ", "64", "69", "75", "76", "127", "130"]) expect(text).toContain(`  ${code}`);
+  for (const flag of ["--lease", "--wait", "-w", "-n, --try", "-E", "--conflict-exit-code", "--owner", "--kill-after", "--server", "LOCKD_SERVER"]) {
+    expect(text).toContain(flag);
+  }
+});
