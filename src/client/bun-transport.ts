@@ -8,6 +8,8 @@ class BunTransport implements Transport {
   private outbox: Uint8Array | null = null;
   private isClosed = false;
   private onClosed: (() => void)[] = [];
+  /** TLS: settles the handshake wait in connectBun (Bun drops writes made before it completes). */
+  handshake: ((error: Error | undefined) => void) | null = null;
 
   constructor(readonly events: TransportEvents) {}
 
@@ -37,6 +39,8 @@ class BunTransport implements Transport {
   }
 
   gone(error: Error | undefined): void {
+    this.handshake?.(error ?? new Error("the connection closed during the TLS handshake"));
+    this.handshake = null;
     if (this.isClosed) return;
     this.isClosed = true;
     this.outbox = null;
@@ -55,6 +59,12 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
 
 export async function connectBun(address: Address, tls: TlsSettings | undefined, events: TransportEvents): Promise<Transport> {
   const transport = new BunTransport(events);
+  const secure = tls !== undefined && tls !== false;
+  const handshake = secure
+    ? new Promise<void>((resolve, reject) => {
+        transport.handshake = (error) => (error === undefined ? resolve() : reject(error));
+      })
+    : null;
   transport.socket = await Bun.connect<BunTransport>({
     hostname: address.host,
     port: address.port,
@@ -62,6 +72,12 @@ export async function connectBun(address: Address, tls: TlsSettings | undefined,
     ...(tls === undefined || tls === false ? {} : { tls: bunTls(tls) }),
     socket: {
       binaryType: "uint8array",
+      handshake(socket, success, error) {
+        const settle = socket.data.handshake;
+        socket.data.handshake = null;
+        settle?.(success ? undefined : (error ?? new Error("TLS handshake failed")));
+        if (!success) socket.terminate();
+      },
       data(socket, chunk: Uint8Array) {
         socket.data.events.data(chunk);
       },
@@ -82,6 +98,7 @@ export async function connectBun(address: Address, tls: TlsSettings | undefined,
       },
     },
   });
+  if (handshake !== null) await handshake; // rejects when the server's certificate is refused
   return transport;
 }
 
