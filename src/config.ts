@@ -191,7 +191,44 @@ export const SERVE_OPTIONS = {
     flag: "--data-dir",
     env: "LOCKD_DATA_DIR",
     default: "./lockd-data",
-    help: "directory for durable state (reserved: not used by this version)",
+    help: "durable state: the fencing-token floor (keep it: tokens must never go back)",
+    schema: path,
+  },
+  tokenBlock: {
+    flag: "--token-block",
+    env: "LOCKD_TOKEN_BLOCK",
+    default: "100000",
+    help: "tokens reserved per durable write of the floor; a crash skips at most this many",
+    schema: count(1, 1_000_000_000_000),
+  },
+  tlsCert: {
+    flag: "--tls-cert",
+    env: "LOCKD_TLS_CERT",
+    help: "PEM certificate chain file: serve the lock protocol over TLS (needs --tls-key)",
+    schema: path,
+  },
+  tlsKey: {
+    flag: "--tls-key",
+    env: "LOCKD_TLS_KEY",
+    help: "PEM private key file for --tls-cert",
+    schema: path,
+  },
+  tlsClientCa: {
+    flag: "--tls-client-ca",
+    env: "LOCKD_TLS_CLIENT_CA",
+    help: "PEM CA file: require client certificates signed by it (mutual TLS)",
+    schema: path,
+  },
+  opsTlsCert: {
+    flag: "--ops-tls-cert",
+    env: "LOCKD_OPS_TLS_CERT",
+    help: "PEM certificate chain file: serve the ops endpoints over HTTPS (needs --ops-tls-key)",
+    schema: path,
+  },
+  opsTlsKey: {
+    flag: "--ops-tls-key",
+    env: "LOCKD_OPS_TLS_KEY",
+    help: "PEM private key file for --ops-tls-cert",
     schema: path,
   },
 } as const satisfies OptionTable;
@@ -199,6 +236,12 @@ export const SERVE_OPTIONS = {
 /** `lockd status`: read-only, no token needed. */
 export const STATUS_OPTIONS = {
   ops: OPS_ADDRESS,
+  opsCa: {
+    flag: "--ops-ca",
+    env: "LOCKD_OPS_CA",
+    help: "PEM CA file to verify an HTTPS ops server; given, the verbs speak HTTPS",
+    schema: path,
+  },
   timeout: {
     flag: "--timeout",
     env: "LOCKD_OPS_TIMEOUT",
@@ -253,6 +296,24 @@ export const RUN_OPTIONS = {
     default: "10s",
     help: "after the lock is lost: SIGTERM, then SIGKILL this long later",
     schema: duration(0),
+  },
+  tlsCa: {
+    flag: "--tls-ca",
+    env: "LOCKD_TLS_CA",
+    help: "PEM CA file to verify the server's certificate; given, the claim uses TLS",
+    schema: path,
+  },
+  tlsCert: {
+    flag: "--tls-cert",
+    env: "LOCKD_CLIENT_TLS_CERT",
+    help: "PEM client certificate file, for servers that require mutual TLS (needs --tls-key)",
+    schema: path,
+  },
+  tlsKey: {
+    flag: "--tls-key",
+    env: "LOCKD_CLIENT_TLS_KEY",
+    help: "PEM private key file for --tls-cert",
+    schema: path,
   },
 } as const satisfies OptionTable;
 

@@ -1,4 +1,5 @@
 /** `lockd force-release NAME` and `lockd kick ID`: the admin actions of the ops server. */
+import { readOptionFile } from "./files.ts";
 import { ADMIN_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
 import { resolveAdminToken } from "../server/admin.ts";
 import type { HolderView, WaiterView } from "../server/views.ts";
@@ -41,10 +42,14 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
   const what = verb === "kick" ? "SESSION_ID" : "NAME";
   if (parsed.positionals.length !== 1) throw new CliError(`needs exactly one ${what} (lockd ${verb} --help)`, ExitCode.USAGE);
   const target = parsed.positionals[0]!;
-  const { ops, timeout } = parsed.options;
+  const { ops, timeout, opsCa } = parsed.options;
   const { token } = resolveAdminToken(parsed.options, parsed.sources);
   const path = verb === "kick" ? `/v1/sessions/${encodeURIComponent(target)}/kick` : `/v1/locks/force-release?${lockQuery(target)}`;
-  const answer = await opsRequest(ops, "POST", path, { token, timeoutMs: timeout });
+  const answer = await opsRequest(ops, "POST", path, {
+    token,
+    timeoutMs: timeout,
+    ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}),
+  });
   expectOk(answer);
   if (parsed.switches.has("json")) {
     out.write(`${JSON.stringify(answer.body, null, 2)}\n`);

@@ -7,8 +7,16 @@ export const ExitCode = {
   USAGE: 64,
   /** EX_UNAVAILABLE: the server cannot be reached, or cannot listen. */
   UNAVAILABLE: 69,
+  /** EX_DATAERR: `lockd serve`: the token floor in the data directory is corrupt. */
+  DATA_ERROR: 65,
+  /** EX_NOINPUT: a file an option names (certificate, key, token file) cannot be read. */
+  NO_INPUT: 66,
   /** EX_SOFTWARE: internal error; also the exit of a forced (second-signal) stop. */
   SOFTWARE: 70,
+  /** EX_CANTCREAT: `lockd serve`: the data directory cannot be created or written. */
+  CANT_CREATE: 73,
+  /** EX_IOERR: `lockd serve`: the token floor could not be written while running (the server stops). */
+  IO_ERROR: 74,
   /** EX_TEMPFAIL: try again later. `lockd run`: --wait passed without the lock. */
   TEMPFAIL: 75,
   /**

@@ -21,9 +21,9 @@ export interface OpsAnswer {
   readonly body: unknown;
 }
 
-export function opsUrl(ops: HostPort, path: string): string {
+export function opsUrl(ops: HostPort, path: string, https = false): string {
   const host = ops.host.includes(":") ? `[${ops.host}]` : ops.host;
-  return `http://${host}:${ops.port}${path}`;
+  return `${https ? "https" : "http"}://${host}:${ops.port}${path}`;
 }
 
 /** `?name=` form: it carries every lock name, also `.` and `..`, which a path segment cannot. */
@@ -35,13 +35,18 @@ export async function opsRequest(
   ops: HostPort,
   method: "GET" | "POST",
   path: string,
-  options: { token?: string | null; timeoutMs: number },
+  options: { token?: string | null; timeoutMs: number; /** PEM CA: speak HTTPS and trust it. */ ca?: string },
 ): Promise<OpsAnswer> {
   const headers: Record<string, string> = { accept: "application/json", "user-agent": "lockd-cli" };
   if (options.token != null) headers.authorization = `Bearer ${options.token}`;
   let response: Response;
   try {
-    response = await fetch(opsUrl(ops, path), { method, headers, signal: AbortSignal.timeout(options.timeoutMs) });
+    response = await fetch(opsUrl(ops, path, options.ca !== undefined), {
+      method,
+      headers,
+      signal: AbortSignal.timeout(options.timeoutMs),
+      ...(options.ca !== undefined ? { tls: { ca: options.ca } } : {}),
+    });
   } catch (error) {
     const why = (error as Error).name === "TimeoutError" ? `no answer within ${options.timeoutMs} ms` : (error as Error).message;
     throw new CliError(`cannot reach the ops server at ${ops.host}:${ops.port} (--ops, LOCKD_OPS): ${why}`, ExitCode.UNAVAILABLE);

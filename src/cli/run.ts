@@ -21,7 +21,9 @@ import {
   WaitTimeoutError,
 } from "../client/errors.ts";
 import type { Lock } from "../client/lock.ts";
+import type { TlsSettings } from "../client/transport.ts";
 import { RUN_OPTIONS, optionsHelp, parseOptions, type HostPort } from "../config.ts";
+import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
 
 export const RUN_HELP = `Usage: lockd run [options] NAME -- COMMAND [ARGS...]
@@ -39,6 +41,7 @@ ${aliases([
   ["-w VALUE", "same as --wait"],
   ["-n, --try", "do not wait: exit at once if the lock is held"],
   ["-E VALUE", "same as --conflict-exit-code"],
+  ["--tls", "connect with TLS, trusting the system CAs (implied by --tls-ca and --tls-cert)"],
   ["-h, --help", "this text"],
 ])}
 
@@ -46,6 +49,7 @@ Exit status:
   COMMAND's own   COMMAND ran and exited (128+N if it died of signal N)
   1               --try and the lock is held (change with -E)
   64              bad usage: options, lock name, owner, lease
+  66              a file an option names (certificate, key) cannot be read
   69              the lock server is unreachable or unavailable
   75              --wait passed without getting the lock
   76              the lock was lost while COMMAND ran (COMMAND was stopped)
@@ -61,7 +65,7 @@ function aliases(rows: [string, string][]): string {
 
 /** flock(1)'s short options, as this command's long ones. */
 const SHORT_FLAGS: Record<string, string> = { "-w": "--wait", "-E": "--conflict-exit-code" };
-const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try" };
+const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls" };
 
 export async function run(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
   const split = argv.indexOf("--");
@@ -100,7 +104,12 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
-    const client = new LockClient({ servers: formatAddress(server), ...(owner !== undefined ? { owner } : {}) });
+    const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
+    const client = new LockClient({
+      servers: formatAddress(server),
+      ...(owner !== undefined ? { owner } : {}),
+      ...(tls !== undefined ? { tls } : {}),
+    });
     let lock: Lock;
     try {
       lock = await client.acquire(name, {
@@ -121,6 +130,16 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
   }
+}
+
+/** TLS for the claim: on with --tls (system CAs), --tls-ca, or a client certificate. */
+function tlsSettings(options: { tlsCa?: string; tlsCert?: string; tlsKey?: string }, on: boolean): TlsSettings | undefined {
+  const pair = pairOf(options.tlsCert, options.tlsKey, "--tls-cert", "--tls-key");
+  if (!on && options.tlsCa === undefined && pair === undefined) return undefined;
+  return {
+    ...(options.tlsCa !== undefined ? { ca: readOptionFile(options.tlsCa, "--tls-ca") } : {}),
+    ...(pair ?? {}),
+  };
 }
 
 /** Run the command while `lock` is held; its exit status, or LOCK_LOST. */

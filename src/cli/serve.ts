@@ -3,7 +3,9 @@ import { SERVE_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "../server/admin.ts";
 import { Daemon, ListenError } from "../server/daemon.ts";
-import { maxOpenFiles } from "../server/metrics.ts";
+import { openFileLimit } from "../server/limits.ts";
+import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
+import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 
@@ -25,8 +27,13 @@ Admin endpoints (force-release, kick) need a token: without one they answer
 403. Flags beat the environment; giving both the token and the token file
 on the same level (two flags, or two variables) is an error.
 
-Exit codes: 0 stopped cleanly; 64 bad options; 69 cannot listen; 70 stopped
-by a second signal.
+The data directory holds the fencing-token floor: keep it across restarts
+(tokens continue above it); see docs/operations.md.
+
+Exit codes: 0 stopped cleanly; 64 bad options; 65 the token floor is
+corrupt; 66 a certificate or key file cannot be read; 69 cannot listen;
+70 stopped by a second signal; 73 the data directory cannot be created or
+written; 74 the token floor could not be written while running.
 `;
 
 export async function serve(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
@@ -42,8 +49,32 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   const options = parsed.options;
   const admin = resolveAdminToken(options, parsed.sources);
   const log = new Logger(options.logLevel);
-  const fdLimit = maxOpenFiles();
+  const limit = openFileLimit();
+  const fdLimit = limit.soft ?? -1;
   const maxSessions = options.maxSessions ?? (fdLimit > 512 ? fdLimit - 256 : 100_000);
+  const tlsPair = pairOf(options.tlsCert, options.tlsKey, "--tls-cert", "--tls-key");
+  if (options.tlsClientCa !== undefined && tlsPair === undefined) {
+    process.stderr.write("lockd serve: --tls-client-ca needs --tls-cert and --tls-key\n");
+    return ExitCode.USAGE;
+  }
+  const tls = tlsPair === undefined
+    ? undefined
+    : { ...tlsPair, ...(options.tlsClientCa !== undefined ? { clientCa: readOptionFile(options.tlsClientCa, "--tls-client-ca") } : {}) };
+  const opsTls = pairOf(options.opsTlsCert, options.opsTlsKey, "--ops-tls-cert", "--ops-tls-key");
+
+  let tokens: FileTokens;
+  try {
+    tokens = FileTokens.open(options.dataDir, options.tokenBlock, (error) => {
+      // No token can be issued safely any more: stop, so clients fail over.
+      log.error("cannot reserve fencing tokens: stopping", { dataDir: options.dataDir, error: error.message });
+      process.exit(ExitCode.IO_ERROR);
+    });
+  } catch (error) {
+    if (!(error instanceof TokenStoreError)) throw error;
+    process.stderr.write(`lockd serve: ${error.message}\n`);
+    return error.kind === "corrupt" ? ExitCode.DATA_ERROR : ExitCode.CANT_CREATE;
+  }
+
   let daemon: Daemon;
   try {
     daemon = new Daemon({
@@ -55,6 +86,9 @@ export async function serve(argv: readonly string[], env: Record<string, string 
       adminToken: admin.token,
       log,
       version: VERSION,
+      tokens,
+      ...(tls !== undefined ? { tls } : {}),
+      ...(opsTls !== undefined ? { opsTls } : {}),
     });
   } catch (error) {
     if (!(error instanceof ListenError)) throw error;
@@ -74,6 +108,12 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     shutdownGraceMs: options.shutdownGrace,
     adminToken: admin.token === null ? "none (admin endpoints answer 403)" : admin.from,
     logLevel: options.logLevel,
+    dataDir: options.dataDir,
+    tokensFrom: tokens.last + 1,
+    tls: tls === undefined ? "off" : tls.clientCa === undefined ? "on" : "mutual",
+    opsTls: opsTls === undefined ? "off" : "on",
+    openFileLimit: { soft: limit.soft, hard: limit.hard },
+    sessionCapacity: limit.sessionCapacity,
     pid: process.pid,
   });
   if (fdLimit > 0 && maxSessions > fdLimit - 64) {

@@ -1,4 +1,5 @@
 /** `lockd status [NAME]`: who holds and who waits, as a table (or --json), from the ops server. */
+import { readOptionFile } from "./files.ts";
 import { STATUS_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
 import type { HolderView, LockView, LocksView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
@@ -27,11 +28,11 @@ export async function status(argv: readonly string[], env: Record<string, string
     return ExitCode.OK;
   }
   if (parsed.positionals.length > 1) throw new CliError(`one lock name at most (got ${parsed.positionals.length})`, ExitCode.USAGE);
-  const { ops, timeout } = parsed.options;
+  const { ops, timeout, opsCa } = parsed.options;
   const json = parsed.switches.has("json");
   const name = parsed.positionals[0];
   const path = name === undefined ? "/v1/locks" : `/v1/locks?${lockQuery(name)}`;
-  const answer = await opsRequest(ops, "GET", path, { timeoutMs: timeout });
+  const answer = await opsRequest(ops, "GET", path, { timeoutMs: timeout, ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}) });
   if (name !== undefined && answer.status === 404) {
     out.write(json ? `${JSON.stringify({ name, holder: null, waiters: [] }, null, 2)}\n` : `${name}: free (no holder, no waiters)\n`);
     return ExitCode.OK;

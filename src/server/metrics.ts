@@ -5,11 +5,12 @@
  * state, grant path, end reason, admin action), so the number of series is
  * bounded whatever the clients do.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { SessionState } from "../core/session.ts";
 import type { Engine } from "../core/engine.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
+import { openFileLimit } from "./limits.ts";
 
 /** Counters of the ops server itself. */
 export class OpsStats {
@@ -92,23 +93,13 @@ function processMetrics(out: Exposition): void {
   out.single("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", Math.round(START_TIME_SECONDS * 1000) / 1000);
   const fds = openFds();
   if (fds >= 0) out.single("process_open_fds", "gauge", "Number of open file descriptors.", fds);
-  const maxFds = maxOpenFiles();
-  if (maxFds >= 0) out.single("process_max_fds", "gauge", "Maximum number of open file descriptors.", maxFds);
+  const maxFds = openFileLimit().soft ?? -1;
+  if (maxFds >= 0 && Number.isFinite(maxFds)) out.single("process_max_fds", "gauge", "Maximum number of open file descriptors.", maxFds);
 }
 
 function openFds(): number {
   try {
     return readdirSync("/proc/self/fd").length;
-  } catch {
-    return -1;
-  }
-}
-
-/** The soft open-file limit (Linux /proc), -1 where unknown or unlimited. */
-export function maxOpenFiles(): number {
-  try {
-    const match = /^Max open files\s+(\d+)/m.exec(readFileSync("/proc/self/limits", "utf8"));
-    return match === null ? -1 : Number(match[1]);
   } catch {
     return -1;
   }

@@ -26,7 +26,12 @@ const FILE = "tokens";
 const FORMAT = /^lockd-tokens v1 floor=(\d{1,16}) crc=([0-9a-f]{8})\n?$/;
 
 export class TokenStoreError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    options?: ErrorOptions,
+    /** "corrupt": the floor file is there but unreadable as a floor; "io": the directory or file cannot be used. */
+    readonly kind: "corrupt" | "io" = "io",
+  ) {
     super(message, options);
     this.name = "TokenStoreError";
   }
@@ -58,6 +63,8 @@ export function readFloor(dir: string): number {
       `the token floor ${path} is corrupt (${JSON.stringify(text.slice(0, 80))}); refusing to start, since tokens must never go back. ` +
         `Restore the file from a backup, or, if every guarded resource can accept it, write a floor above any token ever issued ` +
         `(see docs/operations.md, "Fencing tokens and the data directory").`,
+      undefined,
+      "corrupt",
     );
   }
   return floor;

@@ -21,6 +21,12 @@ describe("serve options: flags beat env beat defaults", () => {
       adminTokenFile: undefined,
       logLevel: "info",
       dataDir: "./lockd-data",
+      tokenBlock: 100_000,
+      tlsCert: undefined,
+      tlsKey: undefined,
+      tlsClientCa: undefined,
+      opsTlsCert: undefined,
+      opsTlsKey: undefined,
     });
     expect(sources.ops).toBe("default");
     expect(sources.adminToken).toBe("unset");
@@ -37,6 +43,12 @@ describe("serve options: flags beat env beat defaults", () => {
       LOCKD_ADMIN_TOKEN_FILE: "/env/file",
       LOCKD_LOG_LEVEL: "warn",
       LOCKD_DATA_DIR: "/env/data",
+      LOCKD_TOKEN_BLOCK: "500",
+      LOCKD_TLS_CERT: "/env/cert.pem",
+      LOCKD_TLS_KEY: "/env/key.pem",
+      LOCKD_TLS_CLIENT_CA: "/env/ca.pem",
+      LOCKD_OPS_TLS_CERT: "/env/ops-cert.pem",
+      LOCKD_OPS_TLS_KEY: "/env/ops-key.pem",
     };
     const fromEnv = parse([], env);
     expect(fromEnv.options).toEqual({
@@ -49,6 +61,12 @@ describe("serve options: flags beat env beat defaults", () => {
       adminTokenFile: "/env/file",
       logLevel: "warn",
       dataDir: "/env/data",
+      tokenBlock: 500,
+      tlsCert: "/env/cert.pem",
+      tlsKey: "/env/key.pem",
+      tlsClientCa: "/env/ca.pem",
+      opsTlsCert: "/env/ops-cert.pem",
+      opsTlsKey: "/env/ops-key.pem",
     });
     expect(fromEnv.sources.ops).toBe("env");
     const flags = [
@@ -61,6 +79,12 @@ describe("serve options: flags beat env beat defaults", () => {
       "--admin-token-file", "/flag/file",
       "--log-level", "DEBUG",
       "--data-dir", "/flag/data",
+      "--token-block", "7",
+      "--tls-cert", "/flag/cert.pem",
+      "--tls-key", "/flag/key.pem",
+      "--tls-client-ca", "/flag/ca.pem",
+      "--ops-tls-cert", "/flag/ops-cert.pem",
+      "--ops-tls-key", "/flag/ops-key.pem",
     ];
     const fromFlags = parse(flags, env);
     expect(fromFlags.options).toEqual({
@@ -73,6 +97,12 @@ describe("serve options: flags beat env beat defaults", () => {
       adminTokenFile: "/flag/file",
       logLevel: "debug",
       dataDir: "/flag/data",
+      tokenBlock: 7,
+      tlsCert: "/flag/cert.pem",
+      tlsKey: "/flag/key.pem",
+      tlsClientCa: "/flag/ca.pem",
+      opsTlsCert: "/flag/ops-cert.pem",
+      opsTlsKey: "/flag/ops-key.pem",
     });
     expect(Object.values(fromFlags.sources).every((s) => s === "flag")).toBe(true);
     expect(parse(["--max-sessions", "auto"], env).options.maxSessions).toBeNull();

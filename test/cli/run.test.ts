@@ -1,6 +1,8 @@
 /** `lockd run` as a user runs it: a subprocess against an in-process server. */
 import { afterEach, expect, test } from "bun:test";
-import { resolve } from "node:path";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { startServer } from "../helpers/wire.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -203,7 +205,12 @@ test("a child that ignores SIGTERM gets SIGKILL after --kill-after", async () =>
 });
 
 test("killing the server process (SIGKILL): the lock is lost and the child gets SIGTERM", async () => {
-  const serve = Bun.spawn([process.execPath, MAIN, "serve", "--listen", "127.0.0.1:0"], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+  const dataDir = mkdtempSync(join(tmpdir(), "lockd-run-"));
+  const serve = Bun.spawn([process.execPath, MAIN, "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--data-dir", dataDir], {
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "pipe",
+  });
   try {
     // serve logs its address as JSON on stderr.
     let port = 0;
@@ -226,6 +233,7 @@ test("killing the server process (SIGKILL): the lock is lost and the child gets 
   } finally {
     serve.kill("SIGKILL");
     await serve.exited;
+    rmSync(dataDir, { recursive: true, force: true });
   }
 });
 
