@@ -4,6 +4,7 @@ import { ConfigError } from "../config.ts";
 import { VERSION } from "../version.ts";
 import { admin } from "./admin.ts";
 import { ExitCode } from "./exit.ts";
+import { floor } from "./floor.ts";
 import { CliError } from "./ops-client.ts";
 import { run } from "./run.ts";
 import { serve } from "./serve.ts";
@@ -19,6 +20,7 @@ Commands:
   force-release NAME
                   end the holder of NAME (FORCE_RELEASED); the next waiter gets it
   kick ID         end waiting session ID (KICKED)
+  floor [N]       show, or raise to N, the fencing-token floor in --data-dir (server stopped)
 
 Options:
   -h, --help      this text
@@ -38,6 +40,8 @@ export async function main(argv: readonly string[], env: Record<string, string |
         return await admin(command, rest, env);
       case "run":
         return await run(rest, env);
+      case "floor":
+        return floor(rest, env);
       case "--version":
       case "version":
         process.stdout.write(`lockd ${VERSION}\n`);

@@ -100,3 +100,18 @@ describe("durable fencing tokens", () => {
     expect(child.raw.join("\n")).toMatch(/cannot create the data directory/);
   });
 });
+
+describe("lockd floor", () => {
+  test("prints the floor, raises it, never lowers it; the next start issues above it", async () => {
+    const dataDir = tempDir();
+    const run = (args: string[]) => Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "floor", "--data-dir", dataDir, ...args]);
+    expect(run([]).stdout.toString()).toBe("0\n");
+    expect(run(["5000"]).exitCode).toBe(0);
+    expect(run([]).stdout.toString()).toBe("5000\n");
+    const lower = run(["10"]);
+    expect(lower.exitCode).toBe(64);
+    expect(lower.stderr.toString()).toContain("never goes down");
+    await using child = serve(dataDir);
+    expect(await grants((await child.addresses()).listenPort, 1)).toEqual([5001n]);
+  });
+});
