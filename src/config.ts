@@ -383,9 +383,9 @@ export function parseOptions<T extends OptionTable>(
     }
     let value: string | undefined;
     if (eq > 0) value = arg.slice(eq + 1);
-    else if (i + 1 < argv.length) value = argv[++i];
+    else if (i + 1 < argv.length && !looksLikeFlag(argv[i + 1]!)) value = argv[++i];
     if (value === undefined) {
-      problems.push(`${flag} needs a value`);
+      problems.push(`${flag} needs a value (write ${flag}=VALUE for one that starts with -)`);
       continue;
     }
     raw.set(key, { value, from: flag });
@@ -412,13 +412,27 @@ export function parseOptions<T extends OptionTable>(
 }
 
 /** The options section of a --help text, generated from the table. */
+const HELP_COLUMN = 27;
+
+/** `--wait -n`: the next argument is another flag, not this one's value. */
+function looksLikeFlag(arg: string): boolean {
+  return arg.length > 1 && arg.startsWith("-") && !/^-\d/.test(arg);
+}
+
+/** One row of a help text, aligned with optionsHelp's rows: `helpRow("-h, --help", "this text")`. */
+export function helpRow(left: string, text: string): string {
+  const lead = `  ${left}`;
+  return lead.length < HELP_COLUMN ? `${lead.padEnd(HELP_COLUMN)} ${text}` : `${lead}\n${" ".repeat(HELP_COLUMN + 1)}${text}`;
+}
+
 export function optionsHelp(table: OptionTable): string {
   const rows = Object.values(table).map((spec) => {
     const left = `  ${spec.flag} ${spec.flag === "--help" ? "" : "VALUE"}`;
     const extra = [spec.default !== undefined ? `default ${spec.default}` : "", spec.env !== undefined ? `env ${spec.env}` : ""]
       .filter(Boolean)
       .join("; ");
-    return `${left.padEnd(27)} ${spec.help}${extra ? ` (${extra})` : ""}`;
+    // A flag too long for the column gets its text on the next line, aligned.
+    return helpRow(left.slice(2), `${spec.help}${extra ? ` (${extra})` : ""}`);
   });
   return rows.join("\n");
 }

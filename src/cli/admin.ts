@@ -1,6 +1,6 @@
 /** `lockd force-release NAME` and `lockd kick ID`: the admin actions of the ops server. */
 import { readOptionFile } from "./files.ts";
-import { ADMIN_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
+import { ADMIN_OPTIONS, helpRow, optionsHelp, parseOptions } from "../config.ts";
 import { resolveAdminToken } from "../server/admin.ts";
 import type { HolderView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
@@ -9,7 +9,7 @@ import { CliError, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client
 const COMMON = `Options (flag, then environment, then default):
 ${optionsHelp(ADMIN_OPTIONS)}
   --json                    print the ops server's JSON answer
-  -h, --help                this text
+${helpRow("-h, --help", "this text")}
 
 Exit codes: 0 done; 1 nothing to do (no holder, no such waiting session);
 64 bad arguments; 69 ops server unreachable; 77 token refused, or the

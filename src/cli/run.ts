@@ -22,7 +22,7 @@ import {
 } from "../client/errors.ts";
 import type { Lock } from "../client/lock.ts";
 import type { TlsSettings } from "../client/transport.ts";
-import { RUN_OPTIONS, optionsHelp, parseOptions, type HostPort } from "../config.ts";
+import { RUN_OPTIONS, helpRow, optionsHelp, parseOptions, type HostPort } from "../config.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
 
@@ -59,8 +59,7 @@ Exit status:
 `;
 
 function aliases(rows: [string, string][]): string {
-  // Aligned like optionsHelp's rows.
-  return rows.map(([left, help]) => `${`  ${left}`.padEnd(25)} ${help}`).join("\n");
+  return rows.map(([left, help]) => helpRow(left, help)).join("\n");
 }
 
 /** flock(1)'s short options, as this command's long ones. */

@@ -1,5 +1,5 @@
 /** `lockd serve`: run the lock server and its ops server until SIGINT or SIGTERM. */
-import { SERVE_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
+import { helpRow, optionsHelp, parseOptions, SERVE_OPTIONS } from "../config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "../server/admin.ts";
 import { Daemon, ListenError } from "../server/daemon.ts";
@@ -21,7 +21,7 @@ with code 70.
 
 Options (flag, then environment, then default):
 ${optionsHelp(SERVE_OPTIONS)}
-  -h, --help                this text
+${helpRow("-h, --help", "this text")}
 
 Admin endpoints (force-release, kick) need a token: without one they answer
 403. Flags beat the environment; giving both the token and the token file

@@ -1,6 +1,6 @@
 /** `lockd status [NAME]`: who holds and who waits, as a table (or --json), from the ops server. */
 import { readOptionFile } from "./files.ts";
-import { STATUS_OPTIONS, optionsHelp, parseOptions } from "../config.ts";
+import { helpRow, optionsHelp, parseOptions, STATUS_OPTIONS } from "../config.ts";
 import type { HolderView, LockView, LocksView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
@@ -15,7 +15,7 @@ order. Asks the ops server of a running lockd serve.
 Options (flag, then environment, then default):
 ${optionsHelp(STATUS_OPTIONS)}
   --json                    print the ops server's JSON instead of a table
-  -h, --help                this text
+${helpRow("-h, --help", "this text")}
 
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
 unreachable.
