@@ -123,7 +123,8 @@ describe("serve options: flags beat env beat defaults", () => {
       [["--admin-token", "has space"], {}, /^--admin-token: the admin token must be non-empty printable ASCII/],
       [["--admin-token-file", " "], {}, /^--admin-token-file: an empty path/],
       [["--nope", "1"], {}, /^unknown option --nope$/],
-      [["--ops"], {}, /^--ops needs a value$/],
+      [["--ops"], {}, /^--ops needs a value/],
+      [["--ops", "--listen", ":1"], {}, /^--ops needs a value/], // a flag is never taken as a value
     ];
     for (const [argv, env, message] of bad) {
       let error: unknown;
