@@ -3,6 +3,7 @@ import { afterEach, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { Wakeup } from "../helpers/events.ts";
 import { startServer } from "../helpers/wire.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -13,7 +14,7 @@ const CHILD = resolve(ROOT, "test/fixtures/run-child.ts");
 class Proc {
   readonly lines: string[] = [];
   stderr = "";
-  private waiters: (() => void)[] = [];
+  private readonly events = new Wakeup();
   readonly done: Promise<number>;
 
   constructor(readonly proc: Bun.Subprocess<"ignore", "pipe", "pipe">) {
@@ -36,26 +37,21 @@ class Proc {
   }
 
   private wake(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
+    this.events.wake();
   }
 
-  /** The first line matching `check`, waiting for output; rejects after `ms`. */
-  async line(check: (line: string) => boolean, ms = 10_000): Promise<string> {
-    const deadline = performance.now() + ms;
-    for (;;) {
-      const found = this.lines.find(check);
-      if (found !== undefined) return found;
-      const left = deadline - performance.now();
-      if (left <= 0 || this.proc.exitCode !== null) throw new Error(`no such line; stdout: ${JSON.stringify(this.lines)}; stderr: ${this.stderr}`);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        timer = setTimeout(resolve, left);
-      });
-      clearTimeout(timer);
-    }
+  /** The first line matching `check`, waiting for output; rejects after `ms`, or at once if the process exited without it. */
+  line(check: (line: string) => boolean, ms = 10_000): Promise<string> {
+    const describe = () => `a line; stdout: ${JSON.stringify(this.lines)}; stderr: ${this.stderr}`;
+    return this.events.until(
+      () => {
+        const found = this.lines.find(check);
+        if (found === undefined && this.proc.exitCode !== null) throw new Error(`exited without ${describe()}`);
+        return found;
+      },
+      ms,
+      describe,
+    );
   }
 
   /** The child's first line: its pid and LOCKD_* environment. */

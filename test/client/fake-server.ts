@@ -3,6 +3,7 @@
  * records every client frame (with its arrival time) and lets the test
  * decide, frame by frame, what to answer and when.
  */
+import { Wakeup } from "../helpers/events.ts";
 import type { Socket, TCPSocketListener } from "bun";
 import { CLIENT_FRAMES, FrameLimits, FrameReader, type FrameSink } from "../../src/protocol/index.ts";
 
@@ -27,7 +28,7 @@ const LIMITS = new FrameLimits(CLIENT_FRAMES);
 export class FakeServer {
   readonly conns: FakeConn[] = [];
   private readonly listener: TCPSocketListener<FakeConn>;
-  private waiters: (() => void)[] = [];
+  private readonly events = new Wakeup();
 
   constructor(private readonly script: Script) {
     const server = this;
@@ -68,26 +69,12 @@ export class FakeServer {
   }
 
   private wake(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
+    this.events.wake();
   }
 
   /** Resolve when `check` holds, re-checked on every socket event; reject after `ms`. */
-  async until<T>(check: () => T | undefined | false, ms = 5000, what = "condition"): Promise<T> {
-    const deadline = performance.now() + ms;
-    for (;;) {
-      const value = check();
-      if (value !== undefined && value !== false) return value;
-      const left = deadline - performance.now();
-      if (left <= 0) throw new Error(`fake server: timed out after ${ms} ms waiting for ${what}`);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        timer = setTimeout(resolve, left);
-      });
-      clearTimeout(timer);
-    }
+  until<T>(check: () => T | undefined | false, ms = 5000, what = "condition"): Promise<T> {
+    return this.events.until(check, ms, () => `fake server: ${what}`);
   }
 
   [Symbol.dispose](): void {

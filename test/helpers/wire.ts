@@ -6,6 +6,7 @@
  */
 import type { Socket } from "bun";
 import { LockServer, type ServerOptions } from "../../src/server/index.ts";
+import { Wakeup } from "./events.ts";
 import {
   FrameLimits,
   FrameReader,
@@ -35,7 +36,7 @@ const LIMITS = new FrameLimits(SERVER_FRAMES);
 export class WirePeer implements FrameSink {
   readonly frames: ServerFrame[] = [];
   private readonly reader = new FrameReader(LIMITS);
-  private waiters: (() => void)[] = [];
+  private readonly events = new Wakeup();
   private socket: Socket<WirePeer> | null = null;
   isClosed = false;
   closedAt = 0;
@@ -99,26 +100,12 @@ export class WirePeer implements FrameSink {
   }
 
   private wake(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
+    this.events.wake();
   }
 
   /** Resolve when `check` holds, re-checked on every socket event; reject after `ms`. */
-  async until<T>(check: () => T | undefined | false, ms = 5000, what = "condition"): Promise<T> {
-    const deadline = performance.now() + ms;
-    for (;;) {
-      const value = check();
-      if (value !== undefined && value !== false) return value;
-      const left = deadline - performance.now();
-      if (left <= 0) throw new Error(`timed out after ${ms} ms waiting for ${what}; frames: ${this.describe()}`);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        timer = setTimeout(resolve, left);
-      });
-      clearTimeout(timer);
-    }
+  until<T>(check: () => T | undefined | false, ms = 5000, what = "condition"): Promise<T> {
+    return this.events.until(check, ms, () => `${what}; frames: ${this.describe()}`);
   }
 
   /** The next frame after the `index`-th (0-based count of frames already consumed). */
