@@ -16,6 +16,8 @@ class Proc {
   stderr = "";
   private readonly events = new Wakeup();
   readonly done: Promise<number>;
+  /** Exited, and all its output read: a line that is not there now never comes. */
+  private finished = false;
 
   constructor(readonly proc: Bun.Subprocess<"ignore", "pipe", "pipe">) {
     const pump = async () => {
@@ -31,6 +33,7 @@ class Proc {
     };
     const errors = new Response(proc.stderr).text().then((text) => (this.stderr = text));
     this.done = Promise.all([pump(), errors, proc.exited]).then(([, , code]) => {
+      this.finished = true;
       this.wake();
       return code;
     });
@@ -46,7 +49,7 @@ class Proc {
     return this.events.until(
       () => {
         const found = this.lines.find(check);
-        if (found === undefined && this.proc.exitCode !== null) throw new Error(`exited without ${describe()}`);
+        if (found === undefined && this.finished) throw new Error(`exited without ${describe()}`);
         return found;
       },
       ms,
