@@ -46,7 +46,7 @@ export interface SimResult {
   readonly driven: boolean;
 }
 
-const NAME_POOL = ["a", "b", "jobs/nightly", "\u00fcn\u00efc\u00f8d\u00e9/\u9501", "n".repeat(512)];
+const NAME_POOL = ["a", "\ufeffa", "b", "jobs/nightly", "\u00fcn\u00efc\u00f8d\u00e9/\u9501", "n".repeat(512)];
 const OWNERS = ["", "host-12/pid-4411/nightly-report", "\u00e9", "o".repeat(256)];
 
 export function simulate(options: SimOptions): SimResult {
@@ -64,7 +64,7 @@ export function simulate(options: SimOptions): SimResult {
     lifo: options.selfTest === "lifo",
   };
   const names = NAME_POOL.slice(0, rng.range(1, 4));
-  if (rng.chance(0.1)) names.push(NAME_POOL[4]!);
+  if (rng.chance(0.1)) names.push(NAME_POOL[5]!);
   const maxLive = rng.range(2, 12);
   const steps = options.steps ?? 200;
   const trace = options.trace;
