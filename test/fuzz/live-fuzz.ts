@@ -100,17 +100,13 @@ export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thro
     const ack = await control.frame(index);
     if (ack.type !== FrameType.ACQUIRED || ack.token !== grant.token || control.isClosed) throw new FuzzFailure(`control lost its lock after ${where()}`);
     if (thrown.length > 0) throw new FuzzFailure(`the engine threw ${String(thrown[0])} during ${where()}`);
+    // Every so often: all fuzz connections gone, only the control session left.
+    if ((n + 1) % 100 === 0) await baseline(server, 1, `after case ${n}`);
   }
   control.end();
   await control.closed();
   myCloses++;
-  // Bun reports the server side of each close a little after the peer sees it; no event
-  // reaches the test for that, so poll, bounded.
-  const deadline = performance.now() + 5000;
-  while ((server.connectionCount > 0 || engine.sessions.size > 0) && performance.now() < deadline) await Bun.sleep(2);
-  if (server.connectionCount !== 0 || engine.sessions.size !== 0 || engine.locks.size !== 0 || engine.wheel.size !== 0) {
-    throw new FuzzFailure(`not back to empty: ${server.connectionCount} connections, ${engine.sessions.size} sessions, ${engine.locks.size} locks, ${engine.wheel.size} wheel entries`);
-  }
+  await baseline(server, 0, "at the end");
   // A handler that threw would have been counted as a peer close.
   const peerCloses = engine.stats.ends[0]! - peerClosesBefore;
   if (peerCloses < myCloses || peerCloses > myCloses + racing) {
@@ -137,4 +133,21 @@ async function settle(peer: WirePeer, prediction: Prediction): Promise<{ predict
   const grant = prediction.replies.some((r) => r.kind === "grant");
   const extended: Prediction = { ...prediction, replies: [...prediction.replies, { kind: grant ? "ack" : "ack-wait" }] };
   return { prediction: extended };
+}
+
+/**
+ * Wait until the server holds only `sessions` sessions (and as many connections,
+ * and one lock per session). Bun reports the server side of a close a little
+ * after the peer sees it and no event reaches the test for that, so poll, bounded.
+ */
+async function baseline(server: LockServer, sessions: number, when: string): Promise<void> {
+  const engine = server.engine;
+  const deadline = performance.now() + 5000;
+  while ((server.connectionCount > sessions || engine.sessions.size > sessions) && performance.now() < deadline) await Bun.sleep(2);
+  if (server.connectionCount !== sessions || engine.sessions.size !== sessions || engine.locks.size !== sessions || engine.wheel.size !== sessions) {
+    throw new FuzzFailure(
+      `${when}: ${server.connectionCount} connections, ${engine.sessions.size} sessions, ${engine.locks.size} locks, ` +
+        `${engine.wheel.size} wheel entries; expected ${sessions} of each`,
+    );
+  }
 }
