@@ -79,7 +79,8 @@ export function serverFrame(rng: Rng): Uint8Array {
 /** A session as a well-behaved client would start it: ACQUIRE, then heartbeats. */
 export function clientSession(rng: Rng): Uint8Array {
   const parts = [goodAcquire(rng)];
-  const beats = rng.int(5);
+  // Now and then a pipelining client: hundreds of heartbeats in one stream (one reply each).
+  const beats = rng.chance(0.05) ? rng.range(50, 300) : rng.int(5);
   for (let i = 0; i < beats; i++) parts.push(HEARTBEAT);
   return concat(parts);
 }
