@@ -5,7 +5,7 @@
  *   npm run sim -- --seeds 1000 --from 5000  seeds 5000..5999
  *   npm run sim -- --seed 1234 --trace       replay one seed, printing every step
  *   --steps N   steps per schedule (default 200)
- *   --far       clock jumps of hours to months in every seed (slow: about 1 s per jump past 2^31 ms)
+ *   --far       clock jumps of hours to months in every seed (slow: the wheel walks 2^33 ms in about 1 s)
  *   --near      in no seed (the bun test's mix)
  *   By default every 20th seed (seed % 20 == 0) gets the far jumps, so a seed replays the same way.
  *
