@@ -92,6 +92,13 @@ interface ModelLock {
 export interface ModelCounters {
   grants: number;
   promotions: number;
+  /** Sessions accepted at open, refused with OVERLOADED, WAITING replies to ACQUIRE, heartbeat replies. */
+  opened: number;
+  overloaded: number;
+  queued: number;
+  heartbeats: number;
+  /** Sessions that ended while owning their lock. */
+  ownerEnds: number;
   ends: Map<number, number>;
   maxQueue: number;
   /** Largest (end time - lease deadline) seen for LEASE_EXPIRED, in ms. */
@@ -108,7 +115,18 @@ export class Model {
   /** The wheel's next unprocessed tick, as the model infers it from the ticks it made. */
   wheelCurrent: number;
   reply: { client: Client; kind: ExpectedReply } | null = null;
-  readonly counters: ModelCounters = { grants: 0, promotions: 0, ends: new Map(), maxQueue: 0, maxLateness: 0 };
+  readonly counters: ModelCounters = {
+    grants: 0,
+    promotions: 0,
+    opened: 0,
+    overloaded: 0,
+    queued: 0,
+    heartbeats: 0,
+    ownerEnds: 0,
+    ends: new Map(),
+    maxQueue: 0,
+    maxLateness: 0,
+  };
 
   constructor(
     readonly ioTimeoutMs: number,
@@ -195,6 +213,7 @@ export class Model {
         if (lock === undefined) fail(`${c.describe()} was queued on "${c.name}", which the model says is free`);
         c.state = ClientState.WAITING;
         lock.queue.push(c);
+        this.counters.queued++;
         this.counters.maxQueue = Math.max(this.counters.maxQueue, lock.queue.length);
         break;
       }
@@ -202,9 +221,11 @@ export class Model {
         if (type !== FrameType.ACQUIRED || tokenOf(frame) !== c.token) {
           fail(`heartbeat of owner ${c.describe()} (token ${c.token}) answered with ${hex(frame)}`);
         }
+        this.counters.heartbeats++;
         break;
       case "ack-waiting":
         if (type !== FrameType.WAITING || frame.length !== 4) fail(`heartbeat of waiter ${c.describe()} answered with ${hex(frame)}`);
+        this.counters.heartbeats++;
         break;
       default:
         expected.kind satisfies never;
@@ -243,6 +264,7 @@ export class Model {
       c.state = ClientState.ENDED;
       c.endReason = code;
       c.expectEnd = null;
+      if (code === ErrorCode.OVERLOADED) this.counters.overloaded++;
       return;
     }
     if (!c.live) fail(`${c.describe()} was closed twice`);
@@ -274,6 +296,7 @@ export class Model {
   /** The client's session is over (reason 0: its peer closed). */
   end(c: Client, reason: number): void {
     const lock = c.name === "" ? undefined : this.locks.get(c.name);
+    if (c.state === ClientState.OWNER) this.counters.ownerEnds++;
     if (c.state === ClientState.OWNER && !c.replaced) {
       if (lock === undefined || lock.owner !== c) fail(`model: owner ${c.describe()} is not its lock's owner`);
       if (lock.queue.length > 0 && !this.draining) {
@@ -345,6 +368,7 @@ export class Model {
         fail(`"${name}": engine queue [${waiters.map((s) => s.id)}], model [${model.queue.map((c) => c.conn.session!.id)}]`);
       }
     }
+    this.checkStats(engine);
     if (engine.tokens.last !== this.maxToken) fail(`engine issued token ${engine.tokens.last}, the last the model saw is ${this.maxToken}`);
     const next = engine.wheel.nextTick();
     if (live.length === 0) {
@@ -352,6 +376,29 @@ export class Model {
     } else if (next < 0 || next > Math.max(this.wheelCurrent, Math.ceil(minDeadline))) {
       // A driver armed at nextTick() would fire after a deadline.
       fail(`nextTick() is ${next} but a deadline falls at ${minDeadline} (wheel at ${this.wheelCurrent})`);
+    }
+  }
+
+  /** The engine's counters (what /metrics shows) against the model's. */
+  private checkStats(engine: Engine<SimConn>): void {
+    const st = engine.stats;
+    const c = this.counters;
+    const pairs: [string, number, number][] = [
+      ["opened", st.opened, c.opened],
+      ["grantsImmediate", st.grantsImmediate, c.grants - c.promotions],
+      ["grantsPromoted", st.grantsPromoted, c.promotions],
+      ["waitSeconds.count", st.waitSeconds.count, c.promotions],
+      ["holdSeconds.count", st.holdSeconds.count, c.ownerEnds],
+      ["queued", st.queued, c.queued],
+      ["busy", st.busy, c.ends.get(ErrorCode.LOCK_BUSY) ?? 0],
+      ["heartbeats", st.heartbeats, c.heartbeats],
+    ];
+    for (let reason = 0; reason < 0x30; reason++) {
+      const expected = (c.ends.get(reason) ?? 0) + (reason === ErrorCode.OVERLOADED ? c.overloaded : 0);
+      pairs.push([`ends[0x${reason.toString(16)}]`, st.ends[reason]!, expected]);
+    }
+    for (const [name, engineValue, modelValue] of pairs) {
+      if (engineValue !== modelValue) fail(`stats.${name} is ${engineValue}, the model counts ${modelValue}`);
     }
   }
 

@@ -29,8 +29,9 @@ export interface SimOptions {
   readonly trace?: (line: string) => void;
   /**
    * Clock jumps of hours to months are common rather than rare. Slower: the
-   * wheel walks an elapsed gap 256 ticks at a time (about 55 ns per step here),
-   * so a jump of 2^32 ms costs close to a second. The long run turns this on.
+   * wheel walks an elapsed gap 256 ticks at a time (55-100 ns per step here),
+   * so a jump of 2^33 ms costs about a second. The long run turns this on
+   * for every 20th seed.
    */
   readonly farJumps?: boolean;
   /** Break the engine on purpose, to show the checks catch it. */

@@ -131,6 +131,7 @@ export class World implements WheelDriver {
     if (session !== null) {
       if (session.state !== 0) fail(`a new session is in state ${session.state}`);
       c.conn.session = session;
+      model.counters.opened++;
     }
     this.settle();
     return c;
