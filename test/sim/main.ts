@@ -8,10 +8,14 @@
  *   --far       clock jumps of hours to months in every seed (slow: the wheel walks 2^33 ms in about 1 s)
  *   --near      in no seed (the bun test's mix)
  *   By default every 20th seed (seed % 20 == 0) gets the far jumps, so a seed replays the same way.
+ *   --break B   run against a deliberately broken engine (repeat-tokens, late-driver, lifo)
+ *               to see what a failure looks like
  *
  * Exits 1 if any seed fails; each failure prints its seed, step and replay command.
  */
-import { simulate, type SimResult } from "./simulate.ts";
+import { type SelfTest, simulate, type SimResult } from "./simulate.ts";
+
+const BREAKS: readonly SelfTest[] = ["repeat-tokens", "late-driver", "lifo"];
 
 function parse(argv: readonly string[]): Map<string, string> {
   const args = new Map<string, string>();
@@ -39,7 +43,9 @@ function int(args: Map<string, string>, name: string, fallback: number): number 
 
 function report(result: SimResult, steps: number, args: Map<string, string>): void {
   const f = result.failure!;
-  const flags = `${steps !== 200 ? ` --steps ${steps}` : ""}${args.has("far") ? " --far" : ""}${args.has("near") ? " --near" : ""}`;
+  const flags =
+    `${steps !== 200 ? ` --steps ${steps}` : ""}${args.has("far") ? " --far" : ""}${args.has("near") ? " --near" : ""}` +
+    `${args.has("break") ? ` --break ${args.get("break")}` : ""}`;
   console.log(`FAIL seed ${result.seed} at step ${f.step}: ${f.message}`);
   console.log(`  replay: npm run sim -- --seed ${result.seed} --trace${flags}`);
 }
@@ -47,10 +53,13 @@ function report(result: SimResult, steps: number, args: Map<string, string>): vo
 function main(): number {
   const args = parse(process.argv.slice(2));
   const steps = int(args, "steps", 200);
+  const broken = args.get("break");
+  if (broken !== undefined && !BREAKS.includes(broken as SelfTest)) throw new Error(`--break must be one of ${BREAKS.join(", ")}`);
+  const selfTest = broken === undefined ? {} : { selfTest: broken as SelfTest };
   const far = (seed: number): boolean => args.has("far") || (!args.has("near") && seed % 20 === 0);
   if (args.has("seed")) {
     const seed = int(args, "seed", 0);
-    const result = simulate({ seed, steps, farJumps: far(seed), ...(args.has("trace") ? { trace: (line: string) => console.log(line) } : {}) });
+    const result = simulate({ seed, steps, farJumps: far(seed), ...selfTest, ...(args.has("trace") ? { trace: (line: string) => console.log(line) } : {}) });
     if (result.failure !== null) {
       report(result, steps, args);
       return 1;
@@ -70,7 +79,7 @@ function main(): number {
   let drivenLateness = 0;
   const ends = new Map<number, number>();
   for (let seed = from; seed < from + count; seed++) {
-    const result = simulate({ seed, steps, farJumps: far(seed) });
+    const result = simulate({ seed, steps, farJumps: far(seed), ...selfTest });
     totalSteps += result.steps;
     grants += result.counters.grants;
     promotions += result.counters.promotions;

@@ -202,7 +202,7 @@ export class Model {
     switch (expected.kind) {
       case "grant": {
         if (type !== FrameType.ACQUIRED) fail(`${c.describe()} asked for a free lock and got ${hex(frame)}`);
-        if (this.locks.has(c.name)) fail(`${c.describe()} was granted "${c.name}", which the model says is held`);
+        if (this.locks.has(c.name)) fail(`${c.describe()} was granted "${short(c.name)}", which the model says is held`);
         this.grant(c, tokenOf(frame));
         this.locks.set(c.name, { owner: c, queue: [] });
         break;
@@ -210,7 +210,7 @@ export class Model {
       case "wait": {
         if (type !== FrameType.WAITING || frame.length !== 4) fail(`${c.describe()} asked for a held lock and got ${hex(frame)}`);
         const lock = this.locks.get(c.name);
-        if (lock === undefined) fail(`${c.describe()} was queued on "${c.name}", which the model says is free`);
+        if (lock === undefined) fail(`${c.describe()} was queued on "${short(c.name)}", which the model says is free`);
         c.state = ClientState.WAITING;
         lock.queue.push(c);
         this.counters.queued++;
@@ -237,10 +237,10 @@ export class Model {
     if (c.state !== ClientState.WAITING) fail(`ACQUIRED pushed to ${c.describe()}, which is not waiting`);
     const lock = this.locks.get(c.name)!;
     if (lock.queue[0] !== c) {
-      fail(`FIFO: ACQUIRED pushed to ${c.describe()} but the head of "${c.name}" is ${lock.queue[0]?.describe()}`);
+      fail(`FIFO: ACQUIRED pushed to ${c.describe()} but the head of "${short(c.name)}" is ${lock.queue[0]?.describe()}`);
     }
     const previous = lock.owner;
-    if (previous === null) fail(`ACQUIRED pushed to ${c.describe()} while "${c.name}" had no owner`);
+    if (previous === null) fail(`ACQUIRED pushed to ${c.describe()} while "${short(c.name)}" had no owner`);
     previous.replaced = true;
     lock.queue.shift();
     this.grant(c, token);
@@ -344,7 +344,7 @@ export class Model {
       if (engine.sessions.get(session.id) !== session) fail(`${c.describe()} is missing from engine.sessions`);
       if (session.state !== c.state) fail(`${c.describe()} is ${STATE_NAMES[session.state]} in the engine`);
       if (session.wheelSlot < 0) fail(`${c.describe()} is live but not in the timer wheel`);
-      if (c.accepted && session.lock?.name !== c.name) fail(`${c.describe()} sits on lock "${session.lock?.name}" in the engine`);
+      if (c.accepted && session.lock?.name !== c.name) fail(`${c.describe()} sits on lock "${short(session.lock?.name ?? "")}" in the engine`);
       counts[c.state]!++;
       minDeadline = Math.min(minDeadline, this.deadline(c));
     }
@@ -353,19 +353,19 @@ export class Model {
       if (engine.stats.states[s] !== counts[s]) fail(`stats.states[${STATE_NAMES[s]}] = ${engine.stats.states[s]}, model ${counts[s]}`);
     }
     if (engine.locks.size !== this.locks.size) {
-      fail(`engine has locks [${[...engine.locks.keys()]}], model [${[...this.locks.keys()]}]`);
+      fail(`engine has locks [${[...engine.locks.keys()].map(short)}], model [${[...this.locks.keys()].map(short)}]`);
     }
     for (const [name, lock] of engine.locks) {
-      if (lock.owner === null && lock.head === null) fail(`engine keeps the empty lock "${name}"`);
+      if (lock.owner === null && lock.head === null) fail(`engine keeps the empty lock "${short(name)}"`);
       const model = this.locks.get(name);
-      if (model === undefined) fail(`engine has lock "${name}" that the model does not`);
+      if (model === undefined) fail(`engine has lock "${short(name)}" that the model does not`);
       if (lock.owner !== (model.owner?.conn.session ?? null)) {
-        fail(`"${name}": engine owner ${lock.owner?.id ?? "none"}, model ${model.owner?.describe() ?? "none"}`);
+        fail(`"${short(name)}": engine owner ${lock.owner?.id ?? "none"}, model ${model.owner?.describe() ?? "none"}`);
       }
-      if (lock.owner !== null && lock.owner.state !== SessionState.OWNER) fail(`"${name}": owner session ${lock.owner.id} is not OWNER`);
+      if (lock.owner !== null && lock.owner.state !== SessionState.OWNER) fail(`"${short(name)}": owner session ${lock.owner.id} is not OWNER`);
       const waiters = lock.waiters();
       if (waiters.length !== model.queue.length || lock.waiting !== model.queue.length || waiters.some((s, i) => s !== model.queue[i]!.conn.session)) {
-        fail(`"${name}": engine queue [${waiters.map((s) => s.id)}], model [${model.queue.map((c) => c.conn.session!.id)}]`);
+        fail(`"${short(name)}": engine queue [${waiters.map((s) => s.id)}], model [${model.queue.map((c) => c.conn.session!.id)}]`);
       }
     }
     this.checkStats(engine);
@@ -440,4 +440,9 @@ function errorOf(frame: Uint8Array): number {
 export function hex(frame: Uint8Array): string {
   const shown = Array.from(frame.subarray(0, 16), (b) => b.toString(16).padStart(2, "0")).join(" ");
   return frame.length > 16 ? `${shown} ...(${frame.length} bytes)` : shown;
+}
+
+/** Names up to 512 bytes make unreadable messages: show the start. */
+function short(name: string): string {
+  return name.length > 24 ? `${name.slice(0, 20)}...(${name.length})` : name;
 }
