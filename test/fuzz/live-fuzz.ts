@@ -30,6 +30,7 @@ export interface LiveResult {
   readonly cases: number;
   readonly ended: number;
   readonly expired: number;
+  readonly crowds: number;
   readonly thrown: unknown[];
 }
 
@@ -63,6 +64,7 @@ export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thro
   let racing = 0;
   let ended = 0;
   let expired = 0;
+  let crowds = 0;
   for (let n = 0; n < cases; n++) {
     const stream = fuzzStream(rng);
     const cuts = randomCuts(rng, Math.min(stream.length, 64));
@@ -100,7 +102,11 @@ export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thro
     const ack = await control.frame(index);
     if (ack.type !== FrameType.ACQUIRED || ack.token !== grant.token || control.isClosed) throw new FuzzFailure(`control lost its lock after ${where()}`);
     if (thrown.length > 0) throw new FuzzFailure(`the engine threw ${String(thrown[0])} during ${where()}`);
-    // Every so often: all fuzz connections gone, only the control session left.
+    // Every so often: contention over real sockets, then only the control session left.
+    if ((n + 1) % 50 === 0) {
+      myCloses += await crowdRound(server, rng);
+      crowds++;
+    }
     if ((n + 1) % 100 === 0) await baseline(server, 1, `after case ${n}`);
   }
   control.end();
@@ -112,7 +118,7 @@ export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thro
   if (peerCloses < myCloses || peerCloses > myCloses + racing) {
     throw new FuzzFailure(`${peerCloses} sessions ended as if by their peer, but the peers closed ${myCloses} (+${racing} racing their lease)`);
   }
-  return { cases, ended, expired, thrown };
+  return { cases, ended, expired, crowds, thrown };
 }
 
 /**
@@ -150,4 +156,52 @@ async function baseline(server: LockServer, sessions: number, when: string): Pro
         `${engine.wheel.size} wheel entries; expected ${sessions} of each`,
     );
   }
+}
+
+/**
+ * A crowd on one lock: 2..8 peers claim "crowd" one after another, then close
+ * in random order. Whenever the owner goes, the longest waiter must get
+ * ACQUIRED pushed (REPLY clear) with a larger token; a waiter that goes
+ * leaves the order of the rest alone. Returns the number of peer closes.
+ */
+async function crowdRound(server: LockServer, rng: Rng): Promise<number> {
+  const engine = server.engine;
+  const size = rng.range(2, 8);
+  const queue: WirePeer[] = [];
+  let token = 0n;
+  for (let i = 0; i < size; i++) {
+    const peer = await WirePeer.connect(server.port);
+    peer.acquire("crowd", 60_000, { owner: `crowd-${i}` });
+    const reply = await peer.frame(0);
+    const expected = i === 0 ? FrameType.ACQUIRED : FrameType.WAITING;
+    if (reply.type !== expected || (reply.flags & 1) !== 1) throw new FuzzFailure(`crowd peer ${i} got ${peer.describe()}`);
+    if (i === 0) token = reply.token!;
+    queue.push(peer);
+  }
+  const sessionsBefore = engine.sessions.size;
+  let closes = 0;
+  while (queue.length > 0) {
+    const at = rng.int(queue.length);
+    const [leaving] = queue.splice(at, 1);
+    leaving!.end();
+    await leaving!.closed();
+    closes++;
+    if (at === 0 && queue.length > 0) {
+      const head = queue[0]!;
+      const pushed = await head.frame(1);
+      if (pushed.type !== FrameType.ACQUIRED || (pushed.flags & 1) !== 0 || !(pushed.token! > token)) {
+        throw new FuzzFailure(`crowd: the head waiter got ${head.describe()} after the owner left (last token ${token})`);
+      }
+      token = pushed.token!;
+    } else {
+      // A waiter left: the server must have forgotten it before the owner's next close,
+      // or it could be promoted as it goes. No event says so: poll, bounded.
+      const deadline = performance.now() + 5000;
+      while (engine.sessions.size > sessionsBefore - closes && performance.now() < deadline) await Bun.sleep(1);
+    }
+    for (const peer of queue.slice(1)) {
+      if (peer.frames.length !== 1) throw new FuzzFailure(`crowd: a waiter not at the head got ${peer.describe()}`);
+    }
+  }
+  return closes;
 }

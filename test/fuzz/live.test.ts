@@ -1,7 +1,8 @@
 /**
  * Fuzz streams over real sockets into an in-process server (see live-fuzz.ts):
  * right ERROR codes or answers, nothing thrown, the control session keeps
- * its lock, and connections, sessions and locks all return to zero.
+ * its lock, crowds on one lock hand over in FIFO order by push, and
+ * connections, sessions and locks all return to zero.
  */
 import { expect, test } from "bun:test";
 import { startServer } from "../helpers/wire.ts";
@@ -25,6 +26,7 @@ test(`${CASES} fuzz connections against a live server`, async () => {
     // The mix must really end sessions with errors and also keep some alive.
     expect(result.ended).toBeGreaterThan(CASES / 4);
     expect(result.ended).toBeLessThan(CASES);
+    expect(result.crowds).toBe(CASES / 50);
   } finally {
     process.off("uncaughtException", onUncaught);
   }

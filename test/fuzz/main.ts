@@ -55,7 +55,7 @@ async function main(): Promise<number> {
     const thrown = watchThrows(server);
     try {
       const result = await liveFuzz(server, new Rng(seed), live, thrown);
-      console.log(`fuzz live: ${result.cases} connections ok in ${((performance.now() - liveStarted) / 1000).toFixed(1)} s (${result.ended} ended by the server, ${result.expired} by their lease)`);
+      console.log(`fuzz live: ${result.cases} connections ok in ${((performance.now() - liveStarted) / 1000).toFixed(1)} s (${result.ended} ended by the server, ${result.expired} by their lease; ${result.crowds} crowd rounds)`);
     } catch (error) {
       console.log(`FAIL live phase (seed ${seed}): ${error instanceof Error ? error.message : String(error)}`);
       return 1;
