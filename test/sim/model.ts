@@ -383,22 +383,16 @@ export class Model {
   private checkStats(engine: Engine<SimConn>): void {
     const st = engine.stats;
     const c = this.counters;
-    const pairs: [string, number, number][] = [
-      ["opened", st.opened, c.opened],
-      ["grantsImmediate", st.grantsImmediate, c.grants - c.promotions],
-      ["grantsPromoted", st.grantsPromoted, c.promotions],
-      ["waitSeconds.count", st.waitSeconds.count, c.promotions],
-      ["holdSeconds.count", st.holdSeconds.count, c.ownerEnds],
-      ["queued", st.queued, c.queued],
-      ["busy", st.busy, c.ends.get(ErrorCode.LOCK_BUSY) ?? 0],
-      ["heartbeats", st.heartbeats, c.heartbeats],
-    ];
-    for (let reason = 0; reason < 0x30; reason++) {
-      const expected = (c.ends.get(reason) ?? 0) + (reason === ErrorCode.OVERLOADED ? c.overloaded : 0);
-      pairs.push([`ends[0x${reason.toString(16)}]`, st.ends[reason]!, expected]);
-    }
-    for (const [name, engineValue, modelValue] of pairs) {
-      if (engineValue !== modelValue) fail(`stats.${name} is ${engineValue}, the model counts ${modelValue}`);
+    same("opened", st.opened, c.opened);
+    same("grantsImmediate", st.grantsImmediate, c.grants - c.promotions);
+    same("grantsPromoted", st.grantsPromoted, c.promotions);
+    same("waitSeconds.count", st.waitSeconds.count, c.promotions);
+    same("holdSeconds.count", st.holdSeconds.count, c.ownerEnds);
+    same("queued", st.queued, c.queued);
+    same("busy", st.busy, c.ends.get(ErrorCode.LOCK_BUSY) ?? 0);
+    same("heartbeats", st.heartbeats, c.heartbeats);
+    for (const reason of END_REASONS) {
+      same(`ends[0x${reason.toString(16)}]`, st.ends[reason]!, (c.ends.get(reason) ?? 0) + (reason === ErrorCode.OVERLOADED ? c.overloaded : 0));
     }
   }
 
@@ -411,6 +405,13 @@ export class Model {
       }
     }
   }
+}
+
+/** 0 (closed by the peer) and every code protocol.md defines. */
+const END_REASONS = [0, ...Object.values(ErrorCode)];
+
+function same(what: string, engineValue: number, modelValue: number): void {
+  if (engineValue !== modelValue) fail(`stats.${what} is ${engineValue}, the model counts ${modelValue}`);
 }
 
 export function fail(message: string): never {
