@@ -15,11 +15,8 @@
  *   `now - lastSeen >= lease`, IO_TIMEOUT only when a read or write deadline
  *   has passed or the shell cut the connection.
  *
- * After each step `check` compares the model with the engine's structures
- * (sessions, locks, queues, wheel, tokens, counters) and `checkOverdue`
- * finds sessions still alive more than one tick past a deadline.
+ * After each step checks.ts compares the model with the engine.
  */
-import { type Engine, SessionState } from "../../src/core/index.ts";
 import { ErrorCode, FLAG_REPLY, FrameType, errorCodeName } from "../../src/protocol/index.ts";
 import type { SimConn, SimEvent } from "./transport.ts";
 
@@ -29,7 +26,7 @@ export class SimFailure extends Error {
 
 export const ClientState = { CONNECTED: 0, WAITING: 1, OWNER: 2, ENDED: 3 } as const;
 export type ClientState = (typeof ClientState)[keyof typeof ClientState];
-const STATE_NAMES = ["connected", "waiting", "owner", "ended"] as const;
+export const STATE_NAMES = ["connected", "waiting", "owner", "ended"] as const;
 
 /** A reply the current step expects from the engine. */
 export type ExpectedReply = "grant" | "wait" | "ack-owner" | "ack-waiting";
@@ -83,7 +80,7 @@ export class Client {
   }
 }
 
-interface ModelLock {
+export interface ModelLock {
   owner: Client | null;
   /** Waiters in the order their ACQUIREs were accepted. */
   readonly queue: Client[];
@@ -331,87 +328,6 @@ export class Model {
     }
     this.inTick = false;
   }
-
-  // --- comparing with the engine ---------------------------------------------------
-
-  check(engine: Engine<SimConn>): void {
-    const live = this.liveClients();
-    if (engine.sessions.size !== live.length) fail(`engine has ${engine.sessions.size} sessions, model ${live.length}`);
-    const counts = [0, 0, 0];
-    let minDeadline = Infinity;
-    for (const c of live) {
-      const session = c.conn.session!;
-      if (engine.sessions.get(session.id) !== session) fail(`${c.describe()} is missing from engine.sessions`);
-      if (session.state !== c.state) fail(`${c.describe()} is ${STATE_NAMES[session.state]} in the engine`);
-      if (session.wheelSlot < 0) fail(`${c.describe()} is live but not in the timer wheel`);
-      if (c.accepted && session.lock?.name !== c.name) fail(`${c.describe()} sits on lock "${short(session.lock?.name ?? "")}" in the engine`);
-      counts[c.state]!++;
-      minDeadline = Math.min(minDeadline, this.deadline(c));
-    }
-    if (engine.wheel.size !== engine.sessions.size) fail(`wheel holds ${engine.wheel.size} entries for ${engine.sessions.size} sessions`);
-    for (let s = 0; s < 3; s++) {
-      if (engine.stats.states[s] !== counts[s]) fail(`stats.states[${STATE_NAMES[s]}] = ${engine.stats.states[s]}, model ${counts[s]}`);
-    }
-    if (engine.locks.size !== this.locks.size) {
-      fail(`engine has locks [${[...engine.locks.keys()].map(short)}], model [${[...this.locks.keys()].map(short)}]`);
-    }
-    for (const [name, lock] of engine.locks) {
-      if (lock.owner === null && lock.head === null) fail(`engine keeps the empty lock "${short(name)}"`);
-      const model = this.locks.get(name);
-      if (model === undefined) fail(`engine has lock "${short(name)}" that the model does not`);
-      if (lock.owner !== (model.owner?.conn.session ?? null)) {
-        fail(`"${short(name)}": engine owner ${lock.owner?.id ?? "none"}, model ${model.owner?.describe() ?? "none"}`);
-      }
-      if (lock.owner !== null && lock.owner.state !== SessionState.OWNER) fail(`"${short(name)}": owner session ${lock.owner.id} is not OWNER`);
-      const waiters = lock.waiters();
-      if (waiters.length !== model.queue.length || lock.waiting !== model.queue.length || waiters.some((s, i) => s !== model.queue[i]!.conn.session)) {
-        fail(`"${short(name)}": engine queue [${waiters.map((s) => s.id)}], model [${model.queue.map((c) => c.conn.session!.id)}]`);
-      }
-    }
-    this.checkStats(engine);
-    if (engine.tokens.last !== this.maxToken) fail(`engine issued token ${engine.tokens.last}, the last the model saw is ${this.maxToken}`);
-    const next = engine.wheel.nextTick();
-    if (live.length === 0) {
-      if (next !== -1) fail(`the wheel is empty but nextTick() is ${next}`);
-    } else if (next < 0 || next > Math.max(this.wheelCurrent, Math.ceil(minDeadline))) {
-      // A driver armed at nextTick() would fire after a deadline.
-      fail(`nextTick() is ${next} but a deadline falls at ${minDeadline} (wheel at ${this.wheelCurrent})`);
-    }
-  }
-
-  /** The engine's counters (what /metrics shows) against the model's. */
-  private checkStats(engine: Engine<SimConn>): void {
-    const st = engine.stats;
-    const c = this.counters;
-    same("opened", st.opened, c.opened);
-    same("grantsImmediate", st.grantsImmediate, c.grants - c.promotions);
-    same("grantsPromoted", st.grantsPromoted, c.promotions);
-    same("waitSeconds.count", st.waitSeconds.count, c.promotions);
-    same("holdSeconds.count", st.holdSeconds.count, c.ownerEnds);
-    same("queued", st.queued, c.queued);
-    same("busy", st.busy, c.ends.get(ErrorCode.LOCK_BUSY) ?? 0);
-    same("heartbeats", st.heartbeats, c.heartbeats);
-    for (const reason of END_REASONS) {
-      same(`ends[0x${reason.toString(16)}]`, st.ends[reason]!, (c.ends.get(reason) ?? 0) + (reason === ErrorCode.OVERLOADED ? c.overloaded : 0));
-    }
-  }
-
-  /** After a tick at `now`: nothing may be alive more than one tick past its deadline. */
-  checkOverdue(): void {
-    for (const c of this.liveClients()) {
-      const d = this.deadline(c);
-      if (this.now - d > 1) {
-        fail(`${c.describe()} is alive at ${this.now}, ${this.now - d} ms past its deadline ${d} (lastSeen ${c.lastSeen}, lease ${c.lease})`);
-      }
-    }
-  }
-}
-
-/** 0 (closed by the peer) and every code protocol.md defines. */
-const END_REASONS = [0, ...Object.values(ErrorCode)];
-
-function same(what: string, engineValue: number, modelValue: number): void {
-  if (engineValue !== modelValue) fail(`stats.${what} is ${engineValue}, the model counts ${modelValue}`);
 }
 
 export function fail(message: string): never {
@@ -444,6 +360,6 @@ export function hex(frame: Uint8Array): string {
 }
 
 /** Names up to 512 bytes make unreadable messages: show the start. */
-function short(name: string): string {
+export function short(name: string): string {
   return name.length > 24 ? `${name.slice(0, 20)}...(${name.length})` : name;
 }

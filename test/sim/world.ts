@@ -7,6 +7,7 @@
  */
 import { Engine, type Session, type TokenSource, type WheelDriver } from "../../src/core/index.ts";
 import { encodeAcquire, ErrorCode, FrameType } from "../../src/protocol/index.ts";
+import { check, checkOverdue } from "./checks.ts";
 import { Client, ClientState, fail, Model, type ExpectedReply } from "./model.ts";
 import type { Rng } from "./prng.ts";
 import { type SimConn, SimTransport } from "./transport.ts";
@@ -83,8 +84,8 @@ export class World implements WheelDriver {
     const model = this.model;
     model.consume(this.transport.take());
     model.finish();
-    model.check(this.engine);
-    if (this.config.driven) model.checkOverdue();
+    check(model, this.engine);
+    if (this.config.driven) checkOverdue(model);
   }
 
   // --- the clock -------------------------------------------------------------------
@@ -101,7 +102,7 @@ export class World implements WheelDriver {
       }
     }
     this.setNow(target);
-    if (this.config.driven) this.model.checkOverdue();
+    if (this.config.driven) checkOverdue(this.model);
   }
 
   /** engine.tick(now): a timer firing, or any other moment the shell runs the wheel. */
@@ -111,7 +112,7 @@ export class World implements WheelDriver {
     this.engine.tick(this.now);
     model.wheelCurrent = Math.max(model.wheelCurrent, Math.floor(this.now) + 1);
     this.settle();
-    model.checkOverdue();
+    checkOverdue(model);
   }
 
   private setNow(now: number): void {
