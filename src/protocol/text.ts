@@ -50,7 +50,9 @@ export function checkText(bytes: Uint8Array, offset: number, length: number): Te
   return TextCheck.OK;
 }
 
-const decoder = new TextDecoder();
+// ignoreBOM: a default decoder drops a leading U+FEFF, and names are compared
+// byte for byte ("\uFEFFjobs" is not "jobs", and "\uFEFF" is not empty).
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /** Decode bytes already checked by checkText. Copies: the string never pins the chunk. */
 export function decodeText(bytes: Uint8Array, offset: number, length: number): string {

@@ -65,6 +65,13 @@ export interface ServerTls {
   readonly clientCa?: string;
 }
 
+/**
+ * setTimeout's longest delay. A longer one fires after 1 ms instead (with a
+ * TimeoutOverflowWarning), and leases reach 2^32 - 1 ms, so the wheel's next
+ * tick can be further away than this: such a timer fires early and re-arms.
+ */
+const MAX_TIMER_DELAY = 2 ** 31 - 1;
+
 /** Enough for the replies to one 64 KiB chunk of heartbeats (12 bytes per 4). */
 const SCRATCH_SIZE = 256 * 1024;
 
@@ -160,7 +167,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
   arm(tick: number): void {
     if (this.timer !== null) clearTimeout(this.timer);
     // ceil: a timer that fires early only re-arms; one that fires late is late.
-    this.timer = setTimeout(this.fire, Math.max(0, Math.ceil(tick - performance.now())));
+    this.timer = setTimeout(this.fire, Math.min(MAX_TIMER_DELAY, Math.max(0, Math.ceil(tick - performance.now()))));
   }
 
   // --- Transport -----------------------------------------------------------------

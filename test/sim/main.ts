@@ -1,0 +1,114 @@
+/**
+ * The simulation's command line (`npm run sim -- ...`).
+ *
+ *   npm run sim -- --seeds 100000            the long run: seeds 1..100000, progress and a summary
+ *   npm run sim -- --seeds 1000 --from 5000  seeds 5000..5999
+ *   npm run sim -- --seed 1234 --trace       replay one seed, printing every step
+ *   --steps N   steps per schedule (default 200)
+ *   --far       clock jumps of hours to months in every seed (slow: the wheel walks 2^33 ms in about 1 s)
+ *   --near      in no seed (the bun test's mix)
+ *   By default every 20th seed (seed % 20 == 0) gets the far jumps, so a seed replays the same way.
+ *   --break B   run against a deliberately broken engine (repeat-tokens, late-driver, lifo)
+ *               to see what a failure looks like
+ *
+ * Exits 1 if any seed fails; each failure prints its seed, step and replay command.
+ */
+import { type SelfTest, simulate, type SimResult } from "./simulate.ts";
+
+const BREAKS: readonly SelfTest[] = ["repeat-tokens", "late-driver", "lifo"];
+
+function parse(argv: readonly string[]): Map<string, string> {
+  const args = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith("--")) throw new Error(`unexpected argument ${arg}`);
+    const next = argv[i + 1];
+    if (next !== undefined && !next.startsWith("--")) {
+      args.set(arg.slice(2), next);
+      i++;
+    } else {
+      args.set(arg.slice(2), "true");
+    }
+  }
+  return args;
+}
+
+function int(args: Map<string, string>, name: string, fallback: number): number {
+  const value = args.get(name);
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer, got ${value}`);
+  return n;
+}
+
+function report(result: SimResult, steps: number, args: Map<string, string>): void {
+  const f = result.failure!;
+  const flags =
+    `${steps !== 200 ? ` --steps ${steps}` : ""}${args.has("far") ? " --far" : ""}${args.has("near") ? " --near" : ""}` +
+    `${args.has("break") ? ` --break ${args.get("break")}` : ""}`;
+  console.log(`FAIL seed ${result.seed} at step ${f.step}: ${f.message}`);
+  console.log(`  replay: npm run sim -- --seed ${result.seed} --trace${flags}`);
+}
+
+function main(): number {
+  const args = parse(process.argv.slice(2));
+  const steps = int(args, "steps", 200);
+  const broken = args.get("break");
+  if (broken !== undefined && !BREAKS.includes(broken as SelfTest)) throw new Error(`--break must be one of ${BREAKS.join(", ")}`);
+  const selfTest = broken === undefined ? {} : { selfTest: broken as SelfTest };
+  const far = (seed: number): boolean => args.has("far") || (!args.has("near") && seed % 20 === 0);
+  if (args.has("seed")) {
+    const seed = int(args, "seed", 0);
+    const result = simulate({ seed, steps, farJumps: far(seed), ...selfTest, ...(args.has("trace") ? { trace: (line: string) => console.log(line) } : {}) });
+    if (result.failure !== null) {
+      report(result, steps, args);
+      return 1;
+    }
+    console.log(`seed ${seed}: ok, ${result.steps} steps, ${result.counters.grants} grants, ${result.counters.promotions} promotions`);
+    return 0;
+  }
+  const count = int(args, "seeds", 1000);
+  const from = int(args, "from", 1);
+  const started = performance.now();
+  let lastProgress = started;
+  let failed = 0;
+  let grants = 0;
+  let promotions = 0;
+  let totalSteps = 0;
+  let maxQueue = 0;
+  let drivenLateness = 0;
+  const ends = new Map<number, number>();
+  for (let seed = from; seed < from + count; seed++) {
+    const result = simulate({ seed, steps, farJumps: far(seed), ...selfTest });
+    totalSteps += result.steps;
+    grants += result.counters.grants;
+    promotions += result.counters.promotions;
+    maxQueue = Math.max(maxQueue, result.counters.maxQueue);
+    if (result.driven) drivenLateness = Math.max(drivenLateness, result.counters.maxLateness);
+    for (const [reason, n] of result.counters.ends) ends.set(reason, (ends.get(reason) ?? 0) + n);
+    if (result.failure !== null) {
+      failed++;
+      report(result, steps, args);
+      if (failed >= 20) {
+        console.log("stopping after 20 failures");
+        break;
+      }
+    }
+    const now = performance.now();
+    if (now - lastProgress >= 5000) {
+      lastProgress = now;
+      const done = seed - from + 1;
+      console.log(`progress: ${done}/${count} seeds, ${failed} failed, ${((now - started) / 1000).toFixed(0)} s`);
+    }
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const endList = [...ends].sort((a, b) => a[0] - b[0]).map(([r, n]) => `${r === 0 ? "peer" : `0x${r.toString(16)}`}:${n}`);
+  console.log(
+    `sim: seeds ${from}..${from + count - 1}, ${failed} failed, ${totalSteps} steps in ${seconds.toFixed(1)} s; ` +
+      `${grants} grants (${promotions} by promotion), longest queue ${maxQueue}, ` +
+      `worst expiry lateness with a driven timer ${drivenLateness.toFixed(3)} ms; session ends ${endList.join(" ")}`,
+  );
+  return failed === 0 ? 0 : 1;
+}
+
+process.exit(main());

@@ -1,0 +1,63 @@
+/**
+ * The core under seeded random schedules (see simulate.ts): thousands of
+ * schedules, every invariant checked after every step. A failure names its
+ * seed and step; `npm run sim -- --seed N --trace` replays it step by step.
+ */
+import { describe, expect, test } from "bun:test";
+import { simulate, type SimResult } from "./simulate.ts";
+
+const SEEDS = 2000;
+
+function failures(results: readonly SimResult[]): string[] {
+  return results.filter((r) => r.failure !== null).map((r) => `seed ${r.seed} step ${r.failure!.step}: ${r.failure!.message}`);
+}
+
+describe("simulation of the core", () => {
+  test(`${SEEDS} seeded schedules keep every invariant`, () => {
+    const results: SimResult[] = [];
+    for (let seed = 1; seed <= SEEDS; seed++) results.push(simulate({ seed }));
+    expect(failures(results)).toEqual([]);
+    // The schedules really exercise the rules they check.
+    let promotions = 0;
+    let expiries = 0;
+    let maxQueue = 0;
+    let drivenLateness = 0;
+    for (const r of results) {
+      promotions += r.counters.promotions;
+      expiries += r.counters.ends.get(0x10) ?? 0;
+      maxQueue = Math.max(maxQueue, r.counters.maxQueue);
+      if (r.driven) drivenLateness = Math.max(drivenLateness, r.counters.maxLateness);
+    }
+    expect(promotions).toBeGreaterThan(SEEDS / 2);
+    expect(expiries).toBeGreaterThan(SEEDS);
+    expect(maxQueue).toBeGreaterThanOrEqual(4);
+    // A timer fired at every armed tick expires a lease within one tick of its end.
+    expect(drivenLateness).toBeLessThan(1);
+  }, 60_000); // about 2 s of CPU; generous for a loaded 2-core machine
+
+  test("a seed replays exactly", () => {
+    const lines = (seed: number): string[] => {
+      const out: string[] = [];
+      simulate({ seed, trace: (line) => out.push(line) });
+      return out;
+    };
+    const first = lines(424242);
+    expect(first.length).toBeGreaterThan(100);
+    expect(lines(424242)).toEqual(first);
+    expect(lines(424243)).not.toEqual(first);
+  });
+
+  // The checks are only worth something if they fail on a broken engine.
+  test.each([
+    ["repeat-tokens", "is not above the last token"],
+    ["late-driver", "past its deadline"],
+    ["lifo", "queue"],
+  ] as const)("self-test %s: a broken engine is caught", (selfTest, symptom) => {
+    let caught: SimResult | undefined;
+    for (let seed = 1; seed <= 300 && caught === undefined; seed++) {
+      const result = simulate({ seed, selfTest });
+      if (result.failure !== null) caught = result;
+    }
+    expect(caught?.failure?.message).toContain(symptom);
+  });
+});
