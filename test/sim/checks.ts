@@ -69,7 +69,7 @@ function checkStats(model: Model, engine: Engine<SimConn>): void {
   same("busy", st.busy, c.ends.get(ErrorCode.LOCK_BUSY) ?? 0);
   same("heartbeats", st.heartbeats, c.heartbeats);
   for (const reason of END_REASONS) {
-    same(`ends[0x${reason.toString(16)}]`, st.ends[reason]!, (c.ends.get(reason) ?? 0) + (reason === ErrorCode.OVERLOADED ? c.overloaded : 0));
+    same(`ends[0x${reason.toString(16)}]`, st.ends[reason]!, (c.ends.get(reason) ?? 0) + (c.refused.get(reason) ?? 0));
   }
 }
 

@@ -91,7 +91,8 @@ export interface ModelCounters {
   promotions: number;
   /** Sessions accepted at open, refused with OVERLOADED, WAITING replies to ACQUIRE, heartbeat replies. */
   opened: number;
-  overloaded: number;
+  /** Connections refused at open (OVERLOADED, SHUTTING_DOWN), by code: they count as ends too. */
+  refused: Map<number, number>;
   queued: number;
   heartbeats: number;
   /** Sessions that ended while owning their lock. */
@@ -116,7 +117,7 @@ export class Model {
     grants: 0,
     promotions: 0,
     opened: 0,
-    overloaded: 0,
+    refused: new Map(),
     queued: 0,
     heartbeats: 0,
     ownerEnds: 0,
@@ -261,7 +262,7 @@ export class Model {
       c.state = ClientState.ENDED;
       c.endReason = code;
       c.expectEnd = null;
-      if (code === ErrorCode.OVERLOADED) this.counters.overloaded++;
+      this.counters.refused.set(code, (this.counters.refused.get(code) ?? 0) + 1);
       return;
     }
     if (!c.live) fail(`${c.describe()} was closed twice`);

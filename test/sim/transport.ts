@@ -35,7 +35,8 @@ export class SimTransport implements Transport<SimConn> {
   constructor(private readonly rng: Rng) {}
 
   send(conn: SimConn, frame: Uint8Array): void {
-    this.log.push({ kind: "send", conn, frame });
+    // Copy: the frame is valid only during this call (the engine reuses its push frame).
+    this.log.push({ kind: "send", conn, frame: frame.slice() });
     const session = conn.session;
     const engine = this.engine;
     if (session === null || engine === null) return;
@@ -49,7 +50,7 @@ export class SimTransport implements Transport<SimConn> {
   }
 
   close(conn: SimConn, frame: Uint8Array | null): void {
-    this.log.push({ kind: "close", conn, frame });
+    this.log.push({ kind: "close", conn, frame: frame === null ? null : frame.slice() });
   }
 
   /** The events since the last call. */
