@@ -272,10 +272,12 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         conn.now = now;
         server.batchConn = conn;
         server.batchLength = 0;
+        const promoted = engine.stats.grantsPromoted; // an owner that sends a bad frame hands over here
         const result = conn.reader.push(chunk, conn);
         if (server.batchConn === conn) server.flushBatch(conn);
         if (result === ReadResult.ERROR) engine.protocolError(session, conn.reader.errorMessage, now);
         else if (result === ReadResult.OK) engine.readProgress(session, conn.reader.partial, now);
+        if (engine.stats.grantsPromoted !== promoted) engine.stats.handedOver(now, performance.now());
       },
       drain(socket: Socket<Conn>) {
         const conn = socket.data;
