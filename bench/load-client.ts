@@ -1,0 +1,331 @@
+/**
+ * Load client (a child of bench/load.ts): holds `count` live lockd sessions
+ * over raw sockets, each heartbeating on protocol.md section 6's schedule,
+ * with churn (closes followed by new claims) and lock contention as asked.
+ *
+ * Per session the state is one small object (LoadSession) that is also its
+ * own FrameSink and its own timer-wheel entry: the client schedules every
+ * session's next heartbeat and its pessimism watchdog in one TimerWheel
+ * (src/core/wheel.ts, the server's own) driven by one setTimeout, so
+ * thousands of sessions cost one timer, not thousands.
+ *
+ * Schedule (protocol.md 6): interval = clamp(lease/4 - 2 x smoothedRTT,
+ * MIN_INTERVAL_MS, lease/4), EWMA alpha 0.2, one heartbeat in flight, the
+ * next sent `interval` after the previous reply. Pessimism: if lease x 0.8
+ * passes since the send of the last answered frame, the client gives up the
+ * session itself (counted as `lostConfirmations`; that is a client-caused
+ * end, and a sign the machine is overloaded).
+ *
+ * Whatever ends a session that the client did not end itself is counted:
+ * ERROR LEASE_EXPIRED (`expiredNotCaused`, must be 0), any other ERROR, and
+ * closes without an ERROR.
+ *
+ * Usage: bun bench/load-client.ts <port> <count> <firstLock> <leaseMs> <contention> <churnPerSec>
+ */
+import type { Socket, SocketHandler } from "bun";
+import { TimerWheel, type WheelDriver, type WheelEntry, type WheelOwner } from "../src/core/wheel.ts";
+import {
+  ErrorCode,
+  FLAG_REPLY,
+  FrameReader,
+  FrameType,
+  HEARTBEAT_FRAME,
+  encodeAcquire,
+  type FrameSink,
+} from "../src/protocol/index.ts";
+import { ready, serveRequests } from "./lib/child.ts";
+import { SERVER_LIMITS } from "./lib/peer.ts";
+import { Samples, summarize } from "./lib/stats.ts";
+
+const [portArg, countArg, firstLockArg, leaseArg, contentionArg, churnArg] = process.argv.slice(2);
+const PORT = Number(portArg);
+const COUNT = Number(countArg);
+const FIRST_LOCK = Number(firstLockArg);
+const LEASE_MS = Number(leaseArg);
+const CONTENTION = Math.max(1, Number(contentionArg));
+const CHURN_PER_SEC = Number(churnArg);
+const BASE_INTERVAL = LEASE_MS / 4;
+const CLIENT_TIMEOUT = LEASE_MS * 0.8;
+const MIN_INTERVAL_MS = Math.min(BASE_INTERVAL, 10);
+const LOCKS = Math.ceil(COUNT / CONTENTION);
+
+const State = { CONNECTING: 0, SENT: 1, WAITING: 2, OWNER: 3, ENDED: 4 } as const;
+type State = (typeof State)[keyof typeof State];
+
+/** One ACQUIRE frame per lock, built once. */
+const acquireFrames: Uint8Array[] = Array.from({ length: LOCKS }, (_, i) =>
+  encodeAcquire({ name: `load/${FIRST_LOCK + i}`, leaseMs: LEASE_MS, owner: `load-client/${process.pid}`, try: false }),
+);
+/** When the owner of each lock was closed by churn (0 when no handover is pending). */
+const ownerClosedAt = new Float64Array(LOCKS);
+
+const counters = {
+  heartbeats: 0,
+  expiredNotCaused: 0,
+  otherErrors: 0,
+  unexpectedCloses: 0,
+  lostConfirmations: 0,
+  churned: 0,
+  claims: 0,
+  connectFailures: 0,
+};
+const handover = new Samples(1 << 15);
+const claim = new Samples(1 << 15);
+const rtt = new Samples(1 << 16);
+let settled = 0;
+let live = 0;
+let maxSettled = 0;
+
+class LoadSession implements FrameSink, WheelEntry {
+  socket: Socket<LoadSession> | null = null;
+  readonly reader = new FrameReader(SERVER_LIMITS);
+  state: State = State.CONNECTING;
+  /** Closed by this client (churn or lost confirmation): whatever follows is ours. */
+  leaving = false;
+  inFlight = false;
+  sentAt = 0;
+  /** The send time of the last answered frame: the claim is confirmed up to here. */
+  confirmedAt = 0;
+  srtt = 0;
+  startedAt = 0;
+  now = 0;
+  index = -1;
+  dbg: unknown[] = [];
+  wheelNext: WheelEntry | null = null;
+  wheelPrev: WheelEntry | null = null;
+  wheelSlot = -1;
+  wheelTick = 0;
+
+  constructor(readonly lock: number) {}
+
+  onFrame(type: number, flags: number, bytes: Uint8Array, offset: number): boolean {
+    const now = this.now;
+    if (type === FrameType.ERROR) {
+      if (bytes[offset] === ErrorCode.LEASE_EXPIRED) counters.expiredNotCaused++;
+      else counters.otherErrors++;
+      this.end(false);
+      return false;
+    }
+    if ((flags & FLAG_REPLY) !== 0) {
+      // The answer to ACQUIRE or to the heartbeat in flight.
+      if (this.state === State.SENT) {
+        claim.add(now - this.startedAt);
+        counters.claims++;
+        settled++;
+        if (settled > maxSettled) maxSettled = settled;
+      } else {
+        const sample = now - this.sentAt;
+        rtt.add(sample);
+        this.srtt = this.srtt === 0 ? sample : 0.8 * this.srtt + 0.2 * sample;
+        counters.heartbeats++;
+      }
+      this.inFlight = false;
+      this.confirmedAt = this.sentAt;
+      if (type === FrameType.ACQUIRED) this.state = State.OWNER;
+      else if (this.state === State.SENT) this.state = State.WAITING;
+      const interval = Math.min(BASE_INTERVAL, Math.max(MIN_INTERVAL_MS, BASE_INTERVAL - 2 * this.srtt));
+      wheel.schedule(this, now + interval);
+      if (process.env.LOAD_DEBUG) this.dbg.push(["reply", type, now - rampStart, now + interval - rampStart, this.wheelTick - rampStart]);
+      return true;
+    }
+    // A push: promotion from the queue.
+    if (type === FrameType.ACQUIRED && this.state === State.WAITING) {
+      this.state = State.OWNER;
+      const closedAt = ownerClosedAt[this.lock]!;
+      if (closedAt > 0) {
+        handover.add(now - closedAt);
+        ownerClosedAt[this.lock] = 0;
+      }
+    }
+    return true;
+  }
+
+  /** The wheel says: time for the next heartbeat, or the watchdog ran out. */
+  due(now: number): number {
+    if (this.state === State.ENDED) return -1;
+    if (now - this.confirmedAt >= CLIENT_TIMEOUT) {
+      counters.lostConfirmations++;
+      if (process.env.LOAD_DEBUG) console.error("lost", JSON.stringify({ late: now - this.confirmedAt, inFlight: this.inFlight, state: this.state, started: this.startedAt - rampStart, now: now - rampStart, dbg: this.dbg }));
+      this.close(true);
+      return -1;
+    }
+    if (this.inFlight) return this.confirmedAt + CLIENT_TIMEOUT;
+    this.inFlight = true;
+    this.sentAt = now;
+    this.socket!.write(HEARTBEAT_FRAME);
+    return this.confirmedAt + CLIENT_TIMEOUT;
+  }
+
+  /** The client ends the session (churn, lost confirmation), then claims again on the same lock. */
+  close(replace: boolean): void {
+    if (this.state === State.ENDED) return;
+    if (this.state === State.OWNER) ownerClosedAt[this.lock] = performance.now();
+    this.leaving = true;
+    this.end(replace);
+    this.socket?.end();
+  }
+
+  /** Forget the session; with `replace`, open a new claim on the same lock (at the tail). */
+  end(replace: boolean): void {
+    if (this.state === State.ENDED) return;
+    if (this.state === State.WAITING || this.state === State.OWNER) settled--;
+    this.state = State.ENDED;
+    wheel.remove(this);
+    removeLive(this);
+    if (replace) void open(this.lock);
+  }
+}
+
+const handlers: SocketHandler<LoadSession> = {
+  binaryType: "uint8array",
+  data(socket, chunk: Uint8Array) {
+    const s = socket.data;
+    s.now = performance.now();
+    s.reader.push(chunk, s);
+  },
+  end(socket) {
+    gone(socket.data);
+  },
+  close(socket) {
+    gone(socket.data);
+  },
+  error(socket) {
+    gone(socket.data);
+  },
+};
+
+function gone(s: LoadSession): void {
+  if (s.state === State.ENDED) return;
+  if (!s.leaving) counters.unexpectedCloses++;
+  s.end(false);
+}
+
+// --- the set of live sessions (for churn's random pick), O(1) add and remove ---
+
+const sessions: LoadSession[] = [];
+
+function addLive(s: LoadSession): void {
+  s.index = sessions.length;
+  sessions.push(s);
+  live++;
+}
+
+function removeLive(s: LoadSession): void {
+  if (s.index < 0) return;
+  const last = sessions.pop()!;
+  if (last !== s) {
+    sessions[s.index] = last;
+    last.index = s.index;
+  }
+  s.index = -1;
+  live--;
+}
+
+async function open(lock: number): Promise<void> {
+  const s = new LoadSession(lock);
+  s.startedAt = performance.now();
+  addLive(s);
+  try {
+    s.socket = await Bun.connect<LoadSession>({ hostname: "127.0.0.1", port: PORT, data: s, socket: handlers });
+  } catch {
+    counters.connectFailures++;
+    s.end(false);
+    return;
+  }
+  if (s.state === State.ENDED) return;
+  // The claim is confirmed from the moment ACQUIRE is sent (protocol.md 6), not from the connect.
+  const sent = performance.now();
+  s.state = State.SENT;
+  s.sentAt = sent;
+  s.confirmedAt = sent;
+  s.inFlight = true;
+  s.socket.write(acquireFrames[lock]!);
+  wheel.schedule(s, sent + CLIENT_TIMEOUT);
+}
+
+// --- one timer for every session ------------------------------------------------
+
+const owner: WheelOwner<LoadSession> = { due: (s, now) => s.due(now) };
+let timer: ReturnType<typeof setTimeout> | null = null;
+let armedFor = 0;
+const fire = (): void => {
+  timer = null;
+  if (process.env.LOAD_DEBUG && performance.now() - armedFor > 50) console.error("timer late", performance.now() - armedFor, "ramp", performance.now() - rampStart);
+  wheel.advance(performance.now(), owner);
+};
+const driver: WheelDriver = {
+  arm(tick: number) {
+    if (timer !== null) clearTimeout(timer);
+    armedFor = tick;
+    timer = setTimeout(fire, Math.max(0, Math.ceil(tick - performance.now())));
+  },
+};
+const wheel = new TimerWheel<LoadSession>(performance.now());
+wheel.setDriver(driver);
+
+// --- churn ------------------------------------------------------------------------
+
+let churnBudget = 0;
+let churnTimer: ReturnType<typeof setInterval> | null = null;
+
+function startChurn(): void {
+  if (CHURN_PER_SEC <= 0 || churnTimer !== null) return;
+  let last = performance.now();
+  churnTimer = setInterval(() => {
+    const now = performance.now();
+    churnBudget += ((now - last) / 1000) * CHURN_PER_SEC;
+    last = now;
+    while (churnBudget >= 1 && sessions.length > 0) {
+      churnBudget--;
+      const s = sessions[Math.floor(Math.random() * sessions.length)]!;
+      if (s.state !== State.WAITING && s.state !== State.OWNER) continue;
+      counters.churned++;
+      s.close(true);
+    }
+  }, 10);
+}
+
+// --- ramp up, then answer the orchestrator ----------------------------------------
+
+const rampStart = performance.now();
+// Batches of 100 connects per process keep the server's accept queue from overflowing
+// (an overflow drops the SYN, and the kernel retries it only after a second).
+for (let i = 0; i < COUNT; i += 100) {
+  const batch: Promise<void>[] = [];
+  for (let j = i; j < Math.min(COUNT, i + 100); j++) batch.push(open(Math.floor(j / CONTENTION)));
+  await Promise.all(batch);
+}
+// Wait (bounded) until every session has its answer.
+for (let waited = 0; settled < COUNT && waited < 30_000; waited += 50) await Bun.sleep(50);
+const rampMs = performance.now() - rampStart;
+
+function resetCounters(): void {
+  for (const key of Object.keys(counters) as (keyof typeof counters)[]) counters[key] = 0;
+  handover.clear();
+  claim.clear();
+  rtt.clear();
+}
+
+serveRequests({
+  start() {
+    resetCounters();
+    maxSettled = settled;
+    startChurn();
+    return {};
+  },
+  report() {
+    const h = summarize(handover.toArray());
+    const c = summarize(claim.toArray());
+    const r = summarize(rtt.toArray());
+    return {
+      counters: { ...counters },
+      live,
+      settled,
+      maxSettled,
+      handover: { n: handover.count, p50: h.p50, p99: h.p99, samples: Array.from(handover.toArray()) },
+      claim: { n: claim.count, p50: c.p50, p99: c.p99 },
+      rtt: { p50: r.p50, p99: r.p99 },
+    };
+  },
+});
+ready({ settled, live, rampMs });
