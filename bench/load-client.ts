@@ -20,9 +20,23 @@
  * ERROR LEASE_EXPIRED (`expiredNotCaused`, must be 0), any other ERROR, and
  * closes without an ERROR.
  *
- * Usage: bun bench/load-client.ts <port> <count> <firstLock> <leaseMs> <contention> <churnPerSec>
+ * Source address: past about 14,000 connections from one source to one
+ * destination, Linux's connect() scans every even ephemeral port before it
+ * tries the odd ones, and each connect costs milliseconds of kernel time
+ * (__inet_hash_connect / __inet_check_established in a profile). Binding a
+ * source address with port 0 does not help: bind()'s own port search walks
+ * every port in use, on any address (inet_bind2_bucket_find). So with
+ * `source` set, each session binds an explicit port of its own on that
+ * 127.0.0.x address, counting up from 10,000 (below the ephemeral range
+ * 32768-60999, so it never takes a port another process's connect or
+ * listen on port 0 would pick) and skipping any that are in use. That needs
+ * node:net (Bun.connect cannot bind in Bun 1.4.5); without `source`, the
+ * sessions use Bun.connect from the default source.
+ *
+ * Usage: bun bench/load-client.ts <port> <count> <firstLock> <leaseMs> <contention> <churnPerSec> [source]
  */
-import type { Socket, SocketHandler } from "bun";
+import type { SocketHandler } from "bun";
+import net from "node:net";
 import { TimerWheel, type WheelDriver, type WheelEntry, type WheelOwner } from "../src/core/wheel.ts";
 import {
   ErrorCode,
@@ -37,7 +51,8 @@ import { ready, serveRequests } from "./lib/child.ts";
 import { SERVER_LIMITS } from "./lib/peer.ts";
 import { Samples, summarize } from "./lib/stats.ts";
 
-const [portArg, countArg, firstLockArg, leaseArg, contentionArg, churnArg] = process.argv.slice(2);
+const [portArg, countArg, firstLockArg, leaseArg, contentionArg, churnArg, sourceArg] = process.argv.slice(2);
+const SOURCE = sourceArg ?? "";
 const PORT = Number(portArg);
 const COUNT = Number(countArg);
 const FIRST_LOCK = Number(firstLockArg);
@@ -46,7 +61,12 @@ const CONTENTION = Math.max(1, Number(contentionArg));
 const CHURN_PER_SEC = Number(churnArg);
 const BASE_INTERVAL = LEASE_MS / 4;
 const CLIENT_TIMEOUT = LEASE_MS * 0.8;
-const MIN_INTERVAL_MS = Math.min(BASE_INTERVAL, 10);
+/**
+ * protocol.md 6 leaves minHeartbeatInterval to the client. Not too small:
+ * when the server is slow the RTT correction shortens the interval, which
+ * adds load exactly when there is too much (see docs/performance.md).
+ */
+const MIN_INTERVAL_MS = LEASE_MS / 10;
 const LOCKS = Math.ceil(COUNT / CONTENTION);
 
 const State = { CONNECTING: 0, SENT: 1, WAITING: 2, OWNER: 3, ENDED: 4 } as const;
@@ -76,8 +96,14 @@ let settled = 0;
 let live = 0;
 let maxSettled = 0;
 
+/** What a session needs of its socket; a Bun socket and a node:net socket both fit. */
+interface Wire {
+  write(bytes: Uint8Array): unknown;
+  end(): unknown;
+}
+
 class LoadSession implements FrameSink, WheelEntry {
-  socket: Socket<LoadSession> | null = null;
+  socket: Wire | null = null;
   readonly reader = new FrameReader(SERVER_LIMITS);
   state: State = State.CONNECTING;
   /** Closed by this client (churn or lost confirmation): whatever follows is ours. */
@@ -99,6 +125,8 @@ class LoadSession implements FrameSink, WheelEntry {
   constructor(readonly lock: number) {}
 
   onFrame(type: number, flags: number, bytes: Uint8Array, offset: number): boolean {
+    // Frames still arriving for a session this client already ended are not its business.
+    if (this.state === State.ENDED) return false;
     const now = this.now;
     if (type === FrameType.ERROR) {
       if (bytes[offset] === ErrorCode.LEASE_EXPIRED) counters.expiredNotCaused++;
@@ -194,6 +222,49 @@ const handlers: SocketHandler<LoadSession> = {
   },
 };
 
+const FIRST_SOURCE_PORT = 10_000;
+const LAST_SOURCE_PORT = 32_767;
+let nextSourcePort = FIRST_SOURCE_PORT;
+
+/** Connect from SOURCE and a port of our own, trying the next port when one is taken. */
+async function connectFrom(s: LoadSession): Promise<Wire> {
+  for (let attempt = 0; attempt < 1000; attempt++) {
+    const port = nextSourcePort;
+    nextSourcePort = port === LAST_SOURCE_PORT ? FIRST_SOURCE_PORT : port + 1;
+    try {
+      return await connectFromPort(s, port);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE") throw error;
+    }
+  }
+  throw new Error(`no free source port on ${SOURCE}`);
+}
+
+/** node:net from SOURCE:port; the session's events as with Bun.connect. */
+function connectFromPort(s: LoadSession, localPort: number): Promise<Wire> {
+  return new Promise<Wire>((resolve, reject) => {
+    let connected = false;
+    const socket = net.connect({ host: "127.0.0.1", port: PORT, localAddress: SOURCE, localPort, noDelay: true });
+    socket.once("connect", () => {
+      connected = true;
+      resolve(socket);
+    });
+    socket.on("data", (chunk: Uint8Array) => {
+      s.now = performance.now();
+      s.reader.push(chunk, s);
+    });
+    socket.on("end", () => gone(s));
+    socket.on("close", () => gone(s));
+    socket.on("error", (error) => {
+      if (!connected) reject(error);
+      else gone(s);
+    });
+    socket.on("close", () => {
+      if (!connected) reject(new Error("closed before connected"));
+    });
+  });
+}
+
 function gone(s: LoadSession): void {
   if (s.state === State.ENDED) return;
   if (!s.leaving) counters.unexpectedCloses++;
@@ -226,7 +297,7 @@ async function open(lock: number): Promise<void> {
   s.startedAt = performance.now();
   addLive(s);
   try {
-    s.socket = await Bun.connect<LoadSession>({ hostname: "127.0.0.1", port: PORT, data: s, socket: handlers });
+    s.socket = SOURCE === "" ? await Bun.connect<LoadSession>({ hostname: "127.0.0.1", port: PORT, data: s, socket: handlers }) : await connectFrom(s);
   } catch {
     counters.connectFailures++;
     s.end(false);

@@ -7,15 +7,17 @@
  *
  * lockd runs in a child process of its own (bench/lib/server-child.ts); the
  * sessions are spread over `--clients` processes (bench/load-client.ts) so
- * that no process needs more than 20,000 open files. All connect to
- * 127.0.0.1: with net.ipv4.tcp_tw_reuse = 2 (loopback) and 28,232 ephemeral
- * ports per (source, destination) pair, one source address holds 19,000
- * sessions plus churn's TIME_WAIT sockets; Bun.connect has no option to bind
- * a source address (bun-types 1.4.5), and none was needed.
+ * that no process needs more than 20,000 open files. Each client process
+ * connects from its own source address, 127.0.0.2, .3, ... (`--sources
+ * spread`, the default): one source holds 28,232 ephemeral ports, but past
+ * about 14,000 connections to one destination Linux's connect() scans all
+ * even ports first and each connect costs milliseconds of kernel time (see
+ * load-client.ts). `--sources one` connects everything from 127.0.0.1 with
+ * Bun.connect, to show that cliff.
  *
  * Usage:
  *   bun bench/load.ts --sessions 19000 --lease 1s --duration 60s
- *       [--clients 4] [--churn 100] [--contention 2] [--io-timeout 5s]
+ *       [--clients 4] [--churn 100] [--contention 2] [--io-timeout 5s] [--sources spread|one]
  *
  * --churn is closes per second (each followed at once by a new claim on the
  * same lock, at the tail of its queue), across all clients; --contention is
@@ -32,6 +34,7 @@ const CLIENTS = Number(args.clients ?? 4);
 const CHURN = Number(args.churn ?? 100);
 const CONTENTION = Number(args.contention ?? 2);
 const IO_TIMEOUT_MS = duration(args["io-timeout"] ?? "5s");
+const SPREAD_SOURCES = (args.sources ?? "spread") === "spread";
 
 interface ClientReport {
   counters: Record<string, number>;
@@ -80,7 +83,7 @@ async function main(): Promise<void> {
     clients.push(
       new Child(
         here("load-client.ts"),
-        [String(port), String(count), String(firstLock), String(LEASE_MS), String(CONTENTION), String(CHURN / CLIENTS)],
+        [String(port), String(count), String(firstLock), String(LEASE_MS), String(CONTENTION), String(CHURN / CLIENTS), SPREAD_SOURCES ? `127.0.0.${2 + i}` : ""],
         `load-client-${i}`,
       ),
     );
