@@ -44,11 +44,47 @@ function acquireFrame(name: string): Uint8Array {
 
 // --- handover ----------------------------------------------------------------
 
-const CloseKind = { GRACEFUL: "graceful close (FIN)", RST: "RST (terminate)" } as const;
+const CloseKind = { GRACEFUL: "graceful close (FIN)", RST: "RST (terminate)", SIGKILL: "SIGKILL of the owner's process" } as const;
 type CloseKind = (typeof CloseKind)[keyof typeof CloseKind];
+
+const HOLDER = new URL("../test/fixtures/holder.ts", import.meta.url).pathname;
+
+/**
+ * The owner in a process of its own (test/fixtures/holder.ts), killed with
+ * SIGKILL: the kernel closes its socket. Timed from the kill() call, so the
+ * figure includes the kernel's teardown of the process.
+ */
+async function killedHandoverOnce(target: Target, idleMs: number, name: string, frame: Uint8Array): Promise<number> {
+  const holder = Bun.spawn([process.execPath, HOLDER, String(target.port), name], { stdout: "pipe", stderr: "inherit" });
+  try {
+    const reader = holder.stdout.getReader();
+    let text = "";
+    while (!text.includes("held")) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`${target.name}: holder exited before it held the lock`);
+      text += new TextDecoder().decode(value);
+    }
+    reader.releaseLock();
+    const waiter = await Peer.connect(HOST, target.port);
+    const state = await waiter.acquire(frame);
+    if (state !== PeerState.WAITING) throw new Error(`${target.name}: waiter got state ${state}, not WAITING`);
+    await Bun.sleep(idleMs);
+    const t0 = performance.now();
+    holder.kill("SIGKILL");
+    const t1 = await waiter.owner();
+    waiter.socket!.end();
+    await waiter.closed();
+    if (t1 === 0) throw new Error(`${target.name}: waiter closed before it was granted`);
+    return t1 - t0;
+  } finally {
+    holder.kill("SIGKILL");
+    await holder.exited;
+  }
+}
 
 /** One handover: owner and waiter set up, idle `idleMs`, then close the owner and time the waiter's ACQUIRED. */
 async function handoverOnce(target: Target, kind: CloseKind, idleMs: number, frame: Uint8Array): Promise<number> {
+  if (kind === CloseKind.SIGKILL) return killedHandoverOnce(target, idleMs, new TextDecoder().decode(frame.subarray(12, 12 + ((frame[10]! << 8) | frame[11]!))), frame);
   const holder = await Peer.connect(HOST, target.port);
   await holder.acquire(frame);
   await holder.owner();
@@ -79,11 +115,13 @@ const FORCE_RELEASE_AVAILABLE = false;
 async function handover(relay: Target, lockd: Target): Promise<string[][]> {
   const rows: string[][] = [];
   for (const idleMs of [20, 1]) {
-    for (const kind of [CloseKind.GRACEFUL, CloseKind.RST]) {
+    for (const kind of [CloseKind.GRACEFUL, CloseKind.RST, CloseKind.SIGKILL]) {
       const floor: number[] = [];
       const ours: number[] = [];
       let i = 0;
-      while (floor.length < SAMPLES) {
+      // A process per SIGKILL sample: fewer of them.
+      const samples = kind === CloseKind.SIGKILL ? Math.ceil(SAMPLES / 5) : SAMPLES;
+      while (floor.length < samples) {
         for (let k = 0; k < BLOCK; k++) floor.push(await handoverOnce(relay, kind, idleMs, acquireFrame("h")));
         for (let k = 0; k < BLOCK; k++) ours.push(await handoverOnce(lockd, kind, idleMs, acquireFrame(`h/${i++}`)));
       }
