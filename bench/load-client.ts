@@ -173,8 +173,12 @@ class LoadSession implements FrameSink, WheelEntry {
     if (this.state === State.ENDED) return -1;
     if (now - this.confirmedAt >= CLIENT_TIMEOUT) {
       counters.lostConfirmations++;
-      if (process.env.LOAD_DEBUG) console.error("lost", JSON.stringify({ late: now - this.confirmedAt, inFlight: this.inFlight, state: this.state, started: this.startedAt - rampStart, now: now - rampStart, dbg: this.dbg }));
-      this.close(true);
+      // Give up the claim (client-caused), and claim again after a jittered
+      // pause of up to a lease: reconnecting at once would add load exactly
+      // when the machine could not keep up.
+      this.close(false);
+      const lock = this.lock;
+      setTimeout(() => void open(lock), Math.random() * LEASE_MS);
       return -1;
     }
     if (this.inFlight) return this.confirmedAt + CLIENT_TIMEOUT;

@@ -8,16 +8,19 @@
  * lockd runs in a child process of its own (bench/lib/server-child.ts); the
  * sessions are spread over `--clients` processes (bench/load-client.ts) so
  * that no process needs more than 20,000 open files. Each client process
- * connects from its own source address, 127.0.0.2, .3, ... (`--sources
- * spread`, the default): one source holds 28,232 ephemeral ports, but past
+ * connects with Bun.connect from the default source (127.0.0.1) while that
+ * source holds at most 12,000 of the sessions, and the later processes each
+ * from a source address of their own, 127.0.0.2, .3, ... (`--sources
+ * mixed`, the default). One source has 28,232 ephemeral ports, but past
  * about 14,000 connections to one destination Linux's connect() scans all
  * even ports first and each connect costs milliseconds of kernel time (see
- * load-client.ts). `--sources one` connects everything from 127.0.0.1 with
- * Bun.connect, to show that cliff.
+ * load-client.ts); binding a source needs node:net, which costs the client
+ * about twice Bun.connect's CPU per heartbeat, hence the mix. `--sources
+ * spread` binds a source in every process; `--sources one` binds none.
  *
  * Usage:
  *   bun bench/load.ts --sessions 19000 --lease 1s --duration 60s
- *       [--clients 4] [--churn 100] [--contention 2] [--io-timeout 5s] [--sources spread|one]
+ *       [--clients 6] [--churn 100] [--contention 2] [--io-timeout 5s] [--sources mixed|spread|one]
  *
  * --churn is closes per second (each followed at once by a new claim on the
  * same lock, at the tail of its queue), across all clients; --contention is
@@ -30,11 +33,14 @@ const args = parseArgs(process.argv.slice(2));
 const SESSIONS = Number(args.sessions ?? 19_000);
 const LEASE_MS = duration(args.lease ?? "1s");
 const DURATION_MS = duration(args.duration ?? "60s");
-const CLIENTS = Number(args.clients ?? 4);
+const CLIENTS = Number(args.clients ?? 6);
 const CHURN = Number(args.churn ?? 100);
 const CONTENTION = Number(args.contention ?? 2);
 const IO_TIMEOUT_MS = duration(args["io-timeout"] ?? "5s");
-const SPREAD_SOURCES = (args.sources ?? "spread") === "spread";
+const SOURCES = args.sources ?? "mixed";
+if (!["mixed", "spread", "one"].includes(SOURCES)) throw new Error(`--sources must be mixed, spread or one`);
+/** Sessions from the default source (Bun.connect) at most, in mixed mode: below the even-port cliff. */
+const DEFAULT_SOURCE_LIMIT = 12_000;
 
 interface ClientReport {
   counters: Record<string, number>;
@@ -83,7 +89,7 @@ async function main(): Promise<void> {
     clients.push(
       new Child(
         here("load-client.ts"),
-        [String(port), String(count), String(firstLock), String(LEASE_MS), String(CONTENTION), String(CHURN / CLIENTS), SPREAD_SOURCES ? `127.0.0.${2 + i}` : ""],
+        [String(port), String(count), String(firstLock), String(LEASE_MS), String(CONTENTION), String(CHURN / CLIENTS), sourceFor(i, assigned + count)],
         `load-client-${i}`,
       ),
     );
@@ -151,6 +157,12 @@ async function main(): Promise<void> {
   console.log(`\nafter all clients left: ${empty.extra.sessions} sessions, JS heap ${mib(empty.heap)} (idle before: ${mib(idle.heap)}), RSS ${mib(empty.rss)}`);
   const failed = sum("expiredNotCaused") + serverExpired + sum("otherErrors") + sum("unexpectedCloses");
   if (failed > 0 || reached < SESSIONS) process.exitCode = 1;
+}
+
+/** Client i's source address ("" = Bun.connect from the default source), given the sessions assigned up to and including it. */
+function sourceFor(i: number, assignedThrough: number): string {
+  if (SOURCES === "one" || (SOURCES === "mixed" && assignedThrough <= DEFAULT_SOURCE_LIMIT)) return "";
+  return `127.0.0.${2 + i}`;
 }
 
 function median(values: number[]): number {
