@@ -116,7 +116,6 @@ class LoadSession implements FrameSink, WheelEntry {
   startedAt = 0;
   now = 0;
   index = -1;
-  dbg: unknown[] = [];
   wheelNext: WheelEntry | null = null;
   wheelPrev: WheelEntry | null = null;
   wheelSlot = -1;
@@ -153,7 +152,6 @@ class LoadSession implements FrameSink, WheelEntry {
       else if (this.state === State.SENT) this.state = State.WAITING;
       const interval = Math.min(BASE_INTERVAL, Math.max(MIN_INTERVAL_MS, BASE_INTERVAL - 2 * this.srtt));
       wheel.schedule(this, now + interval);
-      if (process.env.LOAD_DEBUG) this.dbg.push(["reply", type, now - rampStart, now + interval - rampStart, this.wheelTick - rampStart]);
       return true;
     }
     // A push: promotion from the queue.
@@ -323,9 +321,12 @@ async function open(lock: number): Promise<void> {
 const owner: WheelOwner<LoadSession> = { due: (s, now) => s.due(now) };
 let timer: ReturnType<typeof setTimeout> | null = null;
 let armedFor = 0;
+/** How late the one timer fired at worst (ms): the client's own event-loop delay. */
+let timerLateMax = 0;
 const fire = (): void => {
   timer = null;
-  if (process.env.LOAD_DEBUG && performance.now() - armedFor > 50) console.error("timer late", performance.now() - armedFor, "ramp", performance.now() - rampStart);
+  const late = performance.now() - armedFor;
+  if (late > timerLateMax) timerLateMax = late;
   wheel.advance(performance.now(), owner);
 };
 const driver: WheelDriver = {
@@ -379,6 +380,7 @@ function resetCounters(): void {
   handover.clear();
   claim.clear();
   rtt.clear();
+  timerLateMax = 0;
 }
 
 serveRequests({
@@ -394,6 +396,7 @@ serveRequests({
     const r = summarize(rtt.toArray());
     return {
       counters: { ...counters },
+      timerLateMax,
       live,
       settled,
       maxSettled,

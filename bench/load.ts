@@ -26,6 +26,7 @@
  * same lock, at the tail of its queue), across all clients; --contention is
  * sessions per lock (1: every session owns its own lock, no handovers).
  */
+import { loadavg } from "node:os";
 import { Child, coreShare, stopAll } from "./lib/spawn.ts";
 import { pct, sorted, table } from "./lib/stats.ts";
 
@@ -50,6 +51,7 @@ interface ClientReport {
   handover: { n: number; p50: number; p99: number; samples: number[] };
   claim: { n: number; p50: number; p99: number };
   rtt: { p50: number; p99: number };
+  timerLateMax: number;
 }
 
 function duration(text: string): number {
@@ -140,6 +142,8 @@ async function main(): Promise<void> {
     ["claim latency p50 / p99 (connect -> answer)", `${ms(median(reports.map((r) => r.claim.p50)))} / ${ms(median(reports.map((r) => r.claim.p99)))}`, `${sum("claims")} claims`],
     ["EXPIRIES THE CLIENTS DID NOT CAUSE (must be 0)", `${sum("expiredNotCaused")}`, `server's LEASE_EXPIRED count in the run: ${serverExpired}`],
     ["other ERRORs / closes without ERROR / connect failures", `${sum("otherErrors")} / ${sum("unexpectedCloses")} / ${sum("connectFailures")}`, "must be 0"],
+    ["machine load average (1 min) at the end", loadavg()[0]!.toFixed(2), "2 cores; other engineers' test runs share them"],
+    ["client event-loop delay, worst (its timer firing late)", ms(Math.max(...reports.map((r) => r.timerLateMax))), "a loaded client inflates every latency it measures"],
     ["lost confirmations (client gave up: pessimism rule)", `${sum("lostConfirmations")}`, "client-caused; non-zero means the machine could not keep the schedule"],
   ];
   console.log(

@@ -14,6 +14,7 @@
  *
  * Usage: bun bench/sockets.ts [--samples 300] [--seconds 3] [--only handover,claim,contended,heartbeat]
  */
+import { loadavg } from "node:os";
 import { encodeAcquire } from "../src/protocol/index.ts";
 import { Peer, PeerState } from "./lib/peer.ts";
 import { Child, coreShare, stopAll } from "./lib/spawn.ts";
@@ -274,6 +275,7 @@ async function main(): Promise<void> {
     console.log("cpu = share of one core used by the server / by the driver process over the run; the machine has 2 cores\n");
     console.log(table(["bench", "floor: frames/s, rtt p50/p99", "lockd: frames/s, rtt p50/p99", "ratio"], await heartbeats(echo, lockd)));
   }
+  console.log(`\nmachine load average (1 min) at the end: ${loadavg()[0]!.toFixed(2)} on 2 cores`);
   const extra = (await lockd.child.stats()).extra;
   console.log(`\nlockd after the run: ${JSON.stringify(extra)}`);
 }
