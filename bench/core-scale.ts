@@ -131,41 +131,59 @@ rows.push(["close (peer gone), per session", `${((closeMs / N) * 1e6).toFixed(0)
 rows.push(["JS heap after all left, vs before", `${((heap2 - heap0) / 1024 / 1024).toFixed(1)} MiB`, `was ${((heap1 - heap0) / 1024 / 1024).toFixed(0)} MiB at ${N} sessions`]);
 
 // 4. Work per tick follows the due entries, not the total.
-function dueTick(background: number, due: number, repeats: number): { tickUs: number; emptyUs: number; cascaded: number; handled: number } {
+interface TickCost {
+  tickUs: number;
+  emptyUs: number;
+  cascaded: number;
+  handled: number;
+}
+
+/** With `background` live far-deadline sessions, the median cost of the tick at which each of `dues` sessions expire. */
+function dueTicks(background: number, dues: readonly number[], repeats: number): TickCost[] {
   const t = new DropTransport();
   let clock = 0;
   const e = new Engine<number>(t, { ioTimeoutMs: 1e9 }, clock);
   for (let i = 0; i < background; i++) acquire(e, i, `far/${i}`, 1e9, clock); // far deadlines
-  const tickTimes: number[] = [];
-  const emptyTimes: number[] = [];
-  let cascaded = 0;
-  let handled = 0;
-  for (let r = 0; r < repeats; r++) {
-    const expiresAt = clock + 100;
-    for (let i = 0; i < due; i++) acquire(e, background + r * due + i, `due/${r}/${i}`, 100, clock);
-    e.tick(expiresAt - 1); // everything before the due tick (cascades included)
-    let s = performance.now();
-    e.tick(expiresAt - 0.5); // a tick with nothing due
-    emptyTimes.push((performance.now() - s) * 1000);
-    const c0 = e.wheel.cascaded;
-    const r0 = e.wheel.refiled;
-    const ended0 = e.stats.ends[0x10]!;
-    s = performance.now();
-    e.tick(expiresAt);
-    tickTimes.push((performance.now() - s) * 1000);
-    cascaded += e.wheel.cascaded - c0;
-    handled += e.stats.ends[0x10]! - ended0 + e.wheel.refiled - r0;
-    if (e.stats.ends[0x10]! - ended0 !== due) throw new Error(`expected ${due} expiries at the due tick`);
-    clock = expiresAt + 37; // off the 256-tick cascade grid so each repeat meets a different slot
-    e.tick(clock);
-  }
-  return { tickUs: pct(sorted(tickTimes), 50), emptyUs: pct(sorted(emptyTimes), 50), cascaded: cascaded / repeats, handled: handled / repeats };
+  let next = background;
+  return dues.map((due) => {
+    const tickTimes: number[] = [];
+    const emptyTimes: number[] = [];
+    let cascaded = 0;
+    let handled = 0;
+    for (let r = 0; r < repeats; r++) {
+      const expiresAt = clock + 100;
+      for (let i = 0; i < due; i++) acquire(e, next++, `due/${next}`, 100, clock);
+      e.tick(expiresAt - 1); // everything before the due tick (cascades included)
+      let s = performance.now();
+      e.tick(expiresAt - 0.5); // a tick with nothing due
+      emptyTimes.push((performance.now() - s) * 1000);
+      const c0 = e.wheel.cascaded;
+      const r0 = e.wheel.refiled;
+      const ended0 = e.stats.ends[0x10]!;
+      s = performance.now();
+      e.tick(expiresAt);
+      tickTimes.push((performance.now() - s) * 1000);
+      cascaded += e.wheel.cascaded - c0;
+      handled += e.stats.ends[0x10]! - ended0 + e.wheel.refiled - r0;
+      if (e.stats.ends[0x10]! - ended0 !== due) throw new Error(`expected ${due} expiries at the due tick`);
+      clock = expiresAt + 37; // off the 256-tick cascade grid so each repeat meets a different slot
+      e.tick(clock);
+    }
+    return { tickUs: pct(sorted(tickTimes), 50), emptyUs: pct(sorted(emptyTimes), 50), cascaded: cascaded / repeats, handled: handled / repeats };
+  });
 }
-const DUE = 1000;
-const small = dueTick(1_000, DUE, 30);
-const large = dueTick(N, DUE, 30);
-rows.push([`tick with ${DUE} due, 10^3 others live`, `${small.tickUs.toFixed(0)} us`, `empty tick ${small.emptyUs.toFixed(1)} us; entries the wheel handed out at it: ${small.handled.toFixed(0)}, cascaded ${small.cascaded.toFixed(0)}`]);
-rows.push([`tick with ${DUE} due, ${N.toExponential(0)} others live`, `${large.tickUs.toFixed(0)} us`, `empty tick ${large.emptyUs.toFixed(1)} us; entries the wheel handed out at it: ${large.handled.toFixed(0)}, cascaded ${large.cascaded.toFixed(0)}; time ratio to 10^3: ${(large.tickUs / small.tickUs).toFixed(2)}x`]);
+const DUES = [100, 1000, 10_000] as const;
+const small = dueTicks(1_000, DUES, 15);
+const large = dueTicks(N, DUES, 15);
+for (let i = 0; i < DUES.length; i++) {
+  for (const [label, cost] of [["10^3", small[i]!], [N.toExponential(0), large[i]!]] as const) {
+    rows.push([
+      `tick with ${DUES[i]} expiring, ${label} others live`,
+      `${cost.tickUs.toFixed(0)} us`,
+      `${((cost.tickUs / DUES[i]!) * 1000).toFixed(0)} ns per due entry; entries handed out ${cost.handled.toFixed(0)}, cascaded ${cost.cascaded.toFixed(0)}; empty tick ${cost.emptyUs.toFixed(1)} us`,
+    ]);
+  }
+}
 
 console.log(`\nCore-only scale run (src/core Engine, drop-everything Transport, virtual clock), ${N} sessions\n`);
 console.log(table(["measure", "value", "beside it"], rows));
