@@ -84,8 +84,9 @@ async function killedHandoverOnce(target: Target, idleMs: number, name: string, 
 }
 
 /** One handover: owner and waiter set up, idle `idleMs`, then close the owner and time the waiter's ACQUIRED. */
-async function handoverOnce(target: Target, kind: CloseKind, idleMs: number, frame: Uint8Array): Promise<number> {
-  if (kind === CloseKind.SIGKILL) return killedHandoverOnce(target, idleMs, new TextDecoder().decode(frame.subarray(12, 12 + ((frame[10]! << 8) | frame[11]!))), frame);
+async function handoverOnce(target: Target, kind: CloseKind, idleMs: number, name: string): Promise<number> {
+  const frame = acquireFrame(name);
+  if (kind === CloseKind.SIGKILL) return killedHandoverOnce(target, idleMs, name, frame);
   const holder = await Peer.connect(HOST, target.port);
   await holder.acquire(frame);
   await holder.owner();
@@ -123,8 +124,8 @@ async function handover(relay: Target, lockd: Target): Promise<string[][]> {
       // A process per SIGKILL sample: fewer of them.
       const samples = kind === CloseKind.SIGKILL ? Math.ceil(SAMPLES / 5) : SAMPLES;
       while (floor.length < samples) {
-        for (let k = 0; k < BLOCK; k++) floor.push(await handoverOnce(relay, kind, idleMs, acquireFrame("h")));
-        for (let k = 0; k < BLOCK; k++) ours.push(await handoverOnce(lockd, kind, idleMs, acquireFrame(`h/${i++}`)));
+        for (let k = 0; k < BLOCK; k++) floor.push(await handoverOnce(relay, kind, idleMs, "h"));
+        for (let k = 0; k < BLOCK; k++) ours.push(await handoverOnce(lockd, kind, idleMs, `h/${i++}`));
       }
       rows.push(latencyRow(`handover, ${kind}, idle ${idleMs} ms`, summarize(floor), summarize(ours)));
     }
