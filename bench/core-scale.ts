@@ -69,7 +69,6 @@ rows.push(["open + ACQUIRE, per session", `${((openMs / N) * 1e6).toFixed(0)} ns
 
 // 2. A heartbeat against its floor, over every session, several passes.
 const hb = HEARTBEAT_FRAME;
-const floorConn = { lastSeen: 0 };
 const floorTimes: number[] = [];
 const hbTimes: number[] = [];
 for (let pass = 0; pass < 5; pass++) {
@@ -85,7 +84,6 @@ for (let pass = 0; pass < 5; pass++) {
   for (let i = 0; i < N; i++) engine.frame(sessions[i]!, FrameType.HEARTBEAT, hb, 4, 0, now);
   hbTimes.push(((performance.now() - t) / N) * 1e6);
 }
-void floorConn;
 const hbFloor = pct(sorted(floorTimes), 50);
 const hbCost = pct(sorted(hbTimes), 50);
 rows.push(["heartbeat (engine.frame), median of 5 passes", `${hbCost.toFixed(1)} ns`, `floor ${hbFloor.toFixed(1)} ns (store + send): ${(hbCost / hbFloor).toFixed(2)}x`]);
