@@ -1,0 +1,30 @@
+/**
+ * The lockd server as a bench child: `new LockServer` on 127.0.0.1:0 in its
+ * own process, answering the bench IPC requests (CPU, RSS, heap) and adding
+ * the engine's counters, so the benchmarks can check, for example, that no
+ * session ended by LEASE_EXPIRED. Usage: bun bench/lib/server-child.ts [ioTimeoutMs]
+ */
+import { ErrorCode } from "../../src/protocol/index.ts";
+import { LockServer } from "../../src/server/index.ts";
+import { ready, serveRequests } from "./child.ts";
+
+const server = new LockServer({ hostname: "127.0.0.1", port: 0, ioTimeoutMs: Number(process.argv[2] ?? 5000) });
+const engine = server.engine;
+
+serveRequests({}, () => ({
+  sessions: engine.sessions.size,
+  locks: engine.locks.size,
+  connections: server.connectionCount,
+  heartbeats: engine.stats.heartbeats,
+  opened: engine.stats.opened,
+  grantsImmediate: engine.stats.grantsImmediate,
+  grantsPromoted: engine.stats.grantsPromoted,
+  leaseExpired: engine.stats.ends[ErrorCode.LEASE_EXPIRED]!,
+  ioTimeout: engine.stats.ends[ErrorCode.IO_TIMEOUT]!,
+  protocolError: engine.stats.ends[ErrorCode.PROTOCOL_ERROR]!,
+  overloaded: engine.stats.ends[ErrorCode.OVERLOADED]!,
+  closedByPeer: engine.stats.ends[0]!,
+  wheelSize: engine.wheel.size,
+  refiled: engine.wheel.refiled,
+}));
+ready({ port: server.port });
