@@ -16,6 +16,7 @@
  */
 import { loadavg } from "node:os";
 import { encodeAcquire } from "../src/protocol/index.ts";
+import { BENCH_ADMIN_TOKEN } from "./lib/admin-token.ts";
 import { Peer, PeerState } from "./lib/peer.ts";
 import { Child, coreShare, stopAll } from "./lib/spawn.ts";
 import { ratio, summarize, table, us, type Summary } from "./lib/stats.ts";
@@ -31,12 +32,14 @@ interface Target {
   readonly name: string;
   readonly child: Child;
   readonly port: number;
+  /** HTTP port for force-release: lockd's ops server, or the relay's bare endpoint. */
+  readonly opsPort: number;
 }
 
 async function start(name: string, script: string): Promise<Target> {
   const child = new Child(new URL(script, import.meta.url).pathname, [], name);
   const info = await child.ready();
-  return { name, child, port: Number(info.port) };
+  return { name, child, port: Number(info.port), opsPort: Number(info.opsPort ?? 0) };
 }
 
 function acquireFrame(name: string): Uint8Array {
@@ -105,14 +108,37 @@ async function handoverOnce(target: Target, kind: CloseKind, idleMs: number, nam
 }
 
 /**
- * Force-release handover: the operator ends the owner through the ops HTTP
- * admin endpoint, and the waiter's ACQUIRED is timed from the request.
- * TODO(ops): the ops server (design.md section 5) is not on main yet. When it
- * lands, start lockd with its ops port in server-child.ts, time from the
- * POST that force-releases the lock here, and add it to `handover()` below;
- * the floor for it is the relay's RST handover plus one loopback HTTP round trip.
+ * Force-release handover: an operator ends the owner through the ops HTTP
+ * admin endpoint (`POST /v1/locks/force-release?name=`, bearer token), and the
+ * waiter's ACQUIRED is timed from the start of the request. lockd's side runs
+ * the real OpsServer (routing, auth, JSON answer, engine.forceRelease); the
+ * floor's side is the relay's own HTTP endpoint, which cuts the holder and
+ * grants the next waiter: one loopback HTTP round trip plus an RST handover.
  */
-const FORCE_RELEASE_AVAILABLE = false;
+async function forceReleaseOnce(target: Target, idleMs: number, name: string): Promise<number> {
+  const frame = acquireFrame(name);
+  const holder = await Peer.connect(HOST, target.port);
+  await holder.acquire(frame);
+  await holder.owner();
+  const waiter = await Peer.connect(HOST, target.port);
+  const state = await waiter.acquire(frame);
+  if (state !== PeerState.WAITING) throw new Error(`${target.name}: waiter got state ${state}, not WAITING`);
+  await Bun.sleep(idleMs);
+  const t0 = performance.now();
+  const answer = fetch(`http://${HOST}:${target.opsPort}/v1/locks/force-release?name=${encodeURIComponent(name)}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}` },
+  });
+  const t1 = await waiter.owner();
+  const response = await answer;
+  if (!response.ok) throw new Error(`${target.name}: force-release answered ${response.status}: ${await response.text()}`);
+  await response.arrayBuffer();
+  await holder.closed();
+  waiter.socket!.end();
+  await waiter.closed();
+  if (t1 === 0) throw new Error(`${target.name}: waiter closed before it was granted`);
+  return t1 - t0;
+}
 
 async function handover(relay: Target, lockd: Target): Promise<string[][]> {
   const rows: string[][] = [];
@@ -130,7 +156,16 @@ async function handover(relay: Target, lockd: Target): Promise<string[][]> {
       rows.push(latencyRow(`handover, ${kind}, idle ${idleMs} ms`, summarize(floor), summarize(ours)));
     }
   }
-  if (!FORCE_RELEASE_AVAILABLE) rows.push(["handover, force-release (ops endpoint not landed)", "-", "-", "-", "-", "-", "-"]);
+  for (const idleMs of [20, 1]) {
+    const floor: number[] = [];
+    const ours: number[] = [];
+    let i = 0;
+    while (floor.length < SAMPLES) {
+      for (let k = 0; k < BLOCK; k++) floor.push(await forceReleaseOnce(relay, idleMs, "f"));
+      for (let k = 0; k < BLOCK; k++) ours.push(await forceReleaseOnce(lockd, idleMs, `f/${i++}`));
+    }
+    rows.push(latencyRow(`handover, force-release, idle ${idleMs} ms`, summarize(floor), summarize(ours)));
+  }
   return rows;
 }
 

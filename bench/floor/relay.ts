@@ -7,6 +7,10 @@
  * parsing, no names, no leases, no timers: everything lockd does beyond this
  * is what the ratio to this floor measures.
  *
+ * For the force-release floor it also serves HTTP: any POST cuts the holder
+ * (RST) and grants the next waiter, then answers 200: one loopback HTTP round
+ * trip plus the RST handover, with no routing, auth, JSON or logging.
+ *
  * Usage: bun bench/floor/relay.ts (a bench child; see bench/lib/child.ts)
  */
 import type { Socket } from "bun";
@@ -73,5 +77,17 @@ const listener = Bun.listen<Peer>({
   },
 });
 
+const http = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  fetch(request) {
+    if (request.method !== "POST" || holder === null) return new Response("nothing held\n", { status: 404 });
+    const cut = holder;
+    leave(cut);
+    cut.terminate();
+    return new Response("released\n");
+  },
+});
+
 serveRequests();
-ready({ port: listener.port });
+ready({ port: listener.port, opsPort: http.port });

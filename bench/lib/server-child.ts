@@ -4,12 +4,27 @@
  * the engine's counters, so the benchmarks can check, for example, that no
  * session ended by LEASE_EXPIRED. Usage: bun bench/lib/server-child.ts [ioTimeoutMs]
  */
+import { Logger } from "../../src/log.ts";
 import { ErrorCode } from "../../src/protocol/index.ts";
+import { AdminAuth } from "../../src/server/admin.ts";
 import { LockServer } from "../../src/server/index.ts";
+import { OpsServer } from "../../src/server/ops.ts";
+import { BENCH_ADMIN_TOKEN } from "./admin-token.ts";
 import { ready, serveRequests } from "./child.ts";
+
 
 const server = new LockServer({ hostname: "127.0.0.1", port: 0, ioTimeoutMs: Number(process.argv[2] ?? 5000) });
 const engine = server.engine;
+// The real ops server, as `lockd serve` runs it (admin actions log at info: keep them off the bench's stderr).
+const ops = new OpsServer({
+  hostname: "127.0.0.1",
+  port: 0,
+  server,
+  auth: new AdminAuth(BENCH_ADMIN_TOKEN),
+  log: new Logger("error"),
+  version: "bench",
+  isReady: () => true,
+});
 
 serveRequests({}, () => ({
   sessions: engine.sessions.size,
@@ -27,4 +42,4 @@ serveRequests({}, () => ({
   wheelSize: engine.wheel.size,
   refiled: engine.wheel.refiled,
 }));
-ready({ port: server.port });
+ready({ port: server.port, opsPort: ops.port });
