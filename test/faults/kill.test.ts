@@ -33,4 +33,4 @@ test("owner SIGKILLed: the waiter is granted promptly, with a larger token", asy
   } finally {
     await lock.release();
   }
-});
+}, 30_000);

@@ -68,8 +68,8 @@ test("partitioned owner: expired at its lease and handed over (network namespace
   } finally {
     ns[Symbol.dispose]();
   }
-});
+}, 45_000);
 
 test("partitioned owner behind a proxy that stops forwarding: expired at its lease and handed over", async () => {
   await viaProxy();
-});
+}, 45_000);

@@ -70,4 +70,4 @@ test("server SIGKILL and restart with the same data dir: holders lose, waiters r
     await first[Symbol.asyncDispose]();
     if (second !== null) await second[Symbol.asyncDispose]();
   }
-});
+}, 60_000);

@@ -83,4 +83,4 @@ test("a client that stops reading is cut at io-timeout; every other session's re
   } finally {
     stuck.terminate();
   }
-});
+}, 60_000);

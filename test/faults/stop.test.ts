@@ -49,7 +49,8 @@ test("owner SIGSTOPped: granted after its lease, not before; on SIGCONT it has l
   // Resumed: it learns it lost (its 0.8 x lease rule, or the server's ERROR/close) ...
   const aborted = await owner.event("aborted");
   expect(["unconfirmed", "server-error", "closed"]).toContain(aborted.why);
-  await owner.event("resumed");
+  const resumed = await owner.event("resumed");
+  console.log(`owner resumed: signal already aborted: ${resumed.aborted}; abort why: ${aborted.why}`);
   // ... and the write it was about to make carries its old token and is refused.
   const write = await owner.event("write");
   expect(write.token).toBe(String(oldToken));
@@ -60,4 +61,4 @@ test("owner SIGSTOPped: granted after its lease, not before; on SIGCONT it has l
     [oldToken, false],
   ]);
   waiter.end();
-});
+}, 45_000);

@@ -1,0 +1,104 @@
+/**
+ * The soak's external checker: it sees only what clients logged (grants
+ * with lock, token and time; the end of each hold) and what the supervisor
+ * did (kills), and checks the two promises a lock server makes:
+ *
+ * - single ownership: the holds of one lock never overlap in time (a hold
+ *   ends at release, at the pessimism deadline, or when its process was
+ *   killed);
+ * - fencing: no token is issued twice, and on each lock the holds in time
+ *   order carry strictly increasing tokens.
+ *
+ * Times come from different processes' clocks (epoch ms from each
+ * performance.timeOrigin): overlaps under TOLERANCE_MS are counted apart as
+ * clock noise, never silently dropped.
+ */
+export const TOLERANCE_MS = 1;
+
+export interface Hold {
+  readonly lock: number;
+  readonly token: bigint;
+  readonly key: string;
+  readonly start: number;
+  end: number;
+  why: string;
+}
+
+export interface Verdict {
+  holds: number;
+  locks: number;
+  duplicateTokens: number;
+  overlaps: number;
+  overlapsWithinTolerance: number;
+  tokenOrder: number;
+  unended: number;
+  examples: string[];
+}
+
+export class Checker {
+  private readonly holds = new Map<string, Hold>();
+  /** Worker tag -> the time it was killed (epoch ms). */
+  private readonly kills = new Map<string, number>();
+
+  /** One JSON line from a worker tagged `tag`. */
+  line(line: Record<string, any>): void {
+    if (line.k === "g") this.holds.set(line.s, { lock: line.l, token: BigInt(line.t), key: line.s, start: line.a, end: Number.POSITIVE_INFINITY, why: "" });
+    else if (line.k === "e") {
+      const hold = this.holds.get(line.s);
+      if (hold !== undefined) {
+        hold.end = line.e;
+        hold.why = line.w;
+      }
+    }
+  }
+
+  killed(tag: string, at: number): void {
+    this.kills.set(tag, at);
+  }
+
+  verdict(): Verdict {
+    const v: Verdict = { holds: this.holds.size, locks: 0, duplicateTokens: 0, overlaps: 0, overlapsWithinTolerance: 0, tokenOrder: 0, unended: 0, examples: [] };
+    const seen = new Set<bigint>();
+    const byLock = new Map<number, Hold[]>();
+    for (const hold of this.holds.values()) {
+      if (hold.end === Number.POSITIVE_INFINITY) {
+        const killedAt = this.kills.get(hold.key.slice(0, hold.key.indexOf(".")));
+        if (killedAt !== undefined) {
+          hold.end = killedAt;
+          hold.why = "killed";
+        } else v.unended++;
+      }
+      if (seen.has(hold.token)) {
+        v.duplicateTokens++;
+        v.examples.push(`token ${hold.token} granted twice (${hold.key})`);
+      }
+      seen.add(hold.token);
+      let list = byLock.get(hold.lock);
+      if (list === undefined) byLock.set(hold.lock, (list = []));
+      list.push(hold);
+    }
+    v.locks = byLock.size;
+    for (const list of byLock.values()) {
+      list.sort((a, b) => a.start - b.start);
+      let latest: Hold | null = null; // the hold with the latest end so far
+      let previous: Hold | null = null;
+      for (const hold of list) {
+        if (previous !== null && hold.token <= previous.token) {
+          v.tokenOrder++;
+          if (v.examples.length < 20) v.examples.push(`lock ${hold.lock}: token ${hold.token} (${hold.key}) after ${previous.token} (${previous.key})`);
+        }
+        if (latest !== null && hold.start < latest.end) {
+          const by = latest.end - hold.start;
+          if (by < TOLERANCE_MS) v.overlapsWithinTolerance++;
+          else {
+            v.overlaps++;
+            if (v.examples.length < 20) v.examples.push(`lock ${hold.lock}: ${hold.key} (token ${hold.token}) granted ${by.toFixed(3)} ms before ${latest.key} (token ${latest.token}, ${latest.why}) ended`);
+          }
+        }
+        if (latest === null || hold.end > latest.end) latest = hold;
+        previous = hold;
+      }
+    }
+    return v;
+  }
+}
