@@ -272,10 +272,26 @@ export class Claim implements FrameSink {
       this.armDeadline();
       return;
     }
-    const detail = `no answer within ${clientTimeout(this.settings.leaseMs)} ms of the last answered send (0.8 x lease)`;
-    if (this.state === "held") this.lose("unconfirmed", detail);
-    else this.trouble(`server unresponsive: ${detail}`, undefined);
+    if (this.state === "held") this.lose("unconfirmed", this.unconfirmedDetail());
+    else this.trouble(`server unresponsive: ${this.unconfirmedDetail()}`, undefined);
   };
+
+  /**
+   * Held, with the pessimism deadline checked now rather than only when its
+   * timer runs: a process resuming from a long pause (GC, SIGSTOP) runs
+   * whatever callback it was in, or an earlier-due timer, before that one.
+   * Past the deadline the lock is lost here, and the signal aborts now.
+   */
+  checkHeld(): boolean {
+    if (this.state === "held" && performance.now() >= this.confirmedAt + clientTimeout(this.settings.leaseMs)) {
+      this.lose("unconfirmed", this.unconfirmedDetail());
+    }
+    return this.state === "held";
+  }
+
+  private unconfirmedDetail(): string {
+    return `no answer within ${clientTimeout(this.settings.leaseMs)} ms of the last answered send (0.8 x lease)`;
+  }
 
   private granted(token: bigint): void {
     this.state = "held";
