@@ -50,4 +50,9 @@ describe("soak checker", () => {
     const open = check([grant("w1g0.3.0", 1, 1, 100)]);
     expect(open.unended).toBe(1);
   });
+
+  test("flags a grant reported after its own deadline (the hold ends before it starts)", () => {
+    const v = check([grant("a.0.0", 1, 1, 100), end("a.0.0", 60, "unconfirmed")]);
+    expect(v.endedBeforeStart).toBe(1);
+  });
 });

@@ -7,7 +7,10 @@
  *   ends at release, at the pessimism deadline, or when its process was
  *   killed);
  * - fencing: no token is issued twice, and on each lock the holds in time
- *   order carry strictly increasing tokens.
+ *   order carry strictly increasing tokens;
+ * - pessimism: no grant is reported after its own deadline had passed (a
+ *   hold that ends before it starts was never confirmed; a paused client
+ *   reading a stale push must not count it as a grant).
  *
  * Times come from different processes' clocks (epoch ms from each
  * performance.timeOrigin): overlaps under TOLERANCE_MS are counted apart as
@@ -31,6 +34,7 @@ export interface Verdict {
   overlaps: number;
   overlapsWithinTolerance: number;
   tokenOrder: number;
+  endedBeforeStart: number;
   unended: number;
   examples: string[];
 }
@@ -57,7 +61,7 @@ export class Checker {
   }
 
   verdict(): Verdict {
-    const v: Verdict = { holds: this.holds.size, locks: 0, duplicateTokens: 0, overlaps: 0, overlapsWithinTolerance: 0, tokenOrder: 0, unended: 0, examples: [] };
+    const v: Verdict = { holds: this.holds.size, locks: 0, duplicateTokens: 0, overlaps: 0, overlapsWithinTolerance: 0, tokenOrder: 0, endedBeforeStart: 0, unended: 0, examples: [] };
     const seen = new Set<bigint>();
     const byLock = new Map<number, Hold[]>();
     for (const hold of this.holds.values()) {
@@ -67,6 +71,10 @@ export class Checker {
           hold.end = killedAt;
           hold.why = "killed";
         } else v.unended++;
+      }
+      if (hold.end < hold.start - TOLERANCE_MS) {
+        v.endedBeforeStart++;
+        if (v.examples.length < 20) v.examples.push(`${hold.key} (token ${hold.token}) reported a grant ${(hold.start - hold.end).toFixed(3)} ms after its deadline (${hold.why})`);
       }
       if (seen.has(hold.token)) {
         v.duplicateTokens++;

@@ -211,7 +211,7 @@ try {
     samples,
   };
   if (values.json !== undefined) writeFileSync(values.json, JSON.stringify(report, null, 2));
-  const violations = verdict.duplicateTokens + verdict.overlaps + verdict.tokenOrder + verdict.unended;
+  const violations = verdict.duplicateTokens + verdict.overlaps + verdict.tokenOrder + verdict.endedBeforeStart + verdict.unended;
   const flat = settled.length === 0 || Math.abs(rssGrowth) <= RSS_FLAT;
   const noLeak = after.fds <= baseline.fds;
   const { samples: _, ...summary } = report;
