@@ -5,6 +5,8 @@
  * runs do not collide). Needs root and `ip`; `create()` returns null where
  * either is missing, and the caller falls back to a proxy.
  */
+import { existsSync } from "node:fs";
+
 const IP = "/usr/sbin/ip";
 
 function ip(args: readonly string[]): { ok: boolean; err: string } {
@@ -30,9 +32,25 @@ export class Netns implements Disposable {
     return null;
   }
 
+  /**
+   * Delete namespaces this test left behind in runs that were killed before
+   * their `finally` (named after a pid that no longer exists).
+   */
+  static sweep(): void {
+    const list = Bun.spawnSync([IP, "netns", "list"], { stdout: "pipe", stderr: "ignore" }).stdout.toString();
+    for (const match of list.matchAll(/^lockd-fault-(\d+)\b/gm)) {
+      const pid = Number(match[1]);
+      if (pid !== process.pid && !existsSync(`/proc/${pid}`)) {
+        ip(["netns", "del", match[0]]);
+        ip(["link", "del", `lkh${pid}`]);
+      }
+    }
+  }
+
   /** Build it; null (and the reason in `Netns.lastError`) when the kernel refuses. */
   static create(): Netns | null {
     if (Netns.unavailable() !== null) return null;
+    Netns.sweep();
     const pid = process.pid;
     const n = pid % 16384;
     const base = `10.213.${n >> 6}.`;
