@@ -7,7 +7,7 @@
 // supervisor samples the server's RSS and open fds and, once every client
 // has gone, checks that the fds are back to where they started.
 //
-//   npm run soak -- [--minutes 3] [--sessions 2000] [--workers 4] [--locks N] [--json FILE]
+//   npm run soak -- [--minutes 3] [--sessions 2000] [--workers 4] [--locks N] [--fault-every 15] [--json FILE]
 //
 // Bounded: it stops itself after --minutes (plus at most 30 s to shut down)
 // and kills every process it started, also on SIGINT/SIGTERM. Exit 0 when
@@ -24,6 +24,7 @@ const { values } = parseArgs({
     sessions: { type: "string", default: "2000" },
     workers: { type: "string", default: "4" },
     locks: { type: "string" },
+    "fault-every": { type: "string", default: "15" },
     json: { type: "string" },
   },
 });
@@ -31,14 +32,14 @@ const MINUTES = Number(values.minutes);
 const SESSIONS = Number(values.sessions);
 const WORKERS = Number(values.workers);
 const LOCKS = Number(values.locks ?? Math.max(1, Math.round(SESSIONS / 10)));
-if (!(MINUTES > 0 && SESSIONS >= WORKERS && WORKERS >= 1 && LOCKS >= 1)) {
-  console.error("soak: need --minutes > 0, --workers >= 1, --sessions >= workers, --locks >= 1");
+const FAULT_EVERY_MS = Number(values["fault-every"]) * 1000;
+if (!(MINUTES > 0 && SESSIONS >= WORKERS && WORKERS >= 1 && LOCKS >= 1 && FAULT_EVERY_MS >= 1000)) {
+  console.error("soak: need --minutes > 0, --workers >= 1, --sessions >= workers, --locks >= 1, --fault-every >= 1 (seconds)");
   process.exit(64);
 }
 const RUN_MS = MINUTES * 60_000;
 const SAMPLE_MS = 5000;
 const WARMUP_MS = Math.max(30_000, RUN_MS / 5);
-const FAULT_EVERY_MS = 15_000;
 /** RSS growth after warm-up that still counts as flat. */
 const RSS_FLAT = 0.05;
 const WORKER = `${import.meta.dir}/worker.ts`;
@@ -128,8 +129,8 @@ try {
   log(`server pid ${pid} on 127.0.0.1:${listenPort}; ${SESSIONS} sessions in ${WORKERS} processes over ${LOCKS} locks for ${MINUTES} min; baseline RSS ${baseline.rssKiB} KiB, ${baseline.fds} fds`);
   for (let slot = 0; slot < WORKERS; slot++) spawnWorker(slot, listenPort);
 
-  // Faults: every FAULT_EVERY_MS kill one client process (and start a fresh
-  // one in its place); halfway between, stop another for 1.5-5 s.
+  // Faults: every --fault-every seconds kill one client process (and start a
+  // fresh one in its place); halfway between, stop another for 1.5-5 s.
   const kill = (): void => {
     const slot = pick([...workers.entries()].filter(([, w]) => !w.stopped).map(([s]) => s));
     if (slot !== undefined) {
@@ -217,7 +218,10 @@ try {
   const { samples: _, ...summary } = report;
   console.log(JSON.stringify(summary, null, 2));
   log(`checker: ${verdict.holds} holds on ${verdict.locks} locks, ${violations} violations (${verdict.overlapsWithinTolerance} overlaps under ${TOLERANCE_MS} ms clock tolerance)`);
-  log(`RSS after warm-up ${rssEarly} KiB -> ${rssLate} KiB (${(rssGrowth * 100).toFixed(2)} %), ${flat ? "flat" : "NOT FLAT"}; fds ${baseline.fds} -> ${after.fds} after the clients left, ${noLeak ? "no leak" : "LEAK"}`);
+  const rssLine = settled.length === 0
+    ? `RSS n/a (the run is shorter than the ${WARMUP_MS / 1000} s warm-up)`
+    : `RSS after warm-up ${rssEarly} KiB -> ${rssLate} KiB (${(rssGrowth * 100).toFixed(2)} %), ${flat ? "flat" : "NOT FLAT"}`;
+  log(`${rssLine}; fds ${baseline.fds} -> ${after.fds} after the clients left, ${noLeak ? "no leak" : "LEAK"}`);
   exitCode = violations === 0 && flat && noLeak ? 0 : 1;
   log(exitCode === 0 ? "PASS" : "FAIL");
 } catch (error) {
