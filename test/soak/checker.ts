@@ -25,6 +25,9 @@ export interface Hold {
   readonly start: number;
   end: number;
   why: string;
+  /** Diagnostics: the claim's confirmation time at the grant (epoch ms) and its lease. */
+  readonly confirmed?: number;
+  readonly lease?: number;
 }
 
 export interface Verdict {
@@ -46,7 +49,7 @@ export class Checker {
 
   /** One JSON line from a worker tagged `tag`. */
   line(line: Record<string, any>): void {
-    if (line.k === "g") this.holds.set(line.s, { lock: line.l, token: BigInt(line.t), key: line.s, start: line.a, end: Number.POSITIVE_INFINITY, why: "" });
+    if (line.k === "g") this.holds.set(line.s, { lock: line.l, token: BigInt(line.t), key: line.s, start: line.a, end: Number.POSITIVE_INFINITY, why: "", confirmed: line.c, lease: line.L });
     else if (line.k === "e") {
       const hold = this.holds.get(line.s);
       if (hold !== undefined) {
@@ -100,7 +103,7 @@ export class Checker {
           if (by < TOLERANCE_MS) v.overlapsWithinTolerance++;
           else {
             v.overlaps++;
-            if (v.examples.length < 20) v.examples.push(`lock ${hold.lock}: ${hold.key} (token ${hold.token}) granted ${by.toFixed(3)} ms before ${latest.key} (token ${latest.token}, ${latest.why}) ended`);
+            if (v.examples.length < 20) v.examples.push(`lock ${hold.lock}: ${hold.key} (token ${hold.token}, lease ${hold.lease}, confirmed ${((hold.confirmed ?? NaN) - hold.start).toFixed(1)} ms before its grant) granted ${by.toFixed(3)} ms before ${latest.key} (token ${latest.token}, ${latest.why}) ended`);
           }
         }
         if (latest === null || hold.end > latest.end) latest = hold;

@@ -53,7 +53,9 @@ async function session(n: number): Promise<void> {
       await Bun.sleep(Math.random() * 200);
       continue;
     }
-    emit({ k: "g", l: name, t: String(lock.token), s: key, a: epoch(performance.now()) });
+    const grantedAt = performance.now();
+    const confirmedAtGrant = confirmedAt(lock);
+    emit({ k: "g", l: name, t: String(lock.token), s: key, a: epoch(grantedAt), c: epoch(confirmedAtGrant), L: lease });
     const ended = new Promise<void>((resolve) => {
       const end = (): void => {
         const now = performance.now();
