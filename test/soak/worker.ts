@@ -53,6 +53,18 @@ async function session(n: number): Promise<void> {
       await Bun.sleep(Math.random() * 200);
       continue;
     }
+    const abortedBeforeSeen = lock.signal.aborted;
+    if (!lock.held) {
+      // Lost before this code first looked (the process stalled between the
+      // grant and here, e.g. blocked writing a log line into a full pipe, and
+      // the deadline passed): it never acted on it, and when it was granted
+      // is unknown here, so there is no hold to check. `held` checks the
+      // pessimism deadline itself, as guarded work must before acting.
+      const what = abortedBeforeSeen ? "LOST_BEFORE_SEEN" : "DEADLINE_PASSED_BEFORE_SEEN";
+      failures[what] = (failures[what] ?? 0) + 1;
+      await lock.release();
+      continue;
+    }
     const grantedAt = performance.now();
     const confirmedAtGrant = confirmedAt(lock);
     emit({ k: "g", l: name, t: String(lock.token), s: key, a: epoch(grantedAt), c: epoch(confirmedAtGrant), L: lease });
@@ -65,9 +77,7 @@ async function session(n: number): Promise<void> {
         emit({ k: "e", s: key, e: epoch(Math.min(now, deadline)), w: why });
         resolve();
       };
-      // Lost in the same turn as the grant (a push and an ERROR in one chunk): it never acted.
-      if (lock.signal.aborted) end();
-      else lock.signal.addEventListener("abort", end, { once: true });
+      lock.signal.addEventListener("abort", end, { once: true });
     });
     await Promise.race([Bun.sleep(20 + Math.random() * 380), ended]); // the guarded work
     await lock.release();
