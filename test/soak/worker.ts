@@ -61,7 +61,7 @@ async function session(n: number): Promise<void> {
       // is unknown here, so there is no hold to check. `held` checks the
       // pessimism deadline itself, as guarded work must before acting.
       const what = abortedBeforeSeen ? "LOST_BEFORE_SEEN" : "DEADLINE_PASSED_BEFORE_SEEN";
-      failures[what] = (failures[what] ?? 0) + 1;
+      emit({ k: "c", c: { [what]: 1 } }); // now: a killed process never gets to its exit line
       await lock.release();
       continue;
     }
