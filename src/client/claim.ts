@@ -22,7 +22,9 @@
  *   deadline if a reply moved it, instead of being reset on every reply.
  *   Passing the deadline while holding loses the lock ("unconfirmed"); the
  *   server ends the session only at a full lease of silence, so the holder
- *   always stops first. While waiting it counts as an unresponsive server.
+ *   always stops first. While waiting it counts as an unresponsive server,
+ *   and so does a grant read after the deadline (a paused process reading
+ *   a stale push): it is not reported as held; the claim queues again.
  *
  * Recovery: a claim that does not hold yet reconnects on its own and joins
  * the queue again (at the tail) after an ERROR of class 0x0_, a close, or an
@@ -218,6 +220,12 @@ export class Claim implements FrameSink {
           if (token !== this.token) return this.violation(`ACQUIRED token changed from ${this.token} to ${token}`);
           return true;
         }
+        if (performance.now() >= this.confirmedAt + clientTimeout(this.settings.leaseMs)) {
+          // Read after the deadline (the process was paused): it confirms nothing, and the
+          // server may have expired this session and promoted the next one already.
+          this.trouble(`a grant arrived unconfirmed: ${this.unconfirmedDetail()}`, undefined);
+          return false;
+        }
         this.granted(token);
         return true;
       }
@@ -272,10 +280,26 @@ export class Claim implements FrameSink {
       this.armDeadline();
       return;
     }
-    const detail = `no answer within ${clientTimeout(this.settings.leaseMs)} ms of the last answered send (0.8 x lease)`;
-    if (this.state === "held") this.lose("unconfirmed", detail);
-    else this.trouble(`server unresponsive: ${detail}`, undefined);
+    if (this.state === "held") this.lose("unconfirmed", this.unconfirmedDetail());
+    else this.trouble(`server unresponsive: ${this.unconfirmedDetail()}`, undefined);
   };
+
+  /**
+   * Held, with the pessimism deadline checked now rather than only when its
+   * timer runs: a process resuming from a long pause (GC, SIGSTOP) runs
+   * whatever callback it was in, or an earlier-due timer, before that one.
+   * Past the deadline the lock is lost here, and the signal aborts now.
+   */
+  checkHeld(): boolean {
+    if (this.state === "held" && performance.now() >= this.confirmedAt + clientTimeout(this.settings.leaseMs)) {
+      this.lose("unconfirmed", this.unconfirmedDetail());
+    }
+    return this.state === "held";
+  }
+
+  private unconfirmedDetail(): string {
+    return `no answer within ${clientTimeout(this.settings.leaseMs)} ms of the last answered send (0.8 x lease)`;
+  }
 
   private granted(token: bigint): void {
     this.state = "held";

@@ -23,9 +23,13 @@ export class Lock implements AsyncDisposable {
     private readonly claim: Claim,
   ) {}
 
-  /** True until the signal aborts. */
+  /**
+   * True while ownership is confirmed. It checks the 0.8 x lease deadline
+   * itself (after a long pause the deadline timer may not have run yet) and,
+   * if it has passed, aborts the signal before returning false.
+   */
   get held(): boolean {
-    return !this.signal.aborted;
+    return this.claim.checkHeld();
   }
 
   /**

@@ -1,0 +1,86 @@
+// A client that stops reading while the server must push to it (a paused
+// socket flooding heartbeats: every one needs a reply) is cut at io-timeout,
+// and meanwhile every other session's heartbeats are answered within its
+// schedule: each reply arrives before that session's clientTimeout
+// (0.8 x lease) after its send, the protocol's own bound. The server is a
+// real `lockd serve` process. Whichever acts first ends the stuck session
+// with IO_TIMEOUT: the io-timeout timer on its undrained output, or the
+// outbox bound (a flood this size passes it once the kernel buffers fill).
+import { expect, test } from "bun:test";
+import { FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
+import { ChildServer } from "../fixtures/ops-child.ts";
+import { WirePeer } from "../helpers/wire.ts";
+
+const IO_TIMEOUT_MS = 1000;
+const LEASE = 1500;
+const CLIENT_TIMEOUT = 0.8 * LEASE;
+const OTHERS = 6;
+
+/** A session on its own lock that follows the client schedule (lease/4 after each reply) and records its round trips. */
+async function scheduled(port: number, index: number) {
+  const peer = await WirePeer.connect(port);
+  peer.acquire(`fault/steady-${index}`, LEASE);
+  const first = await peer.frame(0);
+  expect(first.type).toBe(FrameType.ACQUIRED);
+  const rtts: number[] = [];
+  let stop = false;
+  const loop = (async () => {
+    let next = 1;
+    while (!stop) {
+      await Bun.sleep(LEASE / 4); // the heartbeat interval of the schedule
+      const sent = performance.now();
+      peer.heartbeat();
+      const reply = await peer.frame(next++, 10_000);
+      rtts.push(reply.at - sent);
+      expect([reply.type, reply.flags, reply.token]).toEqual([FrameType.ACQUIRED, FLAG_REPLY, first.token]);
+    }
+  })();
+  return {
+    rtts,
+    async finish() {
+      stop = true;
+      await loop;
+      expect(peer.isClosed).toBe(false);
+      peer.end();
+    },
+  };
+}
+
+test("a client that stops reading is cut at io-timeout; every other session's replies stay within 0.8 x lease", async () => {
+  await using child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--io-timeout", `${IO_TIMEOUT_MS}ms`]);
+  const { listenPort } = await child.addresses();
+  const others = await Promise.all(Array.from({ length: OTHERS }, (_, i) => scheduled(listenPort, i)));
+
+  const stuck = await WirePeer.connect(listenPort);
+  try {
+    stuck.acquire("fault/stuck", 60_000);
+    expect((await stuck.frame(0)).type).toBe(FrameType.ACQUIRED);
+    stuck.pause();
+    // 500,000 heartbeats (2 MB) ask for 6 MB of replies: more than the kernel buffers hold.
+    const flood = new Uint8Array(4 * 500_000);
+    for (let i = 0; i < flood.length; i += 4) flood[i] = FrameType.HEARTBEAT;
+    const started = performance.now();
+    await stuck.writeAll(flood, 20_000).catch(() => {}); // the server may cut it before it has all of it
+    const cut = await child.line("session ended: io-timeout", IO_TIMEOUT_MS + 20_000);
+    expect(cut.lock).toBe("fault/stuck");
+    expect(cut.reason).toBe("IO_TIMEOUT");
+    const cutAfter = performance.now() - started;
+    expect(cutAfter).toBeLessThan(IO_TIMEOUT_MS + 20_000);
+
+    // Every other session kept its schedule throughout, and keeps it after the cut.
+    const counts = others.map((o) => o.rtts.length);
+    await Promise.all(others.map(async (o, i) => {
+      const deadline = performance.now() + 10_000;
+      while (o.rtts.length < counts[i]! + 2 && performance.now() < deadline) await Bun.sleep(LEASE / 4);
+    }));
+    for (const other of others) await other.finish();
+    for (const other of others) {
+      expect(other.rtts.length).toBeGreaterThanOrEqual(3);
+      for (const rtt of other.rtts) expect(rtt).toBeLessThan(CLIENT_TIMEOUT);
+    }
+    const worst = Math.max(...others.flatMap((o) => o.rtts));
+    console.log(`slow reader cut (IO_TIMEOUT) ${Math.round(cutAfter)} ms after its flood began; ${others.reduce((n, o) => n + o.rtts.length, 0)} heartbeats of ${OTHERS} sessions, worst round trip ${worst.toFixed(1)} ms (bound ${CLIENT_TIMEOUT} ms)`);
+  } finally {
+    stuck.terminate();
+  }
+}, 60_000);
