@@ -318,7 +318,11 @@ export class Claim implements FrameSink {
       this.lose("server-error", error.message, error);
       return;
     }
-    if (errorClassOf(frame.code) === ErrorClass.SERVER) {
+    // Not held yet: a server condition (0x0_), or a lease that expired while
+    // this process was stalled (nothing was held, so claiming again at the
+    // tail is what the caller asked for), is retried within `reconnectMs`
+    // and `wait`. KICKED is an operator's decision: it is not retried.
+    if (errorClassOf(frame.code) === ErrorClass.SERVER || frame.code === ErrorCode.LEASE_EXPIRED) {
       this.trouble(error.message, error);
       return;
     }

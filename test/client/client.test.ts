@@ -11,10 +11,10 @@ import {
   type Connector,
 } from "../../src/client/index.ts";
 import { connectBun } from "../../src/client/bun-transport.ts";
-import { FrameType } from "../../src/protocol/index.ts";
+import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { LockServer } from "../../src/server/index.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
-import { aborted, eventually } from "./fake-server.ts";
+import { FakeServer, aborted, eventually } from "./fake-server.ts";
 
 /** A new server on the port of a stopped one: a restart. */
 function restartOn(port: number): LockServer & AsyncDisposable {
@@ -359,4 +359,38 @@ describe("withLock", () => {
     expect(ran).toBe(false);
     expect(held.held).toBe(true);
   });
+});
+
+test("a waiting claim whose lease expired (a stalled process) claims again and is granted", async () => {
+  let connections = 0;
+  using server = new FakeServer((conn, frame) => {
+    if (frame.type !== FrameType.ACQUIRE) {
+      conn.socket.write(new Uint8Array([FrameType.ACQUIRED, 1, 0, 8, 0, 0, 0, 0, 0, 0, 0, 9]));
+      return;
+    }
+    connections++;
+    if (connections === 1) {
+      // Queued, then expired: as if the client had been stopped for a whole lease.
+      conn.socket.write(new Uint8Array([FrameType.WAITING, 1, 0, 0]));
+      conn.socket.end(new Uint8Array([FrameType.ERROR, 0, 0, 1, ErrorCode.LEASE_EXPIRED]));
+    } else {
+      conn.socket.write(new Uint8Array([FrameType.ACQUIRED, 1, 0, 8, 0, 0, 0, 0, 0, 0, 0, 9]));
+    }
+  });
+  const client = new LockClient({ servers: `127.0.0.1:${server.port}` });
+  await using lock = await client.acquire("requeue", { lease: 2000, wait: 10_000 });
+  expect(lock.token).toBe(9n);
+  expect(connections).toBe(2);
+});
+
+test("a waiting claim that is KICKED is not retried: the operator's decision stands", async () => {
+  using server = new FakeServer((conn, frame) => {
+    if (frame.type !== FrameType.ACQUIRE) return;
+    conn.socket.write(new Uint8Array([FrameType.WAITING, 1, 0, 0]));
+    conn.socket.end(new Uint8Array([FrameType.ERROR, 0, 0, 1, ErrorCode.KICKED]));
+  });
+  const client = new LockClient({ servers: `127.0.0.1:${server.port}` });
+  const error = await client.acquire("kicked", { lease: 2000 }).then(() => null, (e: unknown) => e as { code: string });
+  expect(error?.code).toBe("KICKED");
+  expect(server.conns.length).toBe(1);
 });
