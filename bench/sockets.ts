@@ -86,16 +86,22 @@ async function killedHandoverOnce(target: Target, idleMs: number, name: string, 
   }
 }
 
-/** One handover: owner and waiter set up, idle `idleMs`, then close the owner and time the waiter's ACQUIRED. */
-async function handoverOnce(target: Target, kind: CloseKind, idleMs: number, name: string): Promise<number> {
+/** Untimed setup of a handover: an owner of `name`, and a waiter queued behind it. */
+async function ownerAndWaiter(target: Target, name: string): Promise<{ holder: Peer; waiter: Peer }> {
   const frame = acquireFrame(name);
-  if (kind === CloseKind.SIGKILL) return killedHandoverOnce(target, idleMs, name, frame);
   const holder = await Peer.connect(HOST, target.port);
   await holder.acquire(frame);
   await holder.owner();
   const waiter = await Peer.connect(HOST, target.port);
   const state = await waiter.acquire(frame);
   if (state !== PeerState.WAITING) throw new Error(`${target.name}: waiter got state ${state}, not WAITING`);
+  return { holder, waiter };
+}
+
+/** One handover: owner and waiter set up, idle `idleMs`, then close the owner and time the waiter's ACQUIRED. */
+async function handoverOnce(target: Target, kind: CloseKind, idleMs: number, name: string): Promise<number> {
+  if (kind === CloseKind.SIGKILL) return killedHandoverOnce(target, idleMs, name, acquireFrame(name));
+  const { holder, waiter } = await ownerAndWaiter(target, name);
   await Bun.sleep(idleMs);
   const t0 = performance.now();
   if (kind === CloseKind.GRACEFUL) holder.socket!.end();
@@ -116,13 +122,7 @@ async function handoverOnce(target: Target, kind: CloseKind, idleMs: number, nam
  * grants the next waiter: one loopback HTTP round trip plus an RST handover.
  */
 async function forceReleaseOnce(target: Target, idleMs: number, name: string): Promise<number> {
-  const frame = acquireFrame(name);
-  const holder = await Peer.connect(HOST, target.port);
-  await holder.acquire(frame);
-  await holder.owner();
-  const waiter = await Peer.connect(HOST, target.port);
-  const state = await waiter.acquire(frame);
-  if (state !== PeerState.WAITING) throw new Error(`${target.name}: waiter got state ${state}, not WAITING`);
+  const { holder, waiter } = await ownerAndWaiter(target, name);
   await Bun.sleep(idleMs);
   const t0 = performance.now();
   const answer = fetch(`http://${HOST}:${target.opsPort}/v1/locks/force-release?name=${encodeURIComponent(name)}`, {
