@@ -4,6 +4,8 @@
  * also ends a stopped process) and waits for the exit.
  */
 import type { Subprocess } from "bun";
+import { Wakeup } from "../helpers/events.ts";
+import { forEachLine } from "../helpers/lines.ts";
 
 export type Event = Record<string, any> & { readonly at: number };
 
@@ -12,15 +14,30 @@ export class JsonChild implements AsyncDisposable {
   readonly events: Event[] = [];
   readonly exited: Promise<number>;
   exitCode: number | null = null;
-  private waiters: (() => void)[] = [];
+  private readonly wakeup = new Wakeup();
+  /** stdout read to its end: an event not seen by now never comes. */
+  private drained = false;
   private stderr = "";
 
   private constructor(readonly proc: Subprocess<"ignore", "pipe", "pipe">) {
-    void this.read(proc.stdout);
+    void forEachLine(
+      proc.stdout,
+      (line) => {
+        try {
+          this.events.push({ ...JSON.parse(line), at: performance.now() });
+        } catch {
+          this.events.push({ ev: "raw", line, at: performance.now() });
+        }
+      },
+      () => this.wakeup.wake(),
+    ).then(() => {
+      this.drained = true;
+      this.wakeup.wake();
+    });
     void new Response(proc.stderr).text().then((text) => (this.stderr = text));
     this.exited = proc.exited.then((code) => {
       this.exitCode = code;
-      this.wake();
+      this.wakeup.wake();
       return code;
     });
   }
@@ -33,48 +50,18 @@ export class JsonChild implements AsyncDisposable {
     return this.proc.pid;
   }
 
-  private async read(stream: ReadableStream<Uint8Array>): Promise<void> {
-    const decoder = new TextDecoder();
-    let pending = "";
-    for await (const chunk of stream) {
-      pending += decoder.decode(chunk, { stream: true });
-      let nl: number;
-      while ((nl = pending.indexOf("\n")) >= 0) {
-        const line = pending.slice(0, nl);
-        pending = pending.slice(nl + 1);
-        try {
-          this.events.push({ ...JSON.parse(line), at: performance.now() });
-        } catch {
-          this.events.push({ ev: "raw", line, at: performance.now() });
-        }
-      }
-      this.wake();
-    }
-  }
-
-  private wake(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
-  }
-
-  /** The first event named `ev`, waiting for it; rejects after `ms` or if the process exits first. */
-  async event(ev: string, ms = 10_000): Promise<Event> {
-    const deadline = performance.now() + ms;
-    for (;;) {
-      const found = this.events.find((e) => e.ev === ev);
-      if (found !== undefined) return found;
-      const left = deadline - performance.now();
-      if (left <= 0 || this.exitCode !== null) {
-        throw new Error(`no ${JSON.stringify(ev)} event within ${ms} ms (exit ${this.exitCode}); events ${JSON.stringify(this.events)}; stderr ${this.stderr}`);
-      }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        timer = setTimeout(resolve, left);
-      });
-      clearTimeout(timer);
-    }
+  /** The first event named `ev`, waiting for it; rejects after `ms` or once the process has exited without it. */
+  event(ev: string, ms = 10_000): Promise<Event> {
+    const describe = () => `${JSON.stringify(ev)} event (exit ${this.exitCode}); events ${JSON.stringify(this.events)}; stderr ${this.stderr}`;
+    return this.wakeup.until(
+      () => {
+        const found = this.events.find((e) => e.ev === ev);
+        if (found === undefined && this.exitCode !== null && this.drained) throw new Error(`exited without the ${describe()}`);
+        return found;
+      },
+      ms,
+      describe,
+    );
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
