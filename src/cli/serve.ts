@@ -50,8 +50,9 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   const admin = resolveAdminToken(options, parsed.sources);
   const log = new Logger(options.logLevel);
   const limit = openFileLimit();
-  const fdLimit = limit.soft ?? -1;
-  const maxSessions = options.maxSessions ?? (fdLimit > 512 ? fdLimit - 256 : 100_000);
+  // auto: what the open-file limit leaves for sessions (unbounded when the limit is unknown or unlimited).
+  const capacity = limit.sessionCapacity ?? Infinity;
+  const maxSessions = options.maxSessions ?? capacity;
   const tlsPair = pairOf(options.tlsCert, options.tlsKey, "--tls-cert", "--tls-key");
   if (options.tlsClientCa !== undefined && tlsPair === undefined) {
     process.stderr.write("lockd serve: --tls-client-ca needs --tls-cert and --tls-key\n");
@@ -104,7 +105,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     listen: `${daemon.server.hostname}:${daemon.server.port}`,
     ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
     ioTimeoutMs: options.ioTimeout,
-    maxSessions,
+    maxSessions: Number.isFinite(maxSessions) ? maxSessions : "unlimited",
     shutdownGraceMs: options.shutdownGrace,
     adminToken: admin.token === null ? "none (admin endpoints answer 403)" : admin.from,
     logLevel: options.logLevel,
@@ -116,8 +117,8 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     sessionCapacity: limit.sessionCapacity,
     pid: process.pid,
   });
-  if (fdLimit > 0 && maxSessions > fdLimit - 64) {
-    log.warn("--max-sessions is near or above the open-file limit: accepts may fail before OVERLOADED can be sent", { maxSessions, openFileLimit: fdLimit });
+  if (maxSessions > capacity) {
+    log.warn("--max-sessions is near or above the open-file limit: accepts may fail before OVERLOADED can be sent", { maxSessions, openFileLimit: limit.soft });
   }
 
   await daemon.stopped;

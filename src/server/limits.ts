@@ -5,8 +5,13 @@
  */
 import { readFileSync } from "node:fs";
 
-/** File descriptors kept for everything that is not a session: stdio, listeners, the ops server, the data dir, slack. */
-export const RESERVED_FDS = 64;
+/**
+ * File descriptors kept for everything that is not a session: stdio,
+ * listeners, ops connections, the data dir, and slack for a burst of
+ * accepts, so that a client past the capacity gets OVERLOADED rather than a
+ * failed accept.
+ */
+export const RESERVED_FDS = 256;
 
 export interface OpenFileLimit {
   /** The soft limit (what the process may use now), or null when unknown. */
