@@ -161,6 +161,7 @@ try {
 
   while (performance.now() - startedAt < RUN_MS) {
     await Bun.sleep(Math.min(SAMPLE_MS, RUN_MS - (performance.now() - startedAt)));
+    if (server.exitCode !== null) throw new Error(`the lockd server (pid ${pid}) exited with code ${server.exitCode} during the soak; its last log lines: ${JSON.stringify(server.lines.slice(-5))} ${server.raw.slice(-5).join("\n")}`);
     const s = sample(pid);
     samples.push({ t: performance.now() - startedAt, ...s });
     if (samples.length % 6 === 0) log(`RSS ${s.rssKiB} KiB, ${s.fds} fds, ${counts.grants} grants, ${counts.kills} kills, ${counts.stalls} stalls`);
