@@ -1,20 +1,9 @@
 // ACQUIRE validation: each bad field gets its protocol.md error code.
 import { describe, expect, test } from "bun:test";
 import { ErrorCode, decodeAcquire, encodeAcquire } from "../../src/protocol/index.ts";
+import { rawAcquireBody } from "../helpers/raw-acquire.ts";
 
-function body(fields: { version?: number; options?: number; lease?: number; nameLength?: number; name?: number[]; owner?: number[] }) {
-  const name = fields.name ?? [0x61];
-  const owner = fields.owner ?? [];
-  const bytes = new Uint8Array(8 + name.length + owner.length);
-  const view = new DataView(bytes.buffer);
-  bytes[0] = fields.version ?? 1;
-  bytes[1] = fields.options ?? 0;
-  view.setUint32(2, fields.lease ?? 1000);
-  view.setUint16(6, fields.nameLength ?? name.length);
-  bytes.set(name, 8);
-  bytes.set(owner, 8 + name.length);
-  return bytes;
-}
+const body = rawAcquireBody;
 
 function codeOf(bytes: Uint8Array): number | "ok" {
   const decoded = decodeAcquire(bytes, 0, bytes.length);

@@ -3,19 +3,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ErrorCode, FLAG_REPLY, FrameType, encodeAcquire } from "../../src/protocol/index.ts";
 import type { LockServer } from "../../src/server/index.ts";
+import { rawAcquireFrame } from "../helpers/raw-acquire.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 
-function acquireBody(fields: { version?: number; options?: number; lease?: number; name: number[]; nameLength?: number }): number[] {
-  const { name } = fields;
-  const body = new Uint8Array(8 + name.length);
-  const view = new DataView(body.buffer);
-  body[0] = fields.version ?? 1;
-  body[1] = fields.options ?? 0;
-  view.setUint32(2, fields.lease ?? 1000);
-  view.setUint16(6, fields.nameLength ?? name.length);
-  body.set(name, 8);
-  return [FrameType.ACQUIRE, 0, body.length >> 8, body.length & 0xff, ...body];
-}
+const acquireBody = rawAcquireFrame;
 
 const ascii = (s: string) => Array.from(new TextEncoder().encode(s));
 const HEARTBEAT = [2, 0, 0, 0];
