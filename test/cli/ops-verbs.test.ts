@@ -79,10 +79,14 @@ describe("lockd force-release and lockd kick", () => {
 
     const denied = await runCli(["kick", "--ops", opsAddr, String(waiterId)]);
     expect(denied.code).toBe(77);
-    expect(denied.err).toContain("Bearer");
+    // In the terms of the CLI (which flag gives a token), not of HTTP.
+    expect(denied.err).toContain("--admin-token-file");
+    expect(denied.err).toContain("LOCKD_ADMIN_TOKEN");
+    expect(denied.err).not.toContain("Bearer");
     const wrong = await runCli(["kick", "--ops", opsAddr, "--admin-token", "nope", String(waiterId)]);
     expect(wrong.code).toBe(77);
     expect(wrong.err).toContain("wrong");
+    expect(wrong.err).toContain("from --admin-token");
     expect(b.frames).toHaveLength(1);
 
     const kicked = await runCli(["kick", "--ops", opsAddr, String(waiterId)], { LOCKD_ADMIN_TOKEN: TOKEN });
