@@ -99,7 +99,7 @@ async function whyUnreachable(ops: HostPort, error: unknown, https: boolean, tim
     if (problem?.kind === "server-plaintext") return `it speaks plain HTTP, not HTTPS (${message}): drop --ops-ca (and LOCKD_OPS_CA)`;
     return message;
   }
-  if (code === "ECONNREFUSED") return `connection refused (${message}); is lockd serve running, with --ops at this address?`;
+  if (code === "ECONNREFUSED") return "connection refused: is lockd serve running, with its --ops at this address?";
   if (code !== "ECONNRESET" && code !== "ECONNABORTED" && !/closed unexpectedly/.test(message)) return message;
   // The connection was accepted and then dropped: an HTTPS server that got plain HTTP does that.
   if (await speaksHttps(ops, Math.min(timeoutMs, 2000))) {

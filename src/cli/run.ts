@@ -233,4 +233,5 @@ const TLS_FIX = {
   "server-speaks-tls": "use --tls (system CAs) or --tls-ca FILE (env LOCKD_TLS_CA)",
   "server-plaintext": "drop --tls and --tls-ca (and LOCKD_TLS_CA), or start the server with --tls-cert",
   untrusted: "give the CA that signed its certificate with --tls-ca FILE (env LOCKD_TLS_CA)",
+  "client-certificate": "give a client certificate signed by the CA the server trusts with --tls-cert FILE --tls-key FILE (env LOCKD_CLIENT_TLS_CERT, LOCKD_CLIENT_TLS_KEY)",
 } as const;

@@ -70,7 +70,7 @@ import {
   type LostWhy,
 } from "./errors.ts";
 import { clientTimeout, heartbeatInterval, smoothRtt } from "./schedule.ts";
-import { plaintextToTls, TlsSetupError, tlsConnectProblem } from "./tls-problem.ts";
+import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
 import type { Address, Connector, TlsSettings, Transport } from "./transport.ts";
 
 const LIMITS = new FrameLimits(SERVER_FRAMES);
@@ -195,7 +195,7 @@ export class Claim implements FrameSink {
           if (generation === this.generation) this.read(chunk, secure ? null : where);
         },
         closed: (error) => {
-          if (generation === this.generation) this.connectionClosed(error);
+          if (generation === this.generation) this.connectionClosed(error, where, secure);
         },
       })
       .then(
@@ -374,11 +374,16 @@ export class Claim implements FrameSink {
     else this.fail(new LockRequestError(error.codeName, `claim on lock ${JSON.stringify(name)} refused: ${error.message}`, error));
   }
 
-  private connectionClosed(error: Error | undefined): void {
+  private connectionClosed(error: Error | undefined, where: string, secure: boolean): void {
     if (this.state === "done") return;
     this.transport = null;
     const detail = error === undefined ? "the server closed the connection" : `connection failed: ${error.message}`;
-    if (this.state === "held") this.lose("closed", detail, error);
+    if (this.state === "held") {
+      this.lose("closed", detail, error);
+      return;
+    }
+    const problem = secure && error !== undefined ? tlsClosedProblem(error, where) : null;
+    if (problem !== null) this.trouble(problem.message, new TlsSetupError(problem, error));
     else this.trouble(detail, error);
   }
 

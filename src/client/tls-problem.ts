@@ -11,9 +11,13 @@
  *   fails with a wrong-version / EPROTO error).
  * - "untrusted": the server's certificate does not verify against the CAs
  *   the client trusts (self-signed, unknown issuer, expired, wrong name).
+ * - "client-certificate": the server wants a client certificate (mutual
+ *   TLS) and got none, or one it does not trust. With TLS 1.3 this comes as
+ *   an alert after the client's side of the handshake is done, so it ends
+ *   the connection rather than failing the connect.
  */
 
-export type TlsProblemKind = "server-speaks-tls" | "server-plaintext" | "untrusted";
+export type TlsProblemKind = "server-speaks-tls" | "server-plaintext" | "untrusted" | "client-certificate";
 
 export interface TlsProblem {
   readonly kind: TlsProblemKind;
@@ -64,6 +68,17 @@ export function tlsConnectProblem(error: unknown, where: string): TlsProblem | n
     return problem("server-plaintext", `the server at ${where} does not speak TLS (${(error as Error).message})`, "connect without the tls option");
   }
   return null;
+}
+
+/** Classify the error that ended a TLS connection before the grant, or null. */
+export function tlsClosedProblem(error: unknown, where: string): TlsProblem | null {
+  const text = `${(error as { code?: unknown } | null)?.code ?? ""} ${(error as Error | null)?.message ?? ""}`;
+  const alert = /ALERT_(CERTIFICATE_REQUIRED|UNKNOWN_CA|BAD_CERTIFICATE|CERTIFICATE_UNKNOWN|CERTIFICATE_EXPIRED|CERTIFICATE_REVOKED|UNSUPPORTED_CERTIFICATE)/.exec(text);
+  if (alert === null) return null;
+  const what = alert[1] === "CERTIFICATE_REQUIRED"
+    ? `the server at ${where} requires a client certificate (mutual TLS) and none was sent`
+    : `the server at ${where} refused this client's certificate (${alert[1]!.toLowerCase().replaceAll("_", " ")})`;
+  return problem("client-certificate", what, "set tls.cert and tls.key to a certificate signed by the CA the server trusts");
 }
 
 /** An error that carries a TlsProblem. */
