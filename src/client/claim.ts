@@ -192,7 +192,7 @@ export class Claim implements FrameSink {
     this.settings
       .connect(address, this.settings.tls, {
         data: (chunk) => {
-          if (generation === this.generation) this.read(chunk, secure ? null : where);
+          if (generation === this.generation) this.read(chunk, where, secure);
         },
         closed: (error) => {
           if (generation === this.generation) this.connectionClosed(error, where, secure);
@@ -235,14 +235,19 @@ export class Claim implements FrameSink {
     this.transport!.write(frame);
   }
 
-  /** `plaintextFrom`: the address, when this connection is plaintext (to recognise a TLS server's answer). */
-  private read(chunk: Uint8Array, plaintextFrom: string | null): void {
+  /** `where` and `secure` describe the connection, to name what answered when it is not a lock server. */
+  private read(chunk: Uint8Array, where: string, secure: boolean): void {
     if (this.state === "done") return;
     if (this.firstRead && chunk.length > 0) {
       this.firstRead = false;
-      const problem = plaintextFrom === null ? null : plaintextToTls(chunk[0]!, plaintextFrom);
+      const problem = secure ? null : plaintextToTls(chunk[0]!, where);
       if (problem !== null && this.state !== "held") {
         this.trouble(problem.message, new TlsSetupError(problem));
+        return;
+      }
+      if (startsWithHttp(chunk)) {
+        // Someone pointed the client at an HTTP port, lockd's own ops port (7701) most likely.
+        this.violation(`the server at ${where} answered in HTTP: that is an HTTP port (lockd's ops server?), not the lock protocol port (default 7700)`);
         return;
       }
     }
@@ -483,6 +488,11 @@ export class Claim implements FrameSink {
     this.transport = null;
     if (transport !== null) void transport.close();
   }
+}
+
+/** "HTTP/": the start of an HTTP response. */
+function startsWithHttp(chunk: Uint8Array): boolean {
+  return chunk.length >= 5 && chunk[0] === 0x48 && chunk[1] === 0x54 && chunk[2] === 0x54 && chunk[3] === 0x50 && chunk[4] === 0x2f;
 }
 
 /**

@@ -140,3 +140,12 @@ test("a wait that runs out while no server answers says the servers were unavail
   expect((error as WaitTimeoutError).unavailable).toContain(`cannot connect to 127.0.0.1:${port}`);
   expect((error as WaitTimeoutError).message).toContain("lock server unavailable");
 });
+
+test("an HTTP port (lockd's ops server, say) is named as such, not as 'unknown frame type 0x48'", async () => {
+  using http = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("no") });
+  const client = new LockClient({ servers: `127.0.0.1:${http.port}` });
+  const error = await client.acquire("f/http").then(() => null, (e: unknown) => e as Error);
+  expect(error?.message).toContain(`the server at 127.0.0.1:${http.port} answered in HTTP`);
+  expect(error?.message).toContain("ops server");
+  expect(error?.message).not.toContain("frame type");
+});
