@@ -12,8 +12,9 @@ ${helpRow("--json", "print the ops server's JSON answer")}
 ${helpRow("-h, --help", "this text")}
 
 Exit codes: 0 done; 1 nothing to do (no holder, no such waiting session);
-64 bad arguments; 69 ops server unreachable; 77 token refused, or the
-server has no admin token configured.
+64 bad arguments; 69 ops server unreachable (every address of an --ops
+list); 77 no token given, token refused, or the server has no admin token
+configured.
 `;
 
 export const FORCE_RELEASE_HELP = `Usage: lockd force-release [options] NAME
