@@ -71,7 +71,7 @@ import {
 } from "./errors.ts";
 import { clientTimeout, heartbeatInterval, smoothRtt } from "./schedule.ts";
 import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
-import type { Address, Connector, TlsSettings, Transport } from "./transport.ts";
+import { formatAddress, type Address, type Connector, type TlsSettings, type Transport } from "./transport.ts";
 
 const LIMITS = new FrameLimits(SERVER_FRAMES);
 
@@ -179,7 +179,7 @@ export class Claim implements FrameSink {
     const generation = ++this.generation;
     const addresses = this.settings.addresses;
     const address = addresses[this.addressIndex % addresses.length]!;
-    const where = `${address.host.includes(":") ? `[${address.host}]` : address.host}:${address.port}`;
+    const where = formatAddress(address);
     this.reader = new FrameReader(LIMITS);
     this.firstRead = true;
     const secure = this.settings.tls !== undefined && this.settings.tls !== false;
