@@ -6,6 +6,7 @@
  * came from, before anything starts.
  */
 import { z } from "zod";
+import { AddressError, parseAddress, parseAddressList, type Address } from "./address.ts";
 
 // --- value types ------------------------------------------------------------
 
@@ -26,13 +27,28 @@ export function formatDuration(ms: number): string {
   return `${ms}ms`;
 }
 
-export interface HostPort {
-  readonly host: string;
-  readonly port: number;
+/** One address (see src/address.ts for the grammar). */
+export type HostPort = Address;
+
+/**
+ * The placeholder `--help` shows for a value of each kind (HOST:PORT,
+ * DURATION, FILE, N, ...): set by the schema factories below, so an option
+ * built from them gets the right one without saying so.
+ */
+const PLACEHOLDERS = new WeakMap<z.ZodType<unknown, string>, string>();
+
+function kind<T extends z.ZodType<unknown, string>>(placeholder: string, schema: T): T {
+  PLACEHOLDERS.set(schema, placeholder);
+  return schema;
+}
+
+/** The --help placeholder of an option: its own, else its schema's, else VALUE. */
+export function placeholderOf(spec: OptionSpec): string {
+  return spec.value ?? PLACEHOLDERS.get(spec.schema) ?? "VALUE";
 }
 
 export const duration = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.string().transform((text, ctx) => {
+  kind("DURATION", z.string().transform((text, ctx) => {
     const ms = parseDuration(text);
     if (Number.isNaN(ms)) {
       ctx.addIssue({ code: "custom", message: `"${text}" is not a duration (examples: 250ms, 5s, 2m)` });
@@ -43,28 +59,41 @@ export const duration = (min: number, max = Number.MAX_SAFE_INTEGER) =>
       return z.NEVER;
     }
     return ms;
-  });
+  }));
 
-export const hostPort = z.string().transform((text, ctx): HostPort => {
-  // HOST:PORT, [IPv6]:PORT, or :PORT (all interfaces is never implied: host defaults to loopback)
-  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text.trim());
-  const port = match === null ? Number.NaN : Number(match[3]);
-  if (match === null || port > 65535) {
-    ctx.addIssue({ code: "custom", message: `"${text}" is not HOST:PORT (example: 127.0.0.1:7700)` });
-    return z.NEVER;
-  }
-  return { host: match[1] ?? (match[2] || "127.0.0.1"), port };
-});
+function addressSchema<T>(placeholder: string, parse: (text: string) => T) {
+  return kind(
+    placeholder,
+    z.string().transform((text, ctx): T => {
+      try {
+        return parse(text);
+      } catch (error) {
+        if (!(error instanceof AddressError)) throw error;
+        ctx.addIssue({ code: "custom", message: error.message });
+        return z.NEVER;
+      }
+    }),
+  );
+}
+
+/** One address to connect to: HOST:PORT, [IPv6]:PORT, or :PORT (host 127.0.0.1). */
+export const hostPort = addressSchema("HOST:PORT", (text) => parseAddress(text));
+
+/** One address to listen on: as hostPort, and port 0 picks a free port. */
+export const listenAddress = addressSchema("HOST:PORT", (text) => parseAddress(text, { allowPortZero: true }));
+
+/** Addresses to try in order: HOST:PORT[,HOST:PORT...]. */
+export const hostPortList = addressSchema("HOST:PORT[,...]", (text) => parseAddressList(text));
 
 export const count = (min: number, max: number) =>
-  z.string().transform((text, ctx) => {
+  kind("N", z.string().transform((text, ctx) => {
     const n = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
     if (!Number.isSafeInteger(n) || n < min || n > max) {
       ctx.addIssue({ code: "custom", message: `"${text}" is not a whole number in ${min}..${max}` });
       return z.NEVER;
     }
     return n;
-  });
+  }));
 
 // --- option tables -------------------------------------------------------------
 
@@ -77,6 +106,8 @@ export interface OptionSpec {
   readonly default?: string;
   readonly help: string;
   readonly schema: z.ZodType<unknown, string>;
+  /** Placeholder in --help (default: the schema's kind, e.g. DURATION). */
+  readonly value?: string;
 }
 
 export type OptionTable = Record<string, OptionSpec>;
@@ -88,50 +119,59 @@ export type Options<T extends OptionTable> = {
 
 const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
 
-export const logLevel = z.string().transform((text, ctx) => {
+export const logLevel = kind("LEVEL", z.string().transform((text, ctx) => {
   const level = text.trim().toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
     ctx.addIssue({ code: "custom", message: `"${text}" is not a log level (one of ${LOG_LEVELS.join(", ")})` });
     return z.NEVER;
   }
   return level as (typeof LOG_LEVELS)[number];
-});
+}));
 
 /** "auto" (parsed as null: the caller decides), or a value of `schema`. */
 export const autoOr = <T>(schema: z.ZodType<T, string>) =>
-  z.string().transform((text, ctx): T | null => {
+  kind(`${PLACEHOLDERS.get(schema) ?? "VALUE"}|auto`, z.string().transform((text, ctx): T | null => {
     if (text.trim() === "auto") return null;
     const result = schema.safeParse(text);
     if (result.success) return result.data;
     for (const issue of result.error.issues) ctx.addIssue({ code: "custom", message: `${issue.message} (or auto)` });
     return z.NEVER;
-  });
+  }));
 
 /** An admin token given inline: non-empty, no whitespace (it travels in an HTTP header). */
-export const secret = z.string().transform((text, ctx) => {
+export const secret = kind("TOKEN", z.string().transform((text, ctx) => {
   if (!/^[\x21-\x7e]+$/.test(text)) {
     ctx.addIssue({ code: "custom", message: "the admin token must be non-empty printable ASCII without spaces" });
     return z.NEVER;
   }
   return text;
-});
+}));
 
 /** A file path that must name something; the file is read later. */
-export const path = z.string().transform((text, ctx) => {
+export const path = kind("FILE", z.string().transform((text, ctx) => {
   if (text.trim() === "") {
     ctx.addIssue({ code: "custom", message: "an empty path" });
     return z.NEVER;
   }
   return text;
-});
+}));
 
-/** Options shared by `serve` and the admin verbs: where the ops server is, and the admin token. */
-const OPS_ADDRESS = {
+/** Where `lockd serve` puts its ops server. */
+const OPS_LISTEN = {
   flag: "--ops",
   env: "LOCKD_OPS",
   default: "127.0.0.1:7701",
-  help: "ops HTTP server (health, metrics, admin), HOST:PORT",
-  schema: hostPort,
+  help: "ops HTTP server (health, metrics, admin); port 0 picks a free one",
+  schema: listenAddress,
+} as const satisfies OptionSpec;
+
+/** Where `lockd status` and the admin verbs find the ops server: one, or a list tried in order. */
+const OPS_ADDRESSES = {
+  flag: "--ops",
+  env: "LOCKD_OPS",
+  default: "127.0.0.1:7701",
+  help: "ops HTTP server; a list is tried in order until one answers",
+  schema: hostPortList,
 } as const satisfies OptionSpec;
 
 const ADMIN_TOKEN = {
@@ -153,10 +193,10 @@ export const SERVE_OPTIONS = {
     flag: "--listen",
     env: "LOCKD_LISTEN",
     default: "127.0.0.1:7700",
-    help: "lock protocol listener, HOST:PORT",
-    schema: hostPort,
+    help: "lock protocol listener; port 0 picks a free one",
+    schema: listenAddress,
   },
-  ops: OPS_ADDRESS,
+  ops: OPS_LISTEN,
   ioTimeout: {
     flag: "--io-timeout",
     env: "LOCKD_IO_TIMEOUT",
@@ -235,7 +275,7 @@ export const SERVE_OPTIONS = {
 
 /** `lockd status`: read-only, no token needed. */
 export const STATUS_OPTIONS = {
-  ops: OPS_ADDRESS,
+  ops: OPS_ADDRESSES,
   opsCa: {
     flag: "--ops-ca",
     env: "LOCKD_OPS_CA",
@@ -246,7 +286,7 @@ export const STATUS_OPTIONS = {
     flag: "--timeout",
     env: "LOCKD_OPS_TIMEOUT",
     default: "5s",
-    help: "give up on the ops server after this long",
+    help: "give up on an ops server after this long (per address of a list)",
     schema: duration(1, 3_600_000),
   },
 } as const satisfies OptionTable;
@@ -264,8 +304,8 @@ export const RUN_OPTIONS = {
     flag: "--server",
     env: "LOCKD_SERVER",
     default: "127.0.0.1:7700",
-    help: "lock server, HOST:PORT",
-    schema: hostPort,
+    help: "lock server, or a list of them tried in order",
+    schema: hostPortList,
   },
   lease: {
     flag: "--lease",
@@ -289,6 +329,7 @@ export const RUN_OPTIONS = {
     flag: "--owner",
     env: "LOCKD_OWNER",
     help: "owner label shown to operators, default HOST/pid-PID",
+    value: "LABEL",
     schema: z.string().refine((text) => new TextEncoder().encode(text).length <= 256, "owner must be at most 256 bytes of UTF-8"),
   },
   killAfter: {
@@ -385,7 +426,7 @@ export function parseOptions<T extends OptionTable>(
     if (eq > 0) value = arg.slice(eq + 1);
     else if (i + 1 < argv.length && !looksLikeFlag(argv[i + 1]!)) value = argv[++i];
     if (value === undefined) {
-      problems.push(`${flag} needs a value (write ${flag}=VALUE for one that starts with -)`);
+      problems.push(`${flag} needs a value (write ${flag}=${placeholderOf(table[key]!)} for one that starts with -)`);
       continue;
     }
     raw.set(key, { value, from: flag });
@@ -412,7 +453,7 @@ export function parseOptions<T extends OptionTable>(
 }
 
 /** The options section of a --help text, generated from the table. */
-const HELP_COLUMN = 27;
+const HELP_COLUMN = 32;
 
 /** `--wait -n`: the next argument is another flag, not this one's value. */
 function looksLikeFlag(arg: string): boolean {
@@ -427,7 +468,7 @@ export function helpRow(left: string, text: string): string {
 
 export function optionsHelp(table: OptionTable): string {
   const rows = Object.values(table).map((spec) => {
-    const left = `  ${spec.flag} ${spec.flag === "--help" ? "" : "VALUE"}`;
+    const left = `  ${spec.flag} ${placeholderOf(spec)}`;
     const extra = [spec.default !== undefined ? `default ${spec.default}` : "", spec.env !== undefined ? `env ${spec.env}` : ""]
       .filter(Boolean)
       .join("; ");

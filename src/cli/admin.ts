@@ -4,16 +4,17 @@ import { ADMIN_OPTIONS, helpRow, optionsHelp, parseOptions } from "../config.ts"
 import { resolveAdminToken } from "../server/admin.ts";
 import type { HolderView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
+import { CliError, errorMessage, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
 
 const COMMON = `Options (flag, then environment, then default):
 ${optionsHelp(ADMIN_OPTIONS)}
-  --json                    print the ops server's JSON answer
+${helpRow("--json", "print the ops server's JSON answer")}
 ${helpRow("-h, --help", "this text")}
 
 Exit codes: 0 done; 1 nothing to do (no holder, no such waiting session);
-64 bad arguments; 69 ops server unreachable; 77 token refused, or the
-server has no admin token configured.
+64 bad arguments; 69 ops server unreachable (every address of an --ops
+list); 77 no token given, token refused, or the server has no admin token
+configured.
 `;
 
 export const FORCE_RELEASE_HELP = `Usage: lockd force-release [options] NAME
@@ -43,13 +44,20 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
   if (parsed.positionals.length !== 1) throw new CliError(`needs exactly one ${what} (lockd ${verb} --help)`, ExitCode.USAGE);
   const target = parsed.positionals[0]!;
   const { ops, timeout, opsCa } = parsed.options;
-  const { token } = resolveAdminToken(parsed.options, parsed.sources);
+  const { token, from } = resolveAdminToken(parsed.options, parsed.sources);
+  if (token === null) {
+    // Without a token the answer can only be 401 (or 403): say which flag gives one, not which header.
+    throw new CliError(`needs the admin token the server was started with: --admin-token-file FILE (env LOCKD_ADMIN_TOKEN_FILE), or --admin-token TOKEN (env LOCKD_ADMIN_TOKEN)`, ExitCode.NOPERM);
+  }
   const path = verb === "kick" ? `/v1/sessions/${encodeURIComponent(target)}/kick` : `/v1/locks/force-release?${lockQuery(target)}`;
   const answer = await opsRequest(ops, "POST", path, {
     token,
     timeoutMs: timeout,
     ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}),
   });
+  if (answer.status === 401) {
+    throw new CliError(`the ops server refused the admin token (from ${from}): ${errorMessage(answer)}; give the one lockd serve was started with (--admin-token-file FILE, or LOCKD_ADMIN_TOKEN)`, ExitCode.NOPERM);
+  }
   expectOk(answer);
   if (parsed.switches.has("json")) {
     out.write(`${JSON.stringify(answer.body, null, 2)}\n`);

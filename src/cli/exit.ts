@@ -24,6 +24,11 @@ export const ExitCode = {
    * sent SIGTERM). Borrowed from EX_PROTOCOL: the remote end ended our claim.
    */
   LOCK_LOST: 76,
+  /**
+   * `lockd run`: the server ended the claim while it waited (an operator's
+   * KICK): COMMAND never ran. (76 is for a lock lost while COMMAND ran.)
+   */
+  CLAIM_ENDED: 79,
   /** EX_NOPERM: the ops server refused the admin token (or has none configured). */
   NOPERM: 77,
   /** `lockd run`: the command could not be started (as in shells). */

@@ -3,6 +3,8 @@
  * answer, and the failures mapped to exit codes (unreachable 69, refused
  * token 77, nothing to do 1).
  */
+import { formatAddress } from "../address.ts";
+import { tlsConnectProblem } from "../client/tls-problem.ts";
 import type { HostPort } from "../config.ts";
 import { ExitCode } from "./exit.ts";
 
@@ -31,34 +33,89 @@ export function lockQuery(name: string): string {
   return `name=${encodeURIComponent(name)}`;
 }
 
-export async function opsRequest(
-  ops: HostPort,
-  method: "GET" | "POST",
-  path: string,
-  options: { token?: string | null; timeoutMs: number; /** PEM CA: speak HTTPS and trust it. */ ca?: string },
-): Promise<OpsAnswer> {
+type RequestOptions = { token?: string | null; timeoutMs: number; /** PEM CA: speak HTTPS and trust it. */ ca?: string };
+
+/** The ops server at one address could not be asked (no HTTP answer); `why` says what happened. */
+class Unreachable extends Error {}
+
+/**
+ * One request to the ops server. With a list of addresses (--ops a:1,b:2),
+ * each is tried in order until one gives an HTTP answer (any status);
+ * `timeoutMs` is per address.
+ */
+export async function opsRequest(ops: HostPort | readonly HostPort[], method: "GET" | "POST", path: string, options: RequestOptions): Promise<OpsAnswer> {
+  const list: readonly HostPort[] = "host" in ops ? [ops] : ops;
+  const failures: string[] = [];
+  for (const address of list) {
+    try {
+      return await requestOne(address, method, path, options);
+    } catch (error) {
+      if (!(error instanceof Unreachable)) throw error;
+      failures.push(list.length === 1 ? error.message : `${formatAddress(address)}: ${error.message}`);
+    }
+  }
+  const where = list.length === 1 ? `the ops server at ${formatAddress(list[0]!)}` : `any ops server of ${list.map(formatAddress).join(",")}`;
+  throw new CliError(`cannot reach ${where} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
+}
+
+async function requestOne(ops: HostPort, method: "GET" | "POST", path: string, options: RequestOptions): Promise<OpsAnswer> {
   const headers: Record<string, string> = { accept: "application/json", "user-agent": "lockd-cli" };
   if (options.token != null) headers.authorization = `Bearer ${options.token}`;
+  const https = options.ca !== undefined;
   let response: Response;
   try {
-    response = await fetch(opsUrl(ops, path, options.ca !== undefined), {
+    response = await fetch(opsUrl(ops, path, https), {
       method,
       headers,
       signal: AbortSignal.timeout(options.timeoutMs),
-      ...(options.ca !== undefined ? { tls: { ca: options.ca } } : {}),
+      ...(https ? { tls: { ca: options.ca } } : {}),
     });
   } catch (error) {
-    const why = (error as Error).name === "TimeoutError" ? `no answer within ${options.timeoutMs} ms` : (error as Error).message;
-    throw new CliError(`cannot reach the ops server at ${ops.host}:${ops.port} (--ops, LOCKD_OPS): ${why}`, ExitCode.UNAVAILABLE);
+    throw new Unreachable(await whyUnreachable(ops, error, https, options.timeoutMs));
   }
   const text = await response.text();
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
-    throw new CliError(`the ops server at ${ops.host}:${ops.port} answered ${response.status} with something that is not JSON`, ExitCode.FAILURE);
+    throw new CliError(`the ops server at ${formatAddress(ops)} answered ${response.status} with something that is not JSON`, ExitCode.FAILURE);
   }
   return { status: response.status, body };
+}
+
+/**
+ * What a failed fetch means, in the terms of the flags: TLS on one end
+ * only and an untrusted certificate are told apart from a server that is
+ * not there.
+ */
+async function whyUnreachable(ops: HostPort, error: unknown, https: boolean, timeoutMs: number): Promise<string> {
+  if ((error as Error).name === "TimeoutError") return `no answer within ${timeoutMs} ms`;
+  const code = (error as { code?: unknown }).code;
+  // Bun's fetch appends advice for its own API ("pass `verbose: true` ..."): not for a CLI user.
+  const message = (error as Error).message.replace(/\s*For more information, pass `verbose: true`.*$/s, "");
+  if (https) {
+    const problem = tlsConnectProblem(error, formatAddress(ops));
+    if (problem?.kind === "untrusted") return `${problem.what}: give the CA that signed it with --ops-ca FILE (env LOCKD_OPS_CA)`;
+    if (problem?.kind === "server-plaintext") return `it speaks plain HTTP, not HTTPS (${message}): drop --ops-ca (and LOCKD_OPS_CA)`;
+    return message;
+  }
+  if (code === "ECONNREFUSED") return "connection refused: is lockd serve running, with its --ops at this address?";
+  if (code !== "ECONNRESET" && code !== "ECONNABORTED" && !/closed unexpectedly/.test(message)) return message;
+  // The connection was accepted and then dropped: an HTTPS server that got plain HTTP does that.
+  if (await speaksHttps(ops, Math.min(timeoutMs, 2000))) {
+    return `it speaks HTTPS and plain HTTP was sent: give --ops-ca FILE (env LOCKD_OPS_CA), the CA that signed its certificate`;
+  }
+  return message;
+}
+
+/** Whether `ops` completes a TLS handshake: an unauthenticated GET /healthz that sends no token and trusts nothing it reads. */
+async function speaksHttps(ops: HostPort, timeoutMs: number): Promise<boolean> {
+  try {
+    await fetch(opsUrl(ops, "/healthz", true), { signal: AbortSignal.timeout(timeoutMs), tls: { rejectUnauthorized: false } });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** The message of an ops error body, or a fallback. */

@@ -10,7 +10,7 @@
  * waits.
  */
 import { constants as osConstants } from "node:os";
-import { LockClient } from "../client/client.ts";
+import { DEFAULT_RECONNECT_MS, LockClient } from "../client/client.ts";
 import {
   LockAbortedError,
   LockBusyError,
@@ -22,7 +22,8 @@ import {
 } from "../client/errors.ts";
 import type { Lock } from "../client/lock.ts";
 import type { TlsSettings } from "../client/transport.ts";
-import { RUN_OPTIONS, helpRow, optionsHelp, parseOptions, type HostPort } from "../config.ts";
+import { formatAddressList } from "../address.ts";
+import { RUN_OPTIONS, helpRow, optionsHelp, parseOptions } from "../config.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
 
@@ -35,12 +36,17 @@ environment. If the lock is lost while COMMAND runs (the server stops, is
 unreachable, or does not answer within 0.8 x lease), COMMAND gets SIGTERM,
 then SIGKILL after --kill-after. SIGINT and SIGTERM are passed on to COMMAND.
 
+Before the grant, an unreachable or restarting server is retried: the next
+address of a --server list at once, then with backoff (50 ms doubling to
+2 s), for as long as --wait allows, or 30 s without --wait. A lock lost
+while COMMAND runs is never taken again.
+
 Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
 ${aliases([
-  ["-w VALUE", "same as --wait"],
+  ["-w DURATION", "same as --wait"],
   ["-n, --try", "do not wait: exit at once if the lock is held"],
-  ["-E VALUE", "same as --conflict-exit-code"],
+  ["-E N", "same as --conflict-exit-code"],
   ["--tls", "connect with TLS, trusting the system CAs (implied by --tls-ca and --tls-cert)"],
   ["-h, --help", "this text"],
 ])}
@@ -50,9 +56,12 @@ Exit status:
   1               --try and the lock is held (change with -E)
   64              bad usage: options, lock name, owner, lease
   66              a file an option names (certificate, key) cannot be read
-  69              the lock server is unreachable or unavailable
+  69              the lock server stayed unreachable or unavailable (for --wait,
+                  or 30 s without --wait), or TLS is set up on one end only
   75              --wait passed without getting the lock
   76              the lock was lost while COMMAND ran (COMMAND was stopped)
+  79              the claim was ended while waiting (an operator's kick):
+                  COMMAND never ran
   126             COMMAND could not be run (not executable)
   127             COMMAND was not found
   130             SIGINT while waiting for the lock (143 for SIGTERM)
@@ -61,6 +70,9 @@ Exit status:
 function aliases(rows: [string, string][]): string {
   return rows.map(([left, help]) => helpRow(left, help)).join("\n");
 }
+
+/** Without --wait, how long `lockd run` retries a server it cannot reach before exiting 69. */
+export const UNAVAILABLE_WITHOUT_WAIT_MS = DEFAULT_RECONNECT_MS;
 
 /** flock(1)'s short options, as this command's long ones. */
 const SHORT_FLAGS: Record<string, string> = { "-w": "--wait", "-E": "--conflict-exit-code" };
@@ -105,16 +117,27 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   try {
     const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
     const client = new LockClient({
-      servers: formatAddress(server),
+      servers: formatAddressList(server),
+      // A server restarting (or failing over) is waited out within the --wait budget.
+      retryFirstConnect: true,
+      reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,
       ...(owner !== undefined ? { owner } : {}),
       ...(tls !== undefined ? { tls } : {}),
     });
     let lock: Lock;
+    let retrying = false;
     try {
       lock = await client.acquire(name, {
         lease,
         try: tryOnly,
         signal: waitCancel.signal,
+        onRetry: (detail) => {
+          // One line per run, so a cron log shows why it waited; not one per attempt.
+          if (retrying) return;
+          retrying = true;
+          const budget = wait === undefined ? `${UNAVAILABLE_WITHOUT_WAIT_MS / 1000} s` : "--wait";
+          process.stderr.write(`lockd run: ${detail}; retrying (within ${budget})\n`);
+        },
         ...(wait !== undefined ? { wait } : {}),
       });
     } catch (error) {
@@ -188,19 +211,27 @@ async function runHolding(
 /** The exit status and message for a claim that did not get the lock. */
 function claimFailed(error: unknown, conflictExitCode: number, interrupted: NodeJS.Signals | null): number {
   if (!(error instanceof LockError)) throw error;
+  if (error instanceof ServerUnavailableError && error.tls !== undefined) {
+    process.stderr.write(`lockd run: ${error.tls.what}: ${TLS_FIX[error.tls.kind]}\n`);
+    return ExitCode.UNAVAILABLE;
+  }
   process.stderr.write(`lockd run: ${error.message}\n`);
   if (error instanceof LockBusyError) return conflictExitCode;
-  if (error instanceof WaitTimeoutError) return ExitCode.TEMPFAIL;
+  if (error instanceof WaitTimeoutError) return error.unavailable === undefined ? ExitCode.TEMPFAIL : ExitCode.UNAVAILABLE;
   if (error instanceof ServerUnavailableError) return ExitCode.UNAVAILABLE;
   if (error instanceof LockAbortedError) return 128 + (interrupted === null ? 0 : (osConstants.signals[interrupted] ?? 0));
   if (error instanceof LockRequestError) {
     if (error.code === "PROTOCOL_VIOLATION") return ExitCode.UNAVAILABLE;
-    // The server ended the claim under the lock rules (an operator's KICK, say).
-    return error.class === "lock" ? ExitCode.LOCK_LOST : ExitCode.USAGE;
+    // The server ended the claim under the lock rules (an operator's KICK) before the grant: COMMAND never ran.
+    return error.class === "lock" ? ExitCode.CLAIM_ENDED : ExitCode.USAGE;
   }
   return ExitCode.FAILURE;
 }
 
-function formatAddress(address: HostPort): string {
-  return address.host.includes(":") ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`;
-}
+/** The flags that fix each TLS set-up problem. */
+const TLS_FIX = {
+  "server-speaks-tls": "use --tls (system CAs) or --tls-ca FILE (env LOCKD_TLS_CA)",
+  "server-plaintext": "drop --tls and --tls-ca (and LOCKD_TLS_CA), or start the server with --tls-cert",
+  untrusted: "give the CA that signed its certificate with --tls-ca FILE (env LOCKD_TLS_CA)",
+  "client-certificate": "give a client certificate signed by the CA the server trusts with --tls-cert FILE --tls-key FILE (env LOCKD_CLIENT_TLS_CERT, LOCKD_CLIENT_TLS_KEY)",
+} as const;

@@ -1,4 +1,5 @@
 /** `lockd serve`: run the lock server and its ops server until SIGINT or SIGTERM. */
+import { formatAddress } from "../address.ts";
 import { helpRow, optionsHelp, parseOptions, SERVE_OPTIONS } from "../config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "../server/admin.ts";
@@ -93,7 +94,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     });
   } catch (error) {
     if (!(error instanceof ListenError)) throw error;
-    process.stderr.write(`lockd serve: ${error.message}\n`);
+    process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
     return ExitCode.UNAVAILABLE;
   }
   const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
@@ -125,4 +126,18 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   process.off("SIGINT", onSignal);
   process.off("SIGTERM", onSignal);
   return ExitCode.OK;
+}
+
+/** Why a listener could not be opened, in the same words for --listen and --ops. */
+export function listenFailure(error: ListenError): string {
+  const flag = error.which === "listen" ? "--listen" : "--ops";
+  const cause = error.cause as (Error & { code?: string }) | undefined;
+  const why: Record<string, string> = {
+    EADDRINUSE: "address in use? (another lockd, or another program, listens there)",
+    EADDRNOTAVAIL: "no network interface of this machine has that address",
+    EACCES: "permission denied (ports below 1024 need privileges)",
+  };
+  const text = cause?.code !== undefined ? why[cause.code] : undefined;
+  if (text === undefined) return error.message;
+  return `cannot listen on ${formatAddress(error.address)} (${flag}): ${text} [${cause!.code}]`;
 }

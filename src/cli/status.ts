@@ -14,7 +14,7 @@ order. Asks the ops server of a running lockd serve.
 
 Options (flag, then environment, then default):
 ${optionsHelp(STATUS_OPTIONS)}
-  --json                    print the ops server's JSON instead of a table
+${helpRow("--json", "print the ops server's JSON instead of a table")}
 ${helpRow("-h, --help", "this text")}
 
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server

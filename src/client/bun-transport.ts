@@ -7,9 +7,19 @@ class BunTransport implements Transport {
   /** Bytes the kernel did not take yet (a short write), flushed on drain. */
   private outbox: Uint8Array | null = null;
   private isClosed = false;
+  get isGone(): boolean {
+    return this.isClosed;
+  }
   private onClosed: (() => void)[] = [];
   /** TLS: settles the handshake wait in connectBun (Bun drops writes made before it completes). */
   handshake: ((error: Error | undefined) => void) | null = null;
+  /**
+   * connectBun has resolved: from now on the end of the connection is an
+   * event. Before that it is the rejection of the connect (with the
+   * handshake's own error, say "unable to verify the first certificate"),
+   * as in the node:net transport, not a bare "closed".
+   */
+  opened = false;
 
   constructor(readonly events: TransportEvents) {}
 
@@ -46,7 +56,7 @@ class BunTransport implements Transport {
     this.outbox = null;
     for (const resolve of this.onClosed) resolve();
     this.onClosed = [];
-    this.events.closed(error);
+    if (this.opened) this.events.closed(error);
   }
 }
 
@@ -99,12 +109,19 @@ export async function connectBun(address: Address, tls: TlsSettings | undefined,
     },
   });
   if (handshake !== null) await handshake; // rejects when the server's certificate is refused
+  if (transport.isGone) throw new Error("the server closed the connection before it was usable");
+  transport.opened = true;
   return transport;
 }
 
 function bunTls(tls: TlsSettings): Bun.TLSOptions | boolean {
   if (tls === true) return true;
   if (tls === false) return false;
+  // Bun.connect takes an empty object as "no TLS" (no handshake ever runs):
+  // { } here means TLS with the system CAs, as for node:tls.
+  if (tls.ca === undefined && tls.cert === undefined && tls.key === undefined && tls.serverName === undefined && tls.rejectUnauthorized === undefined) {
+    return true;
+  }
   return {
     ...(tls.ca !== undefined ? { ca: typeof tls.ca === "string" ? tls.ca : [...tls.ca] } : {}),
     ...(tls.cert !== undefined ? { cert: tls.cert } : {}),

@@ -28,9 +28,21 @@
  *
  * Recovery: a claim that does not hold yet reconnects on its own and joins
  * the queue again (at the tail) after an ERROR of class 0x0_, a close, or an
- * unconfirmed deadline, with jittered exponential backoff, for at most
- * `reconnectMs` of consecutive trouble (and never past `wait`). A held lock
- * never does: it is lost, and the caller decides whether to claim again.
+ * unconfirmed deadline, for at most `reconnectMs` of consecutive trouble
+ * (and never past `wait`). A held lock never does: it is lost, and the
+ * caller decides whether to claim again.
+ *
+ * Addresses and pacing (failover): every failure moves on to the NEXT
+ * address of the list, so a server that is shutting down or refusing is not
+ * asked again before the others. Within a round (addresses not yet tried
+ * since the last answer) the pause is short: `nextAddressPause()`, 10-50 ms
+ * jittered. After a whole round failed, `backoff(round)`: 50 ms doubling to
+ * 2 s, half fixed and half random. An answer from any server starts over.
+ * Before any server has answered, a claim tries each address once and
+ * gives up, unless `retryFirstConnect` is set (then the first connect is
+ * retried like any trouble, within `reconnectMs`). TLS set up on one end
+ * only, or an untrusted certificate, is not retried on the same address:
+ * it fails the claim once every address has been tried.
  */
 import {
   ErrorClass,
@@ -58,7 +70,8 @@ import {
   type LostWhy,
 } from "./errors.ts";
 import { clientTimeout, heartbeatInterval, smoothRtt } from "./schedule.ts";
-import type { Address, Connector, TlsSettings, Transport } from "./transport.ts";
+import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
+import { formatAddress, type Address, type Connector, type TlsSettings, type Transport } from "./transport.ts";
 
 const LIMITS = new FrameLimits(SERVER_FRAMES);
 
@@ -73,6 +86,10 @@ export interface ClaimSettings {
   readonly tls: TlsSettings | undefined;
   readonly connect: Connector;
   readonly reconnectMs: number;
+  /** Retry (within reconnectMs) also before any server has answered this claim. */
+  readonly retryFirstConnect: boolean;
+  /** Told before each reconnect of a claim not held yet: what failed, and the pause before the next try. */
+  readonly onRetry: ((detail: string, delayMs: number) => void) | undefined;
   readonly minHeartbeatIntervalMs: number;
 }
 
@@ -104,9 +121,18 @@ export class Claim implements FrameSink {
   private waitTimer: ReturnType<typeof setTimeout> | null = null;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private connectTimer: ReturnType<typeof setTimeout> | null = null;
-  private attempt = 0;
+  /** Index of the address of the current (or next) connection. */
+  private addressIndex = 0;
+  /** Connections that failed since a server last answered. */
+  private failures = 0;
   /** Since when connections keep failing, or -1 while all is well. */
   private troubleSince = -1;
+  /** What the last failure said, for a wait that runs out during trouble. */
+  private lastTrouble: { detail: string; cause: unknown } | null = null;
+  /** A TLS set-up problem seen since a server last answered: retrying will not fix it. */
+  private tlsProblem: TlsSetupError | null = null;
+  /** No byte read yet on the current connection (a TLS record there means a TLS server). */
+  private firstRead = true;
   /**
    * True once a server answered this claim (a reply, or an ERROR of class
    * 0x0_): from then on trouble is retried. Before that, an address that
@@ -130,7 +156,9 @@ export class Claim implements FrameSink {
     if (waitMs !== undefined) {
       this.waitTimer = setTimeout(() => {
         this.waitTimer = null;
-        if (this.state !== "held") this.fail(new WaitTimeoutError(this.settings.name, waitMs));
+        if (this.state === "held") return;
+        const trouble = this.troubleSince >= 0 ? this.lastTrouble : null;
+        this.fail(new WaitTimeoutError(this.settings.name, waitMs, trouble?.detail, trouble?.cause));
       }, waitMs);
     }
     this.connect();
@@ -150,22 +178,24 @@ export class Claim implements FrameSink {
   private connect(): void {
     const generation = ++this.generation;
     const addresses = this.settings.addresses;
-    const address = addresses[this.attempt % addresses.length]!;
-    this.attempt++;
+    const address = addresses[this.addressIndex % addresses.length]!;
+    const where = formatAddress(address);
     this.reader = new FrameReader(LIMITS);
+    this.firstRead = true;
+    const secure = this.settings.tls !== undefined && this.settings.tls !== false;
     // A connect that hangs (SYN dropped) counts against the same clientTimeout as an unanswered frame.
     const limitMs = clientTimeout(this.settings.leaseMs);
     this.connectTimer = setTimeout(() => {
       this.connectTimer = null;
-      if (generation === this.generation && this.state !== "done") this.trouble(`cannot connect to ${address.host}:${address.port} within ${limitMs} ms`, undefined);
+      if (generation === this.generation && this.state !== "done") this.trouble(`cannot connect to ${where} within ${limitMs} ms`, undefined);
     }, limitMs);
     this.settings
       .connect(address, this.settings.tls, {
         data: (chunk) => {
-          if (generation === this.generation) this.read(chunk);
+          if (generation === this.generation) this.read(chunk, where, secure);
         },
         closed: (error) => {
-          if (generation === this.generation) this.connectionClosed(error);
+          if (generation === this.generation) this.connectionClosed(error, where, secure);
         },
       })
       .then(
@@ -180,7 +210,10 @@ export class Claim implements FrameSink {
         },
         (error: unknown) => {
           this.clearConnectTimer(generation);
-          if (generation === this.generation && this.state !== "done") this.trouble(`cannot connect to ${address.host}:${address.port}: ${(error as Error)?.message ?? error}`, error);
+          if (generation !== this.generation || this.state === "done") return;
+          const problem = secure ? tlsConnectProblem(error, where) : null;
+          if (problem !== null) this.trouble(problem.message, new TlsSetupError(problem, error));
+          else this.trouble(`cannot connect to ${where}: ${(error as Error)?.message ?? error}`, error);
         },
       );
   }
@@ -202,8 +235,22 @@ export class Claim implements FrameSink {
     this.transport!.write(frame);
   }
 
-  private read(chunk: Uint8Array): void {
+  /** `where` and `secure` describe the connection, to name what answered when it is not a lock server. */
+  private read(chunk: Uint8Array, where: string, secure: boolean): void {
     if (this.state === "done") return;
+    if (this.firstRead && chunk.length > 0) {
+      this.firstRead = false;
+      const problem = secure ? null : plaintextToTls(chunk[0]!, where);
+      if (problem !== null && this.state !== "held") {
+        this.trouble(problem.message, new TlsSetupError(problem));
+        return;
+      }
+      if (startsWithHttp(chunk)) {
+        // Someone pointed the client at an HTTP port, lockd's own ops port (7701) most likely.
+        this.violation(`the server at ${where} answered in HTTP: that is an HTTP port (lockd's ops server?), not the lock protocol port (default 7700)`);
+        return;
+      }
+    }
     if (this.reader.push(chunk, this) === ReadResult.ERROR) {
       this.violation(`bad frame from the server: ${this.reader.errorMessage}`);
     }
@@ -252,7 +299,9 @@ export class Claim implements FrameSink {
     this.confirmedAt = sentAt;
     this.smoothedRttMs = smoothRtt(this.smoothedRttMs, now - sentAt);
     this.troubleSince = -1;
-    this.attempt = 0;
+    this.failures = 0;
+    this.lastTrouble = null;
+    this.tlsProblem = null;
     this.resilient = true;
     const delay = heartbeatInterval(this.settings.leaseMs, this.smoothedRttMs, this.settings.minHeartbeatIntervalMs);
     this.heartbeatTimer = setTimeout(this.heartbeat, delay);
@@ -330,11 +379,16 @@ export class Claim implements FrameSink {
     else this.fail(new LockRequestError(error.codeName, `claim on lock ${JSON.stringify(name)} refused: ${error.message}`, error));
   }
 
-  private connectionClosed(error: Error | undefined): void {
+  private connectionClosed(error: Error | undefined, where: string, secure: boolean): void {
     if (this.state === "done") return;
     this.transport = null;
     const detail = error === undefined ? "the server closed the connection" : `connection failed: ${error.message}`;
-    if (this.state === "held") this.lose("closed", detail, error);
+    if (this.state === "held") {
+      this.lose("closed", detail, error);
+      return;
+    }
+    const problem = secure && error !== undefined ? tlsClosedProblem(error, where) : null;
+    if (problem !== null) this.trouble(problem.message, new TlsSetupError(problem, error));
     else this.trouble(detail, error);
   }
 
@@ -347,26 +401,41 @@ export class Claim implements FrameSink {
 
   // --- recovery (before the grant) --------------------------------------------------
 
-  /** Something went wrong before the grant: retry with backoff, or give up. */
+  /** Something went wrong before the grant: the next address after a pause, or give up. */
   private trouble(detail: string, cause: unknown): void {
     this.dropConnection();
     if (cause instanceof ServerErrorFrame) this.resilient = true; // a server answered, with a 0x0_ condition
-    if (!this.resilient) {
+    if (cause instanceof TlsSetupError) this.tlsProblem = cause;
+    const count = this.settings.addresses.length;
+    this.failures++;
+    this.addressIndex = (this.addressIndex + 1) % count;
+    this.lastTrouble = { detail, cause };
+    const now = performance.now();
+    if (this.troubleSince < 0) this.troubleSince = now;
+    const roundDone = this.failures % count === 0;
+    if (roundDone && this.tlsProblem !== null) {
+      // Every address was tried and one of them has TLS on one end only (or an
+      // untrusted certificate): a setting to fix, so say that, not "unavailable".
+      const problem = this.tlsProblem;
+      this.fail(new ServerUnavailableError(`lock server unavailable: ${problem.message}`, problem));
+      return;
+    }
+    if (!this.resilient && !this.settings.retryFirstConnect) {
       // No server has answered this claim yet: try each address once, then say so.
-      if (this.attempt < this.settings.addresses.length) this.connect();
+      if (!roundDone) this.connect();
       else this.fail(new ServerUnavailableError(`lock server unavailable: ${detail}`, cause));
       return;
     }
-    const now = performance.now();
-    if (this.troubleSince < 0) this.troubleSince = now;
     if (now - this.troubleSince >= this.settings.reconnectMs) {
       this.fail(new ServerUnavailableError(`lock server unavailable for ${Math.round(now - this.troubleSince)} ms: ${detail}`, cause));
       return;
     }
+    const delay = roundDone ? backoff(this.failures / count) : nextAddressPause();
+    this.settings.onRetry?.(detail, delay);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
       if (this.state !== "done") this.connect();
-    }, backoff(this.attempt));
+    }, delay);
   }
 
   // --- endings ------------------------------------------------------------------------
@@ -421,8 +490,22 @@ export class Claim implements FrameSink {
   }
 }
 
-/** Full-jitter-ish exponential backoff: half fixed, half random, 50 ms doubling to 2 s. */
-export function backoff(attempt: number): number {
-  const base = Math.min(2000, 50 * 2 ** Math.min(attempt, 10));
+/** "HTTP/": the start of an HTTP response. */
+function startsWithHttp(chunk: Uint8Array): boolean {
+  return chunk.length >= 5 && chunk[0] === 0x48 && chunk[1] === 0x54 && chunk[2] === 0x54 && chunk[3] === 0x50 && chunk[4] === 0x2f;
+}
+
+/**
+ * Pause after round `round` (1, 2, ...) of failures over every address:
+ * half fixed, half random, 50 ms doubling to 2 s (base = min(2000, 50 x 2^round);
+ * the pause is base/2 + random() x base/2).
+ */
+export function backoff(round: number): number {
+  const base = Math.min(2000, 50 * 2 ** Math.min(round, 10));
   return base / 2 + Math.random() * (base / 2);
+}
+
+/** Pause before the next address of a round: 10-50 ms, jittered so that many clients do not move in step. */
+export function nextAddressPause(): number {
+  return 10 + Math.random() * 40;
 }

@@ -7,7 +7,7 @@ import { LockRequestError } from "./errors.ts";
 import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
-import { parseAddress, type Address, type Connector, type TlsSettings } from "./transport.ts";
+import { parseAddressList, type Address, type Connector, type TlsSettings } from "./transport.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
 export const DEFAULT_LEASE_MS = 5000;
@@ -18,9 +18,10 @@ export const DEFAULT_RECONNECT_MS = 30_000;
 
 export interface ClientOptions {
   /**
-   * Lock server address(es), "HOST:PORT". Tried in order on the first
-   * connect; reconnects rotate through them. Default: LOCKD_SERVER, else
-   * 127.0.0.1:7700.
+   * Lock server address(es): "HOST:PORT", "[v6]:PORT", a comma-separated
+   * list, or an array. Tried in order; after any failure (refused, SHUTTING_DOWN,
+   * a broken connection before the grant) the claim moves on to the next one
+   * at once. Default: LOCKD_SERVER, else 127.0.0.1:7700.
    */
   readonly servers?: string | readonly string[];
   /** TLS for the lock connection (for servers that serve TLS). */
@@ -29,6 +30,12 @@ export interface ClientOptions {
   readonly owner?: string;
   /** How long a not-yet-granted claim keeps reconnecting (ms, default 30 s). */
   readonly reconnectMs?: number;
+  /**
+   * Also retry, within reconnectMs, when no server has answered the claim
+   * yet (a job started while the server restarts). Default false: each
+   * address is tried once and ServerUnavailableError says none connects.
+   */
+  readonly retryFirstConnect?: boolean;
   /** Floor of the heartbeat interval (ms, default 1). */
   readonly minHeartbeatIntervalMs?: number;
   /** Replace the socket layer (tests, proxies). Default: Bun.connect on Bun, node:net elsewhere. */
@@ -50,6 +57,12 @@ export interface AcquireOptions {
   readonly owner?: string;
   /** Cancels waiting (LockAbortedError) or ends holding (signal aborts, why "aborted"). */
   readonly signal?: AbortSignal;
+  /**
+   * Called before each reconnect while the claim is not held yet (refused,
+   * SHUTTING_DOWN, a dropped connection): what failed, and the pause in ms
+   * before the next address is tried. For logging; it decides nothing.
+   */
+  readonly onRetry?: (detail: string, delayMs: number) => void;
 }
 
 /** What `withLock` passes to the guarded function. */
@@ -75,16 +88,17 @@ export class LockClient {
   private readonly tls: TlsSettings | undefined;
   private readonly owner: string;
   private readonly reconnectMs: number;
+  private readonly retryFirstConnect: boolean;
   private readonly minIntervalMs: number;
   private readonly connector: Connector;
 
   constructor(options: ClientOptions = {}) {
     const servers = options.servers ?? envServer() ?? DEFAULT_SERVER;
-    this.addresses = (typeof servers === "string" ? servers.split(",") : servers).map(parseAddress);
-    if (this.addresses.length === 0) throw new RangeError("servers: at least one address is needed");
+    this.addresses = parseAddressList(servers); // throws AddressError (a RangeError) naming the bad element
     this.tls = options.tls;
     this.owner = options.owner ?? `${hostname()}/pid-${process.pid}`;
     this.reconnectMs = options.reconnectMs ?? DEFAULT_RECONNECT_MS;
+    this.retryFirstConnect = options.retryFirstConnect ?? false;
     this.minIntervalMs = options.minHeartbeatIntervalMs ?? MIN_HEARTBEAT_INTERVAL_MS;
     this.connector = options.connect ?? (typeof Bun !== "undefined" ? connectBun : connectNode);
   }
@@ -117,6 +131,8 @@ export class LockClient {
       tls: this.tls,
       connect: this.connector,
       reconnectMs: this.reconnectMs,
+      retryFirstConnect: this.retryFirstConnect,
+      onRetry: options.onRetry,
       minHeartbeatIntervalMs: this.minIntervalMs,
     });
     const granted = await claim.start();

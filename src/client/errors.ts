@@ -10,6 +10,7 @@
  *     class "client": the request itself is wrong, or the caller aborted.
  */
 import { ErrorClass, errorClassOf, errorCodeName } from "../protocol/constants.ts";
+import { TlsSetupError, type TlsProblem } from "./tls-problem.ts";
 
 export type LockErrorClass = "server" | "lock" | "client";
 
@@ -59,13 +60,22 @@ export class LockBusyError extends LockError {
   }
 }
 
-/** `wait` passed before the lock was granted. */
+/**
+ * `wait` passed before the lock was granted. `unavailable` is set when it
+ * passed while no server could be reached (what the last attempt said):
+ * the lock was not refused, the servers were down.
+ */
 export class WaitTimeoutError extends LockError {
   override readonly name = "WaitTimeoutError";
   readonly code = "WAIT_TIMEOUT";
   readonly class = "lock";
-  constructor(readonly lock: string, readonly waitMs: number) {
-    super(`lock ${JSON.stringify(lock)} was not granted within ${waitMs} ms`);
+  constructor(
+    readonly lock: string,
+    readonly waitMs: number,
+    readonly unavailable?: string,
+    cause?: unknown,
+  ) {
+    super(`lock ${JSON.stringify(lock)} was not granted within ${waitMs} ms${unavailable === undefined ? "" : ` (lock server unavailable: ${unavailable})`}`, { cause });
   }
 }
 
@@ -111,8 +121,14 @@ export class ServerUnavailableError extends LockError {
   override readonly name = "ServerUnavailableError";
   readonly code = "SERVER_UNAVAILABLE";
   readonly class = "server";
+  /**
+   * Set when TLS is set up on one end only, or the server's certificate is
+   * not trusted: a setting to fix, not a condition to wait out (never retried).
+   */
+  readonly tls: TlsProblem | undefined;
   constructor(message: string, cause?: unknown) {
     super(message, { cause });
+    this.tls = cause instanceof TlsSetupError ? cause.problem : undefined;
   }
 }
 

@@ -22,4 +22,4 @@ export {
 } from "./errors.ts";
 export { Lock } from "./lock.ts";
 export { baseInterval, clientTimeout, heartbeatInterval, MIN_HEARTBEAT_INTERVAL_MS, RTT_ALPHA, smoothRtt } from "./schedule.ts";
-export { parseAddress, type Address, type Connector, type TlsSettings, type Transport, type TransportEvents } from "./transport.ts";
+export { AddressError, formatAddress, parseAddress, parseAddressList, type Address, type Connector, type TlsSettings, type Transport, type TransportEvents } from "./transport.ts";

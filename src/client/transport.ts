@@ -8,10 +8,8 @@
  * order; it must never drop the tail of a short write.
  */
 
-export interface Address {
-  readonly host: string;
-  readonly port: number;
-}
+import type { Address } from "../address.ts";
+export type { Address };
 
 /** TLS for the lock connection: `true` for system CAs, or the usual knobs. */
 export type TlsSettings =
@@ -45,12 +43,5 @@ export interface Transport {
 /** Opens a connection; rejects if it cannot be established. */
 export type Connector = (address: Address, tls: TlsSettings | undefined, events: TransportEvents) => Promise<Transport>;
 
-/** Parse "host:port", "[v6]:port" or ":port" (host defaults to 127.0.0.1). */
-export function parseAddress(text: string): Address {
-  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text.trim());
-  const port = match === null ? Number.NaN : Number(match[3]);
-  if (match === null || port < 1 || port > 65535) {
-    throw new RangeError(`${JSON.stringify(text)} is not HOST:PORT (example: 127.0.0.1:7700)`);
-  }
-  return { host: match[1] ?? (match[2] || "127.0.0.1"), port };
-}
+/** One address or a list of them: the grammar every lockd command shares (src/address.ts). */
+export { AddressError, formatAddress, parseAddress, parseAddressList } from "../address.ts";

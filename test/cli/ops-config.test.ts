@@ -157,9 +157,9 @@ describe("serve options: flags beat env beat defaults", () => {
   });
 
   test("status and admin verbs take --ops and the token from the same variables", () => {
-    expect(parseOptions(STATUS_OPTIONS, [], { LOCKD_OPS: "127.0.0.1:1" }).options.ops.port).toBe(1);
+    expect(parseOptions(STATUS_OPTIONS, [], { LOCKD_OPS: "127.0.0.1:1" }).options.ops).toEqual([{ host: "127.0.0.1", port: 1 }]);
     const admin = parseOptions(ADMIN_OPTIONS, ["--ops", "127.0.0.1:2"], { LOCKD_OPS: "127.0.0.1:1", LOCKD_ADMIN_TOKEN: "t" });
-    expect(admin.options.ops.port).toBe(2);
+    expect(admin.options.ops).toEqual([{ host: "127.0.0.1", port: 2 }]);
     expect(admin.options.adminToken).toBe("t");
   });
 });
@@ -170,7 +170,7 @@ describe("lockd serve with bad configuration (child process)", () => {
     expect(await child.exit()).toBe(64);
     expect(child.raw.sort()).toEqual([
       'lockd serve: --io-timeout: "5x" is not a duration (examples: 250ms, 5s, 2m)',
-      'lockd serve: --listen: "x" is not HOST:PORT (example: 127.0.0.1:7700)',
+      'lockd serve: --listen: "x" is not HOST:PORT: missing :PORT (example: 127.0.0.1:7700)',
       'lockd serve: --log-level (from LOCKD_LOG_LEVEL): "loud" is not a log level (one of debug, info, warn, error)',
     ]);
   });
@@ -198,7 +198,18 @@ describe("lockd serve with bad configuration (child process)", () => {
     try {
       await using child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", `127.0.0.1:${taken.port}`]);
       expect(await child.exit()).toBe(69);
-      expect(child.raw.join("\n")).toContain(`cannot listen on 127.0.0.1:${taken.port} (--ops)`);
+      expect(child.raw.join("\n")).toContain(`cannot listen on 127.0.0.1:${taken.port} (--ops): address in use?`);
+    } finally {
+      taken.stop(true);
+    }
+  });
+
+  test("a lock address in use is 69 and says which address and why, like --ops", async () => {
+    const taken = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    try {
+      await using child = ChildServer.spawn(["serve", "--listen", `127.0.0.1:${taken.port}`, "--ops", "127.0.0.1:0"]);
+      expect(await child.exit()).toBe(69);
+      expect(child.raw.join("\n")).toContain(`cannot listen on 127.0.0.1:${taken.port} (--listen): address in use?`);
     } finally {
       taken.stop(true);
     }

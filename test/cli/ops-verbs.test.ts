@@ -53,6 +53,27 @@ describe("lockd status", () => {
     const result = await runCli(["status", "--ops", `127.0.0.1:${port}`, "--timeout", "3s"]);
     expect(result.code).toBe(69);
     expect(result.err).toContain(`lockd status: cannot reach the ops server at 127.0.0.1:${port}`);
+    expect(result.err).toContain("connection refused");
+  });
+
+  test("--ops takes a list (LOCKD_OPS too): the first that answers is used; none answering names each", async () => {
+    await using ops = startDaemon({ adminToken: TOKEN });
+    const taken = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    const dead = taken.port;
+    taken.stop(true);
+    const list = `127.0.0.1:${dead},127.0.0.1:${ops.daemon.ops.port}`;
+    const status = await runCli(["status", "--ops", list]);
+    expect(status.err).toBe("");
+    expect(status.code).toBe(0);
+    const a = await claim(ops.port, "listed", "holder");
+    const released = await runCli(["force-release", "listed"], { LOCKD_OPS: list, LOCKD_ADMIN_TOKEN: TOKEN });
+    expect(released.code).toBe(0);
+    expect(released.out).toContain(`released "listed"`);
+    const none = await runCli(["status", "--ops", `127.0.0.1:${dead},[::1]:${dead}`, "--timeout", "3s"]);
+    expect(none.code).toBe(69);
+    expect(none.err).toContain(`cannot reach any ops server of 127.0.0.1:${dead},[::1]:${dead}`);
+    expect(none.err).toContain(`127.0.0.1:${dead}: connection refused`);
+    a.end();
   });
 });
 
@@ -79,10 +100,14 @@ describe("lockd force-release and lockd kick", () => {
 
     const denied = await runCli(["kick", "--ops", opsAddr, String(waiterId)]);
     expect(denied.code).toBe(77);
-    expect(denied.err).toContain("Bearer");
+    // In the terms of the CLI (which flag gives a token), not of HTTP.
+    expect(denied.err).toContain("--admin-token-file");
+    expect(denied.err).toContain("LOCKD_ADMIN_TOKEN");
+    expect(denied.err).not.toContain("Bearer");
     const wrong = await runCli(["kick", "--ops", opsAddr, "--admin-token", "nope", String(waiterId)]);
     expect(wrong.code).toBe(77);
     expect(wrong.err).toContain("wrong");
+    expect(wrong.err).toContain("from --admin-token");
     expect(b.frames).toHaveLength(1);
 
     const kicked = await runCli(["kick", "--ops", opsAddr, String(waiterId)], { LOCKD_ADMIN_TOKEN: TOKEN });

@@ -31,7 +31,13 @@ class Proc {
         this.wake();
       }
     };
-    const errors = new Response(proc.stderr).text().then((text) => (this.stderr = text));
+    const errors = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of proc.stderr) {
+        this.stderr += decoder.decode(chunk, { stream: true });
+        this.wake();
+      }
+    })();
     this.done = Promise.all([pump(), errors, proc.exited]).then(([, , code]) => {
       this.finished = true;
       this.wake();
@@ -54,6 +60,19 @@ class Proc {
       },
       ms,
       describe,
+    );
+  }
+
+  /** Waits until stderr contains `text`; rejects after `ms`, or at once if the process exited without it. */
+  errContains(text: string, ms = 10_000): Promise<true> {
+    return this.events.until(
+      () => {
+        if (this.stderr.includes(text)) return true;
+        if (this.finished) throw new Error(`exited without ${JSON.stringify(text)} on stderr; stderr: ${this.stderr}`);
+        return undefined;
+      },
+      ms,
+      () => `stderr containing ${JSON.stringify(text)}; stderr: ${this.stderr}`,
     );
   }
 
@@ -87,8 +106,9 @@ afterEach(() => {
   }
 });
 
-function lockdRun(port: number, args: string[], env: Record<string, string> = {}): Proc {
-  const proc = Bun.spawn([process.execPath, MAIN, "run", "--server", `127.0.0.1:${port}`, ...args], {
+function lockdRun(port: number | string, args: string[], env: Record<string, string> = {}): Proc {
+  const server = typeof port === "number" ? `127.0.0.1:${port}` : port;
+  const proc = Bun.spawn([process.execPath, MAIN, "run", "--server", server, ...args], {
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -240,8 +260,11 @@ test("exit codes: unreachable server 69, bad usage 64, missing command 127, SIGI
   const dead = startServer();
   const deadPort = dead.port;
   await dead.stop();
-  const unreachable = lockdRun(deadPort, ["jobs/x", ...child("exit", "0")]);
+  // Unreachable is retried within --wait (30 s without it), then 69, not 75: the lock was never refused.
+  const unreachable = lockdRun(deadPort, ["-w", "300ms", "jobs/x", ...child("exit", "0")]);
   expect(await unreachable.exit()).toBe(69);
+  expect(unreachable.stderr).toContain("lock server unavailable");
+  expect(unreachable.lines).toEqual([]);
 
   await using server = startServer();
   for (const args of [
@@ -268,11 +291,76 @@ test("exit codes: unreachable server 69, bad usage 64, missing command 127, SIGI
   expect(waiter.lines).toEqual([]);
 });
 
+/** A port on 127.0.0.1 where nothing listens (a server's, just stopped). */
+async function closedPort(): Promise<number> {
+  const dead = startServer();
+  const port = dead.port;
+  await dead.stop();
+  return port;
+}
+
+test("--server takes a list: the first address refuses, the second grants", async () => {
+  await using server = startServer();
+  const run = lockdRun(`127.0.0.1:${await closedPort()},127.0.0.1:${server.port}`, ["jobs/list", ...child("exit", "4")]);
+  expect((await run.child()).lock).toBe("jobs/list");
+  expect(await run.exit()).toBe(4);
+  const bad = lockdRun(`127.0.0.1:${server.port},nope`, ["jobs/list", ...child("exit", "0")]);
+  expect(await bad.exit()).toBe(64);
+  expect(bad.stderr).toContain(`element 2 of "127.0.0.1:${server.port},nope" ("nope") is not HOST:PORT`);
+});
+
+test("a server that is not up yet is retried within --wait (a cron job during a restart)", async () => {
+  const port = await closedPort();
+  const run = lockdRun(port, ["-w", "20s", "jobs/late", ...child("exit", "6")]);
+  await run.errContains("retrying"); // it has been refused at least once
+  await using server = startServer({ port });
+  expect((await run.child()).lock).toBe("jobs/late");
+  expect(await run.exit()).toBe(6);
+  expect(server.engine.sessions.size).toBe(0);
+});
+
+test("failover: a run waiting on a server that shuts down is granted by the next server of the list", async () => {
+  const first = startServer();
+  try {
+    await using second = startServer();
+    const holder = lockdRun(first.port, ["jobs/failover", ...child("hold")]);
+    childPids.push((await holder.child()).pid);
+    const waiter = lockdRun(`127.0.0.1:${first.port},127.0.0.1:${second.port}`, ["-w", "20s", "jobs/failover", ...child("exit", "8")]);
+    const deadline = performance.now() + 10_000;
+    while (first.engine.sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
+    expect(first.engine.sessions.size).toBe(2);
+    await first.stop(); // SHUTTING_DOWN to both: the holder's lock is lost (76), the waiter moves on
+    expect(await holder.exit()).toBe(76);
+    expect((await waiter.child()).lock).toBe("jobs/failover");
+    expect(await waiter.exit()).toBe(8);
+    expect(waiter.stderr).toContain("SHUTTING_DOWN");
+  } finally {
+    await first.stop();
+  }
+});
+
+test("a waiter kicked by an operator exits 79: COMMAND never ran", async () => {
+  await using server = startServer();
+  const holder = lockdRun(server.port, ["jobs/kicked", ...child("hold")]);
+  childPids.push((await holder.child()).pid);
+  const waiter = lockdRun(server.port, ["jobs/kicked", ...child("exit", "0")]);
+  const deadline = performance.now() + 10_000;
+  let waiting: number | undefined;
+  while (waiting === undefined && performance.now() < deadline) {
+    waiting = server.engine.locks.get("jobs/kicked")?.head?.id;
+    if (waiting === undefined) await Bun.sleep(10);
+  }
+  expect(server.engine.kick(waiting!, performance.now())).not.toBeNull();
+  expect(await waiter.exit()).toBe(79);
+  expect(waiter.lines).toEqual([]);
+  expect(waiter.stderr).toContain("KICKED");
+});
+
 test("--help documents every exit code", async () => {
   const help = Bun.spawnSync([process.execPath, MAIN, "run", "--help"]);
   expect(help.exitCode).toBe(0);
   const text = help.stdout.toString();
-  for (const code of ["1 ", "64", "69", "75", "76", "127", "130"]) expect(text).toContain(`  ${code}`);
+  for (const code of ["1 ", "64", "69", "75", "76", "79", "127", "130"]) expect(text).toContain(`  ${code}`);
   for (const flag of ["--lease", "--wait", "-w", "-n, --try", "-E", "--conflict-exit-code", "--owner", "--kill-after", "--server", "LOCKD_SERVER"]) {
     expect(text).toContain(flag);
   }

@@ -2,7 +2,7 @@
 // with a client certificate, and a server certificate the client does not
 // trust is refused (no ACQUIRE is ever sent).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { LockClient } from "../../src/client/index.ts";
+import { LockClient, ServerUnavailableError } from "../../src/client/index.ts";
 import { connectNode } from "../../src/client/node-transport.ts";
 import { type Certs, hasOpenssl, makeCerts } from "../helpers/certs.ts";
 import { startServer } from "../helpers/wire.ts";
@@ -51,5 +51,73 @@ describe.skipIf(!hasOpenssl)("client over TLS", () => {
     expect(typeof error!.code).toBe("string");
     expect(server.engine.locks.size).toBe(0); // no ACQUIRE ever reached the server
     expect(server.engine.stats.grantsImmediate + server.engine.stats.queued).toBe(0);
+  });
+
+  /** The error of a claim that cannot succeed, with its TLS diagnosis. */
+  async function refused(client: LockClient): Promise<ServerUnavailableError> {
+    const error = await client.acquire("tls-lock", { lease: 60_000 }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ServerUnavailableError);
+    return error as ServerUnavailableError;
+  }
+
+  test("a plaintext client on the TLS port is told the server speaks TLS (not 'unknown frame type 0x15')", async () => {
+    await using server = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey } });
+    for (const connect of [undefined, connectNode]) {
+      const error = await refused(new LockClient({ servers: `127.0.0.1:${server.port}`, ...(connect ? { connect } : {}) }));
+      expect(error.tls?.kind).toBe("server-speaks-tls");
+      expect(error.message).toContain(`the server at 127.0.0.1:${server.port} speaks TLS`);
+      expect(error.message).toContain("tls option");
+      expect(error.message).not.toContain("frame type");
+    }
+  });
+
+  test("an untrusted certificate names itself on both transports (Bun said 'the server closed the connection')", async () => {
+    await using server = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey } });
+    for (const connect of [undefined, connectNode]) {
+      const error = await refused(new LockClient({ servers: `127.0.0.1:${server.port}`, tls: { ca: certs.strangerCert }, ...(connect ? { connect } : {}) }));
+      expect(error.tls?.kind).toBe("untrusted");
+      expect(error.message).toContain("does not trust");
+      expect(error.message).toContain("unable to verify");
+      expect(error.message).toContain("tls.ca");
+    }
+  });
+
+  test("tls: {} is TLS with the system CAs: an untrusted certificate fails the connect at once, not at the connect timeout", async () => {
+    await using server = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey } });
+    // With a 60 s lease the connect timeout is 48 s, past this test's limit: only a prompt failure passes.
+    const error = await refused(new LockClient({ servers: `127.0.0.1:${server.port}`, tls: {} }));
+    expect(error.tls?.kind).toBe("untrusted");
+  });
+
+  test("a TLS client on a plaintext port is told the server does not speak TLS", async () => {
+    await using server = startServer();
+    for (const connect of [undefined, connectNode]) {
+      const error = await refused(new LockClient({ servers: `127.0.0.1:${server.port}`, tls: { ca: certs.caCert }, ...(connect ? { connect } : {}) }));
+      expect(error.tls?.kind).toBe("server-plaintext");
+      expect(error.message).toContain("does not speak TLS");
+    }
+    expect(server.engine.locks.size).toBe(0);
+  });
+
+  test("a TLS problem on one address of a list does not stop the claim: the next address grants", async () => {
+    await using tlsServer = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey } });
+    await using plain = startServer();
+    const client = new LockClient({ servers: [`127.0.0.1:${tlsServer.port}`, `127.0.0.1:${plain.port}`] });
+    await using lock = await client.acquire("tls-list", { lease: 5000 });
+    expect(lock.token).toBeGreaterThan(0n);
+  });
+
+  test("mutual TLS without a client certificate says so (the server's alert, on both transports)", async () => {
+    await using server = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey, clientCa: certs.caCert } });
+    for (const connect of [undefined, connectNode]) {
+      const error = await refused(new LockClient({ servers: `127.0.0.1:${server.port}`, tls: { ca: certs.caCert }, ...(connect ? { connect } : {}) }));
+      expect(error.tls?.kind).toBe("client-certificate");
+      expect(error.message).toContain("requires a client certificate");
+      expect(error.message).toContain("tls.cert and tls.key");
+    }
+    expect(server.engine.locks.size).toBe(0);
   });
 });

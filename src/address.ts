@@ -1,0 +1,125 @@
+/**
+ * Addresses of lock and ops servers, as people write them: one parser for
+ * the client library (`servers`), `lockd run --server`, `lockd status --ops`,
+ * the admin verbs, `lockd serve --listen/--ops` and every LOCKD_* variable
+ * that holds an address. No Bun API and no dependency: the client library
+ * runs on Node.js too.
+ *
+ *     address  = host ":" port | "[" ipv6 "]" ":" port | ":" port
+ *     list     = address *( "," address )        (spaces around elements ignored)
+ *
+ * `host` is a DNS name or an IPv4 address; an IPv6 address goes in
+ * brackets (`[::1]:7700`), because its colons would make the port
+ * ambiguous. `:PORT` means 127.0.0.1: all interfaces is never implied.
+ *
+ * Every error names the element that is wrong (its position in a list) and
+ * what is wrong with it. The grammar is kept in this one place so it can
+ * grow (named groups of lists, say) without a second copy drifting.
+ */
+import { isIPv4, isIPv6 } from "node:net";
+
+export interface Address {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The host `:PORT` stands for. */
+export const DEFAULT_HOST = "127.0.0.1";
+
+export const ADDRESS_EXAMPLE = "127.0.0.1:7700";
+
+/** A malformed address or address list; the message names the bad element. */
+export class AddressError extends RangeError {
+  override readonly name = "AddressError";
+  constructor(
+    message: string,
+    /** The element that is wrong, as given. */
+    readonly element: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface AddressRules {
+  /** Accept port 0 ("any free port"): only for addresses to listen on. Default false. */
+  readonly allowPortZero?: boolean;
+}
+
+/** A DNS name: labels of letters, digits, `-` and `_`, dot-separated, at most 253 characters. */
+const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$/;
+
+/** Why `text` is not an address, or null when it is one. Sets `out` on success. */
+function problem(text: string, rules: AddressRules, out: { host: string; port: number }): string | null {
+  if (text === "") return "empty";
+  let host: string;
+  let portText: string;
+  if (text.startsWith("[")) {
+    const close = text.indexOf("]");
+    if (close < 0) return "an opening [ without ]";
+    host = text.slice(1, close);
+    if (!isIPv6(host)) return `${JSON.stringify(host)} in brackets is not an IPv6 address`;
+    if (text[close + 1] !== ":") return "missing :PORT after ]";
+    portText = text.slice(close + 2);
+  } else {
+    const colon = text.lastIndexOf(":");
+    if (colon < 0) return "missing :PORT";
+    host = text.slice(0, colon);
+    portText = text.slice(colon + 1);
+    if (host.includes(":")) return isIPv6(host) || isIPv6(text) ? "an IPv6 address goes in brackets: [::1]:7700" : "too many colons";
+    if (host === "") host = DEFAULT_HOST;
+    else if (!isIPv4(host) && (/^[\d.]+$/.test(host) || !HOSTNAME.test(host))) return `${JSON.stringify(host)} is not a host name or IP address`;
+  }
+  if (!/^\d{1,5}$/.test(portText)) return portText === "" ? "missing the port after :" : `port ${JSON.stringify(portText)} is not a number`;
+  const port = Number(portText);
+  const min = rules.allowPortZero ? 0 : 1;
+  if (port < min || port > 65535) return `port ${port} is out of range ${min}..65535`;
+  out.host = host;
+  out.port = port;
+  return null;
+}
+
+/** One address: `host:port`, `[v6]:port` or `:port`. Throws AddressError. */
+export function parseAddress(text: string, rules: AddressRules = {}): Address {
+  const trimmed = text.trim();
+  const out = { host: "", port: 0 };
+  const why = problem(trimmed, rules, out);
+  if (why !== null) {
+    const hint = trimmed.includes(",") ? "; one address expected here, not a list" : "";
+    throw new AddressError(`${JSON.stringify(text)} is not HOST:PORT: ${why}${hint} (example: ${ADDRESS_EXAMPLE})`, text);
+  }
+  return out;
+}
+
+/**
+ * A list of addresses: a comma-separated string, or an array whose items may
+ * themselves be comma-separated. At least one. Throws AddressError naming
+ * the first bad element and its position.
+ */
+export function parseAddressList(input: string | readonly string[], rules: AddressRules = {}): Address[] {
+  const elements = (typeof input === "string" ? [input] : input).flatMap((item) => item.split(","));
+  const whole = typeof input === "string" ? input : input.join(",");
+  if (elements.every((element) => element.trim() === "")) {
+    throw new AddressError(`no address given (example: ${ADDRESS_EXAMPLE}, or a list: 10.0.0.1:7700,10.0.0.2:7700)`, whole);
+  }
+  const addresses: Address[] = [];
+  for (let i = 0; i < elements.length; i++) {
+    const element = elements[i]!.trim();
+    const out = { host: "", port: 0 };
+    const why = problem(element, rules, out);
+    if (why !== null) {
+      const where = elements.length === 1 ? JSON.stringify(element) : `element ${i + 1} of ${JSON.stringify(whole)} (${JSON.stringify(element)})`;
+      throw new AddressError(`${where} is not HOST:PORT: ${why} (example: ${ADDRESS_EXAMPLE}, or a list: 10.0.0.1:7700,10.0.0.2:7700)`, element);
+    }
+    addresses.push(out);
+  }
+  return addresses;
+}
+
+/** `host:port`, with an IPv6 host in brackets: what parseAddress reads back. */
+export function formatAddress(address: Address): string {
+  return address.host.includes(":") ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`;
+}
+
+export function formatAddressList(addresses: readonly Address[]): string {
+  return addresses.map(formatAddress).join(",");
+}
