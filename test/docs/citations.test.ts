@@ -1,9 +1,9 @@
 /**
- * The docs stand on this repository alone: every file they link or name
- * ("how-it-works.md", "deploy/lockd.service") exists here, every
- * "X.md section N" (and a bare "section N", meaning the same page) names a
- * numbered heading that X has, and every #anchor of a link is a heading of
- * its target.
+ * The docs stand on this repository alone: every file they link, name
+ * ("how-it-works.md") or quote as a path (`src/client/schedule.ts`) exists
+ * here, every "X.md section N" (and a bare "section N", meaning the same
+ * page) names a numbered heading that X has, and every #anchor of a link is
+ * a heading of its target.
  */
 import { describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
@@ -69,6 +69,14 @@ describe.each(PAGES)("%s", (page) => {
       if (anchor !== undefined && file.endsWith(".md") && !headings(texts.get(file) ?? "").anchors.has(anchor)) broken.push(`${target}: no heading #${anchor}`);
     }
     expect(broken).toEqual([]);
+  });
+
+  test("every repository path it quotes (`src/...`, `test/...`) exists", () => {
+    const missing: string[] = [];
+    for (const m of text.matchAll(/`((?:src|test|bench|deploy|bin|docs)\/[\w./-]*)`/g)) {
+      if (!existsSync(join(ROOT, m[1]!))) missing.push(m[1]!);
+    }
+    expect(missing).toEqual([]);
   });
 
   test("every X.md it names exists here, and every section it cites is a heading there", () => {
