@@ -13,7 +13,7 @@ import { forEachLine } from "../helpers/lines.ts";
 export interface SigtermOutcome {
   /** The launcher's exit code (null when a signal ended it) and signal. */
   readonly exitCode: number | null;
-  readonly signalCode: string | null;
+  readonly signalCode: NodeJS.Signals | number | null;
   /** The server's pid, from its log. */
   readonly serverPid: number;
   /** The server process still existed after the launcher exited. */
