@@ -20,7 +20,7 @@ Without N: prints the fencing-token floor stored in DIR (no token above it
 has been issued; the next start issues floor+1 or later).
 With N: raises the floor to N, so the next start issues tokens above N. Use
 it when a data directory was lost: pick N above any token ever issued (for
-example the last lockd_last_fencing_token you scraped, plus a margin). The
+example the last lockd_fencing_token_last you scraped, plus a margin). The
 floor never goes down. Run it while the server is stopped.
 
 Options:
