@@ -101,6 +101,9 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     process.stderr.write(`lockd serve: ${error.message}\n`);
     return ExitCode.UNAVAILABLE;
   }
+  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
   // Only now, with both listeners bound, reserve the first block: a start that fails burns none.
   try {
     tokens.start();
@@ -108,11 +111,10 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     if (!(error instanceof TokenStoreError)) throw error;
     process.stderr.write(`lockd serve: ${error.message}\n`);
     await daemon.close();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
     return storeExit(error);
   }
-  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
 
   log.info("lockd listening", {
     version: VERSION,

@@ -3,7 +3,7 @@
 // refuses while a server holds it; a SIGKILLed server's hold is gone at once
 // (the kernel drops the flock); a file in the way is said in one sentence.
 import { afterEach, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readFloor } from "../../src/server/tokens-file.ts";
@@ -83,4 +83,17 @@ test("a file where the data directory should be: exit 73 and one sentence, not E
   const floor = await runCli(["floor", "--data-dir", file, "10"]);
   expect(floor.code).toBe(73);
   expect(floor.err).toBe(`lockd floor: --data-dir ${file} is a file, not a directory\n`);
+});
+
+test("a floor that cannot be written once the listeners are up: exit 73, the listeners closed, nothing reserved", async () => {
+  const dataDir = tempDir();
+  mkdirSync(join(dataDir, "tokens.tmp")); // the floor is written through tokens.tmp: now it cannot be
+  await using server = serve(dataDir);
+  expect(await server.exit()).toBe(73);
+  expect(server.raw).toEqual([expect.stringContaining(`lockd serve: cannot write the token floor ${join(dataDir, "tokens")}`)]);
+  expect(readFloor(dataDir)).toBe(0);
+  // and the directory is free again
+  rmSync(join(dataDir, "tokens.tmp"), { recursive: true });
+  await using next = serve(dataDir);
+  expect((await next.line("lockd listening")).tokensFrom).toBe(1);
 });
