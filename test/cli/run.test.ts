@@ -223,7 +223,8 @@ function running(pid: number): boolean {
 function tree(options: { stubborn?: boolean; leave?: boolean } = {}): string[] {
   const script = [
     'sleep 123 & echo "grandchild $!"',
-    options.stubborn ? '(trap "" TERM; exec sleep 124) & echo "grandchild $!"' : "",
+    // Ignored before the fork, so the child ignores SIGTERM from its first instruction (no race with "ready").
+    options.stubborn ? 'trap "" TERM; sleep 124 & echo "grandchild $!"; trap - TERM' : "",
     "echo ready",
     options.leave ? "exit 0" : "wait",
   ].filter((part) => part !== "").join("; ");
