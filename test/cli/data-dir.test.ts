@@ -3,12 +3,13 @@
 // refuses while a server holds it; a SIGKILLed server's hold is gone at once
 // (the kernel drops the flock); a file in the way is said in one sentence.
 import { afterEach, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readFloor } from "../../src/server/tokens-file.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 const dirs: string[] = [];
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "lockd-datadir-"));
@@ -96,4 +97,35 @@ test("a floor that cannot be written once the listeners are up: exit 73, the lis
   rmSync(join(dataDir, "tokens.tmp"), { recursive: true });
   await using next = serve(dataDir);
   expect((await next.line("lockd listening")).tokensFrom).toBe(1);
+});
+
+test("a data directory the server's user cannot write: exit 73 and 'permission denied' in one line, for serve and floor", async () => {
+  const base = tempDir();
+  const root = process.getuid?.() === 0;
+  // Root writes anywhere: run the commands as nobody instead, in a directory only root may write.
+  chmodSync(base, root ? 0o755 : 0o555);
+  const as = root ? { uid: 65534, gid: 65534 } : {};
+  const lockd = async (args: string[]) => {
+    const proc = Bun.spawn([process.execPath, MAIN, ...args], { ...as, stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+    try {
+      const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+      return { code, err };
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  try {
+    const advice = "permission denied: the server's user cannot write there (choose another --data-dir, or fix the directory)\n";
+    expect(await lockd(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--data-dir", base])).toEqual({
+      code: 73,
+      err: `lockd serve: cannot use the data directory ${base}: ${advice}`,
+    });
+    expect(await lockd(["floor", "--data-dir", join(base, "data"), "5"])).toEqual({
+      code: 73,
+      err: `lockd floor: cannot create the data directory ${join(base, "data")}: ${advice}`,
+    });
+  } finally {
+    chmodSync(base, 0o700);
+  }
 });
