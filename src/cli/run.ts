@@ -48,8 +48,9 @@ it exits get SIGTERM (SIGKILL after --kill-after) before the lock is
 released. A process that leaves the group (setsid, a daemon) escapes this,
 and a SIGKILL of lockd run itself cannot be passed on.
 When stdin is a terminal, COMMAND stays in the terminal's job instead (so
-an editor, Ctrl-C and Ctrl-Z work as usual); then lock loss and the
-signals lockd run passes on reach COMMAND alone, not its children.
+an editor, Ctrl-C and Ctrl-Z work as usual: the terminal signals the whole
+job itself, and lockd run does not repeat a SIGINT); then lock loss, SIGTERM
+and SIGHUP reach COMMAND alone, not its children.
 
 Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
@@ -110,7 +111,7 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   const waitCancel = new AbortController();
   const onSignal = (signal: NodeJS.Signals): void => {
     if (tree !== null) {
-      tree.signal(signal);
+      tree.passOn(signal);
     } else if (interrupted === null) {
       interrupted = signal;
       waitCancel.abort(new Error(`interrupted by ${signal}`));
@@ -167,7 +168,8 @@ function tlsSettings(options: { tlsCa?: string; tlsCert?: string; tlsKey?: strin
  * When stdin is a terminal, a new session would take the terminal away from
  * COMMAND (no /dev/tty, no Ctrl-Z, no window-size signal), so COMMAND stays
  * in lockd run's process group, the terminal's job: the terminal driver
- * sends Ctrl-C and Ctrl-Z to all of it, and lockd run signals COMMAND alone.
+ * sends Ctrl-C and Ctrl-Z to all of it, and lockd run signals COMMAND alone
+ * (SIGINT not at all: see passOn).
  */
 class ProcessTree {
   constructor(
@@ -178,6 +180,16 @@ class ProcessTree {
 
   get pid(): number {
     return this.child.pid;
+  }
+
+  /**
+   * A signal lockd run received. In the terminal's job a SIGINT came from the
+   * terminal (Ctrl-C), which sent it to COMMAND too: a second one would look
+   * like a second Ctrl-C ("force quit" to many programs), so it is not sent.
+   */
+  passOn(signal: NodeJS.Signals): void {
+    if (signal === "SIGINT" && !this.grouped) return;
+    this.signal(signal);
   }
 
   signal(signal: NodeJS.Signals): void {

@@ -317,6 +317,35 @@ test("interactive (stdin a terminal): COMMAND stays in the terminal's job, so /d
   expect(output).toContain("ctty ok"); // the terminal is still COMMAND's controlling terminal
 });
 
+test("interactive: Ctrl-C reaches COMMAND once (from the terminal), not a second time from lockd run", async () => {
+  await using server = startServer();
+  let output = "";
+  const decoder = new TextDecoder();
+  const seen = new Wakeup();
+  const proc = Bun.spawn([process.execPath, MAIN, "run", "--server", `127.0.0.1:${server.port}`, "jobs/tty-int", ...child("count-int")], {
+    terminal: {
+      data: (_terminal, data) => {
+        output += decoder.decode(data, { stream: true });
+        seen.wake();
+      },
+    },
+  });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+  try {
+    const pid = await seen.until(() => /"pid":(\d+)/.exec(output)?.[1], 10_000, () => `the child's line; got ${output}`);
+    childPids.push(Number(pid));
+    proc.terminal!.write("\x03"); // Ctrl-C: the terminal sends SIGINT to the foreground job, lockd run and COMMAND
+    await seen.until(() => (output.includes("SIGINT 1") ? true : undefined), 10_000, () => `SIGINT 1; got ${output}`);
+    // Any SIGINT lockd run passed on was sent before this SIGTERM, which it passes on too.
+    proc.kill("SIGTERM");
+    expect(await proc.exited).toBe(42);
+    expect(output).toContain("SIGTERM after 1 SIGINT");
+  } finally {
+    clearTimeout(timer);
+    proc.terminal?.close();
+  }
+});
+
 test("killing the server process (SIGKILL): the lock is lost and the child gets SIGTERM", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "lockd-run-"));
   const serve = Bun.spawn([process.execPath, MAIN, "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--data-dir", dataDir], {
