@@ -294,7 +294,7 @@ export const RUN_OPTIONS = {
   killAfter: {
     flag: "--kill-after",
     default: "10s",
-    help: "after the lock is lost, or COMMAND exits leaving processes in its group: SIGTERM, then SIGKILL this long later",
+    help: "on lock loss (and for processes COMMAND leaves behind): SIGTERM, then SIGKILL this long later",
     schema: duration(0),
   },
   tlsCa: {

@@ -41,16 +41,18 @@ environment. If the lock is lost while COMMAND runs (the server stops, is
 unreachable, or does not answer within 0.8 x lease), COMMAND and every
 process it started get SIGTERM, then SIGKILL after --kill-after.
 
-COMMAND runs in a process group of its own (a new session), and every
-signal reaches the whole group: SIGTERM (then SIGKILL) on lock loss, and
-SIGINT, SIGTERM and SIGHUP sent to lockd run, which are passed on. Processes COMMAND leaves running in its group when
-it exits get SIGTERM (SIGKILL after --kill-after) before the lock is
-released. A process that leaves the group (setsid, a daemon) escapes this,
-and a SIGKILL of lockd run itself cannot be passed on.
-When stdin is a terminal, COMMAND stays in the terminal's job instead (so
-an editor, Ctrl-C and Ctrl-Z work as usual: the terminal signals the whole
-job itself, and lockd run does not repeat a SIGINT); then lock loss, SIGTERM
-and SIGHUP reach COMMAND alone, not its children.
+COMMAND runs in a process group of its own (a new session), and signals
+reach the whole group: SIGTERM (then SIGKILL) on lock loss, and SIGINT,
+SIGTERM and SIGHUP sent to lockd run, which are passed on. Processes that
+COMMAND leaves running in its group when it exits get SIGTERM (SIGKILL
+after --kill-after) before the lock is released. A process that leaves the
+group (setsid, a daemon) escapes this, and a SIGKILL of lockd run itself
+cannot be passed on.
+
+When stdin is a terminal, COMMAND stays in the terminal's job instead, so
+an editor, Ctrl-C and Ctrl-Z work as usual (the terminal signals the whole
+job itself, and lockd run does not repeat a SIGINT); then lock loss,
+SIGTERM and SIGHUP reach COMMAND alone, not its children.
 
 Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
