@@ -207,6 +207,7 @@ export function lockDataDir(dir: string): DirLock {
   } catch (error) {
     if (!(error instanceof DirLockError)) throw error;
     if (error.kind === "held") throw new TokenStoreError(error.message, { cause: error }, "busy");
+    if (error.kind === "unsupported") throw new TokenStoreError(error.message, { cause: error });
     const cause = error.cause as NodeJS.ErrnoException | undefined;
     const why = cause?.code === undefined ? error.message : `${errnoText(cause.code) ?? cause.message}`;
     throw new TokenStoreError(`cannot use the data directory ${dir}: ${why}${ADVICE}`, { cause: error });
