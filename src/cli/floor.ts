@@ -19,9 +19,9 @@ export const FLOOR_HELP = `Usage: lockd floor [--data-dir DIR] [N]
 
 Without N: prints the fencing-token floor stored in DIR (no token above it
 has been issued; the next start issues floor+1 or later).
-With N: raises the floor to N (creating DIR if it is missing), so the next
-start issues tokens above N. Use it when a data directory was lost: pick N
-above any token ever issued (for
+With N: raises the floor to N, creating DIR if it is missing; the next
+start then issues tokens above N. Use it when a data directory was lost:
+pick N above any token ever issued, the highest you can find (for
 example the last lockd_last_fencing_token you scraped, plus a margin). The
 floor never goes down. Raising it needs the server stopped: while a server
 holds DIR, lockd floor N refuses (exit 75), since that server would write
