@@ -185,6 +185,12 @@ class ProcessTree {
   }
 
   /**
+   * COMMAND has exited and its group is empty (or was SIGKILLed): no more
+   * signals, since the group id may now be reused by an unrelated process.
+   */
+  finished = false;
+
+  /**
    * A signal lockd run received. In the terminal's job a SIGINT came from the
    * terminal (Ctrl-C), which sent it to COMMAND too: a second one would look
    * like a second Ctrl-C ("force quit" to many programs), so it is not sent.
@@ -195,6 +201,7 @@ class ProcessTree {
   }
 
   signal(signal: NodeJS.Signals): void {
+    if (this.finished) return;
     if (!this.grouped) {
       this.child.kill(signal);
       return;
@@ -312,6 +319,7 @@ async function runHolding(
       }
     }
   } finally {
+    tree.finished = true;
     lock.signal.removeEventListener("abort", onLost);
     if (killTimer !== null) clearTimeout(killTimer);
   }
