@@ -258,7 +258,7 @@ function groupRunsLinux(pgid: number): boolean {
 }
 
 /** How often the group is checked for leftovers after COMMAND exited (no event exists for "group empty"). */
-const GROUP_POLL_MS = 20;
+const GROUP_POLL_MS = 50;
 /** After SIGKILL, how long to wait for the group to be gone before releasing anyway. */
 const AFTER_KILL_MS = 2000;
 
