@@ -335,7 +335,7 @@ export const RUN_OPTIONS = {
   killAfter: {
     flag: "--kill-after",
     default: "10s",
-    help: "after the lock is lost: SIGTERM, then SIGKILL this long later",
+    help: "on lock loss (and for processes COMMAND leaves behind): SIGTERM, then SIGKILL this long later",
     schema: duration(0),
   },
   tlsCa: {

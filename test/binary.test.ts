@@ -1,7 +1,7 @@
 // The single binary: `npm run build` (bun build --compile) into a temp dir,
 // then a smoke test of that file alone, run from another directory: serve,
-// a claim and a pushed handover with the client library, `run`, `status`,
-// SIGTERM, exit 0.
+// a second server refused on the same data directory, a claim and a pushed
+// handover with the client library, `run`, `status`, SIGTERM, exit 0.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -64,6 +64,17 @@ test("the compiled binary serves, hands over, runs, reports and stops cleanly", 
     const start = JSON.parse(await stderr.line((l) => l.includes("lockd listening")));
     const address = start.listen as string;
     const ops = start.ops as string;
+
+    // The data directory lock (flock through bun:ffi) works in the binary: a second server on it refuses.
+    const twin = Bun.spawnSync([binary, "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--data-dir", join(cwd, "data")], {
+      cwd,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      timeout: 10_000,
+    });
+    expect(twin.exitCode).toBe(75);
+    expect(twin.stderr.toString()).toBe(
+      `lockd serve: the data directory ${join(cwd, "data")} is in use by another process (pid ${server.pid}): one data directory serves one lockd server at a time\n`,
+    );
 
     const client = new LockClient({ servers: address });
     const first = await client.acquire("smoke", { lease: 2000 });

@@ -17,7 +17,10 @@ export const ExitCode = {
   CANT_CREATE: 73,
   /** EX_IOERR: `lockd serve`: the token floor could not be written while running (the server stops). */
   IO_ERROR: 74,
-  /** EX_TEMPFAIL: try again later. `lockd run`: --wait passed without the lock. */
+  /**
+   * EX_TEMPFAIL: try again later. `lockd run`: --wait passed without the
+   * lock. `lockd serve`, `lockd floor N`: a running server holds the data directory.
+   */
   TEMPFAIL: 75,
   /**
    * `lockd run`: the lock was lost while the command ran (the command was

@@ -4,12 +4,18 @@
  * (-w wait, -n try, -E conflict exit code).
  *
  * The lock is held by this process (it heartbeats); the child only gets the
- * fencing token and the lock name in its environment. Losing the lock sends
- * the child SIGTERM, then SIGKILL after --kill-after. SIGINT and SIGTERM to
- * `lockd run` go to the child while it runs, and cancel the claim while it
- * waits.
+ * fencing token and the lock name in its environment. COMMAND runs in a
+ * process group of its own (a new session), so everything it starts can be
+ * stopped with it: losing the lock sends the group SIGTERM, then SIGKILL
+ * after --kill-after; SIGINT, SIGTERM and SIGHUP to `lockd run` go to the
+ * group while COMMAND runs (and cancel the claim while it waits); processes
+ * COMMAND leaves behind in its group are stopped the same way before the
+ * lock is released. Interactive use (stdin a terminal) keeps COMMAND in the
+ * terminal's job instead, so job control works: see ProcessTree.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { constants as osConstants } from "node:os";
+import { isatty } from "node:tty";
 import { DEFAULT_RECONNECT_MS, LockClient } from "../client/client.ts";
 import {
   LockAbortedError,
@@ -33,8 +39,21 @@ Takes the lock NAME on the lock server, runs COMMAND while holding it, and
 releases it when COMMAND exits. COMMAND gets LOCKD_TOKEN (the fencing token:
 pass it to anything the lock guards) and LOCKD_LOCK (NAME) in its
 environment. If the lock is lost while COMMAND runs (the server stops, is
-unreachable, or does not answer within 0.8 x lease), COMMAND gets SIGTERM,
-then SIGKILL after --kill-after. SIGINT and SIGTERM are passed on to COMMAND.
+unreachable, or does not answer within 0.8 x lease), COMMAND and every
+process it started get SIGTERM, then SIGKILL after --kill-after.
+
+COMMAND runs in a process group of its own (a new session), and signals
+reach the whole group: SIGTERM (then SIGKILL) on lock loss, and SIGINT,
+SIGTERM and SIGHUP sent to lockd run, which are passed on. Processes that
+COMMAND leaves running in its group when it exits get SIGTERM (SIGKILL
+after --kill-after) before the lock is released. A process that leaves the
+group (setsid, a daemon) escapes this, and a SIGKILL of lockd run itself
+cannot be passed on.
+
+When stdin is a terminal, COMMAND stays in the terminal's job instead, so
+an editor, Ctrl-C and Ctrl-Z work as usual (the terminal signals the whole
+job itself, and lockd run does not repeat a SIGINT); then lock loss,
+SIGTERM and SIGHUP reach COMMAND alone, not its children.
 
 Before the grant, an unreachable or restarting server is retried: the next
 address of a --server list at once, then with backoff (50 ms doubling to
@@ -100,20 +119,19 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   const tryOnly = parsed.switches.has("try");
   if (tryOnly && wait !== undefined) return usage("--try and --wait exclude each other");
 
-  // Signals: cancel the claim while waiting, go to the child once it runs.
-  let child: ReturnType<typeof Bun.spawn> | null = null;
+  // Signals: cancel the claim while waiting, go to COMMAND's processes once it runs.
+  let tree: ProcessTree | null = null;
   let interrupted: NodeJS.Signals | null = null;
   const waitCancel = new AbortController();
   const onSignal = (signal: NodeJS.Signals): void => {
-    if (child !== null) {
-      child.kill(signal);
+    if (tree !== null) {
+      tree.passOn(signal);
     } else if (interrupted === null) {
       interrupted = signal;
       waitCancel.abort(new Error(`interrupted by ${signal}`));
     }
   };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  for (const signal of FORWARDED) process.on(signal, onSignal);
   try {
     const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
     const client = new LockClient({
@@ -144,15 +162,17 @@ export async function run(argv: readonly string[], env: Record<string, string | 
       return claimFailed(error, conflictExitCode, interrupted);
     }
     try {
-      return await runHolding(lock, command, env, killAfter, (spawned) => (child = spawned));
+      return await runHolding(lock, command, env, killAfter, (spawned) => (tree = spawned));
     } finally {
       await lock.release();
     }
   } finally {
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    for (const signal of FORWARDED) process.off(signal, onSignal);
   }
 }
+
+/** Signals to `lockd run` that are passed on to COMMAND's processes. */
+const FORWARDED: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 
 /** TLS for the claim: on with --tls (system CAs), --tls-ca, or a client certificate. */
 function tlsSettings(options: { tlsCa?: string; tlsCert?: string; tlsKey?: string }, on: boolean): TlsSettings | undefined {
@@ -164,42 +184,165 @@ function tlsSettings(options: { tlsCa?: string; tlsCert?: string; tlsKey?: strin
   };
 }
 
+/**
+ * COMMAND and what it starts. Normally COMMAND is spawned detached (setsid:
+ * a new session whose process group id is COMMAND's pid) and every signal
+ * goes to the group with kill(-pgid): grandchildren stop with COMMAND, and
+ * the group can be watched for processes left behind after COMMAND exits.
+ *
+ * When stdin is a terminal, a new session would take the terminal away from
+ * COMMAND (no /dev/tty, no Ctrl-Z, no window-size signal), so COMMAND stays
+ * in lockd run's process group, the terminal's job: the terminal driver
+ * sends Ctrl-C and Ctrl-Z to all of it, and lockd run signals COMMAND alone
+ * (SIGINT not at all: see passOn).
+ */
+class ProcessTree {
+  constructor(
+    readonly child: ReturnType<typeof Bun.spawn>,
+    /** COMMAND leads a process group of its own (its id is COMMAND's pid). */
+    readonly grouped: boolean,
+  ) {}
+
+  get pid(): number {
+    return this.child.pid;
+  }
+
+  /**
+   * COMMAND has exited and its group is empty (or was SIGKILLed): no more
+   * signals, since the group id may now be reused by an unrelated process.
+   */
+  finished = false;
+
+  /**
+   * A signal lockd run received. In the terminal's job a SIGINT came from the
+   * terminal (Ctrl-C), which sent it to COMMAND too: a second one would look
+   * like a second Ctrl-C ("force quit" to many programs), so it is not sent.
+   */
+  passOn(signal: NodeJS.Signals): void {
+    if (signal === "SIGINT" && !this.grouped) return;
+    this.signal(signal);
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    if (this.finished) return;
+    if (!this.grouped) {
+      this.child.kill(signal);
+      return;
+    }
+    try {
+      process.kill(-this.child.pid, signal);
+    } catch {
+      // ESRCH: the group is empty
+    }
+  }
+
+  /** Whether any process of the group is still running (zombies, already dead, do not count). */
+  running(): boolean {
+    if (!this.grouped) return false;
+    return process.platform === "linux" ? groupRunsLinux(this.child.pid) : groupExists(this.child.pid);
+  }
+}
+
+function groupExists(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Linux: a group member that is not a zombie, from /proc. kill(-pgid, 0)
+ * alone would count zombies, and where PID 1 does not reap orphans (some
+ * containers) those stay forever.
+ */
+function groupRunsLinux(pgid: number): boolean {
+  if (!groupExists(pgid)) return false;
+  let pids: string[];
+  try {
+    pids = readdirSync("/proc");
+  } catch {
+    return true;
+  }
+  for (const pid of pids) {
+    if (pid.charCodeAt(0) < 48 || pid.charCodeAt(0) > 57) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    } catch {
+      continue; // exited meanwhile
+    }
+    // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") return true;
+  }
+  return false;
+}
+
+/** How often the group is checked for leftovers after COMMAND exited (no event exists for "group empty"). */
+const GROUP_POLL_MS = 50;
+/** After SIGKILL, how long to wait for the group to be gone before releasing anyway. */
+const AFTER_KILL_MS = 2000;
+
 /** Run the command while `lock` is held; its exit status, or LOCK_LOST. */
 async function runHolding(
   lock: Lock,
   command: readonly string[],
   env: Record<string, string | undefined>,
   killAfterMs: number,
-  started: (child: ReturnType<typeof Bun.spawn>) => void,
+  started: (tree: ProcessTree) => void,
 ): Promise<number> {
+  const grouped = !isatty(0);
   let child: ReturnType<typeof Bun.spawn>;
   try {
     child = Bun.spawn([...command], {
       stdio: ["inherit", "inherit", "inherit"],
       env: { ...env, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name },
+      detached: grouped,
     });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     process.stderr.write(`lockd run: cannot run ${JSON.stringify(command[0])}: ${(error as Error).message}\n`);
     return code === "ENOENT" ? ExitCode.COMMAND_NOT_FOUND : ExitCode.CANNOT_EXECUTE;
   }
-  started(child);
+  const tree = new ProcessTree(child, grouped);
+  started(tree);
+  const what = grouped ? `process group ${tree.pid}` : `${tree.pid}`;
   let lost: LockLostError | null = null;
   let killTimer: ReturnType<typeof setTimeout> | null = null;
+  let killed = false;
+  /** SIGTERM now, SIGKILL after --kill-after; once. */
+  const terminate = (): void => {
+    if (killTimer !== null || killed) return;
+    tree.signal("SIGTERM");
+    killTimer = setTimeout(() => {
+      killed = true;
+      process.stderr.write(`lockd run: ${what} still running ${killAfterMs} ms after SIGTERM; sending SIGKILL\n`);
+      tree.signal("SIGKILL");
+    }, killAfterMs);
+  };
   const onLost = (): void => {
     lost = lock.signal.reason as LockLostError;
-    process.stderr.write(`lockd run: ${lost.message}; sending SIGTERM to ${child.pid}\n`);
-    child.kill("SIGTERM");
-    killTimer = setTimeout(() => {
-      process.stderr.write(`lockd run: ${child.pid} still running ${killAfterMs} ms after SIGTERM; sending SIGKILL\n`);
-      child.kill("SIGKILL");
-    }, killAfterMs);
+    process.stderr.write(`lockd run: ${lost.message}; sending SIGTERM to ${what}\n`);
+    terminate();
   };
   lock.signal.addEventListener("abort", onLost, { once: true });
   if (lock.signal.aborted) onLost(); // lost between the grant and the spawn
   try {
     await child.exited;
+    // What COMMAND left in its group would run on unguarded once the lock is released: stop it first.
+    if (tree.running()) {
+      if (killTimer === null) process.stderr.write(`lockd run: COMMAND exited; sending SIGTERM to the processes it left in ${what}\n`);
+      terminate();
+      let afterKill = 0;
+      while (tree.running() && afterKill < AFTER_KILL_MS) {
+        await Bun.sleep(GROUP_POLL_MS);
+        if (killed) afterKill += GROUP_POLL_MS;
+      }
+    }
   } finally {
+    tree.finished = true;
     lock.signal.removeEventListener("abort", onLost);
     if (killTimer !== null) clearTimeout(killTimer);
   }

@@ -29,12 +29,16 @@ Admin endpoints (force-release, kick) need a token: without one they answer
 on the same level (two flags, or two variables) is an error.
 
 The data directory holds the fencing-token floor: keep it across restarts
-(tokens continue above it); see docs/operations.md.
+(tokens continue above it). A running server holds it exclusively (a lock
+the kernel drops when the process dies): a second server on the same
+directory exits with 75. See docs/operations.md.
 
 Exit codes: 0 stopped cleanly; 64 bad options; 65 the token floor is
 corrupt; 66 a certificate or key file cannot be read; 69 cannot listen;
 70 stopped by a second signal; 73 the data directory cannot be created or
-written; 74 the token floor could not be written while running.
+written (a file in the way, no permission, read-only); 74 the token floor
+could not be written while running; 75 another process (a running lockd
+serve) holds the data directory.
 `;
 
 export async function serve(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
@@ -74,7 +78,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   } catch (error) {
     if (!(error instanceof TokenStoreError)) throw error;
     process.stderr.write(`lockd serve: ${error.message}\n`);
-    return error.kind === "corrupt" ? ExitCode.DATA_ERROR : ExitCode.CANT_CREATE;
+    return storeExit(error);
   }
 
   let daemon: Daemon;
@@ -93,6 +97,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
       ...(opsTls !== undefined ? { opsTls } : {}),
     });
   } catch (error) {
+    tokens.abandon(); // nothing was reserved: the floor is as it was
     if (!(error instanceof ListenError)) throw error;
     process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
     return ExitCode.UNAVAILABLE;
@@ -100,6 +105,17 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  // Only now, with both listeners bound, reserve the first block: a start that fails burns none.
+  try {
+    tokens.start();
+  } catch (error) {
+    if (!(error instanceof TokenStoreError)) throw error;
+    process.stderr.write(`lockd serve: ${error.message}\n`);
+    await daemon.close();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    return storeExit(error);
+  }
 
   log.info("lockd listening", {
     version: VERSION,
@@ -140,4 +156,11 @@ export function listenFailure(error: ListenError): string {
   const text = cause?.code !== undefined ? why[cause.code] : undefined;
   if (text === undefined) return error.message;
   return `cannot listen on ${formatAddress(error.address)} (${flag}): ${text} [${cause!.code}]`;
+}
+
+/** The exit code for a data directory that cannot be used. */
+function storeExit(error: TokenStoreError): number {
+  if (error.kind === "corrupt") return ExitCode.DATA_ERROR;
+  if (error.kind === "busy") return ExitCode.TEMPFAIL;
+  return ExitCode.CANT_CREATE;
 }

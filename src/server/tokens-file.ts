@@ -13,13 +13,23 @@
  * Only the first grant of each block waits for the disk (one fsync pair);
  * with the default block of 100,000 that is rare on any real load.
  *
+ * While a FileTokens is open it holds the directory exclusively (DirLock: an
+ * flock(2) the kernel drops when the process dies): a second server on the
+ * same directory would reserve blocks of its own and the floor could go
+ * back when one of them stops.
+ *
+ * The first block is reserved by `start()`, which `lockd serve` calls only
+ * once its listeners are bound: a start that fails (a port in use) leaves
+ * the floor as it was.
+ *
  * The file is one line, `lockd-tokens v1 floor=<n> crc=<crc32 hex>`. A file
  * that does not parse or whose checksum is wrong stops start-up: restarting
  * tokens from 1 would silently break every guarded resource.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { TokenSource } from "../core/tokens.ts";
+import { DirLock, DirLockError } from "./dir-lock.ts";
 
 export const DEFAULT_TOKEN_BLOCK = 100_000;
 const FILE = "tokens";
@@ -29,8 +39,12 @@ export class TokenStoreError extends Error {
   constructor(
     message: string,
     options?: ErrorOptions,
-    /** "corrupt": the floor file is there but unreadable as a floor; "io": the directory or file cannot be used. */
-    readonly kind: "corrupt" | "io" = "io",
+    /**
+     * "corrupt": the floor file is there but unreadable as a floor; "io": the
+     * directory or file cannot be used; "busy": another process (a running
+     * server) holds the directory.
+     */
+    readonly kind: "corrupt" | "io" | "busy" = "io",
   ) {
     super(message, options);
     this.name = "TokenStoreError";
@@ -104,26 +118,37 @@ export class FileTokens implements TokenSource {
     readonly blockSize: number,
     floor: number,
     private readonly onFatal: (error: TokenStoreError) => never,
+    private readonly lock: DirLock,
   ) {
     this.last = floor;
     this.reserved = floor;
   }
 
   /**
-   * Open (creating) the data directory and reserve the first block, so an
-   * unwritable directory fails here, at start-up, not at the first grant.
+   * Open (creating) the data directory, lock it for this process and read
+   * the floor. Reserves nothing: `start()` does, once the server can serve.
    */
   static open(dir: string, blockSize = DEFAULT_TOKEN_BLOCK, onFatal: (error: TokenStoreError) => never = rethrow): FileTokens {
     if (!Number.isSafeInteger(blockSize) || blockSize < 1) throw new RangeError(`token block must be a positive integer, got ${blockSize}`);
+    const lock = lockDataDir(dir);
     try {
-      mkdirSync(dir, { recursive: true });
+      return new FileTokens(dir, blockSize, readFloor(dir), onFatal, lock);
     } catch (error) {
-      throw new TokenStoreError(`cannot create the data directory ${dir}: ${(error as Error).message}`, { cause: error });
+      lock.release();
+      throw error;
     }
-    const tokens = new FileTokens(dir, blockSize, readFloor(dir), onFatal);
-    writeFloor(dir, tokens.last + blockSize);
-    tokens.reserved = tokens.last + blockSize;
-    return tokens;
+  }
+
+  /**
+   * Reserve the first block now, so an unwritable floor fails at start-up,
+   * not at the first grant. Throws TokenStoreError. (Without it the first
+   * `next()` reserves.)
+   */
+  start(): void {
+    if (this.last < this.reserved) return;
+    const end = this.last + this.blockSize;
+    writeFloor(this.dir, end);
+    this.reserved = end;
   }
 
   next(): number {
@@ -131,10 +156,27 @@ export class FileTokens implements TokenSource {
     return ++this.last;
   }
 
-  /** Clean shutdown: record the last token issued, so the next start skips nothing. */
+  /**
+   * Clean shutdown: record the last token issued, so the next start skips
+   * nothing, then let go of the directory (also when the write fails).
+   */
   close(): void {
-    writeFloor(this.dir, this.last);
-    this.reserved = this.last;
+    try {
+      if (this.lock.held) {
+        writeFloor(this.dir, this.last);
+        this.reserved = this.last;
+      }
+    } finally {
+      this.lock.release();
+    }
+  }
+
+  /**
+   * Let go of the directory without writing anything, as a process that
+   * dies does: the floor stays at the reserved block's end.
+   */
+  abandon(): void {
+    this.lock.release();
   }
 
   /**
@@ -150,6 +192,59 @@ export class FileTokens implements TokenSource {
       this.onFatal(error as TokenStoreError);
     }
     this.reserved = end;
+  }
+}
+
+/**
+ * Create `dir` if needed and lock it, with one clear message for each way
+ * this fails: a file in the way, no permission, a read-only file system,
+ * another server holding it.
+ */
+export function lockDataDir(dir: string): DirLock {
+  prepareDataDir(dir);
+  try {
+    return DirLock.acquire(dir);
+  } catch (error) {
+    if (!(error instanceof DirLockError)) throw error;
+    if (error.kind === "held") throw new TokenStoreError(error.message, { cause: error }, "busy");
+    if (error.kind === "unsupported") throw new TokenStoreError(error.message, { cause: error });
+    const cause = error.cause as NodeJS.ErrnoException | undefined;
+    const why = cause?.code === undefined ? error.message : `${errnoText(cause.code) ?? cause.message}`;
+    throw new TokenStoreError(`cannot use the data directory ${dir}: ${why}${ADVICE}`, { cause: error });
+  }
+}
+
+const ADVICE = " (choose another --data-dir, or fix the directory)";
+
+function errnoText(code: string): string | undefined {
+  if (code === "EACCES" || code === "EPERM") return "permission denied: the server's user cannot write there";
+  if (code === "EROFS") return "it is on a read-only file system";
+  if (code === "ENOSPC") return "no space left on the device";
+  return undefined;
+}
+
+/** mkdir -p, turning ENOTDIR / EEXIST-on-a-file / EACCES / EROFS into sentences. */
+function prepareDataDir(dir: string): void {
+  const fileAt = (path: string): boolean => {
+    try {
+      return !statSync(path).isDirectory();
+    } catch {
+      return false;
+    }
+  };
+  if (fileAt(dir)) throw new TokenStoreError(`--data-dir ${dir} is a file, not a directory`);
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOTDIR" || code === "EEXIST") {
+      let up = dirname(dir);
+      while (up !== dirname(up) && !fileAt(up)) up = dirname(up);
+      const culprit = fileAt(up) ? `${up} is a file, not a directory` : (error as Error).message;
+      throw new TokenStoreError(`cannot create the data directory ${dir}: ${culprit}${ADVICE}`, { cause: error });
+    }
+    const why = (code !== undefined ? errnoText(code) : undefined) ?? (error as Error).message;
+    throw new TokenStoreError(`cannot create the data directory ${dir}: ${why}${ADVICE}`, { cause: error });
   }
 }
 

@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FrameType } from "../../src/protocol/index.ts";
+import { readFloor } from "../../src/server/tokens-file.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
 
@@ -98,6 +99,27 @@ describe("durable fencing tokens", () => {
     await using child = serve(join(file, "data"));
     expect(await child.exit()).toBe(73);
     expect(child.raw.join("\n")).toMatch(/cannot create the data directory/);
+  });
+});
+
+describe("a start that fails", () => {
+  test("on a port in use reserves no block: three failed starts leave the floor as it was", async () => {
+    const dataDir = tempDir();
+    const taken = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    try {
+      for (const flag of ["--listen", "--ops", "--listen"]) {
+        const args = ["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--token-block", "1000"];
+        args[args.indexOf(flag) + 1] = `127.0.0.1:${taken.port}`;
+        await using child = ChildServer.spawn(args, { LOCKD_DATA_DIR: dataDir });
+        expect(await child.exit()).toBe(69);
+        expect(child.raw.join("\n")).toContain(flag);
+      }
+    } finally {
+      taken.stop(true);
+    }
+    expect(readFloor(dataDir)).toBe(0);
+    await using child = serve(dataDir);
+    expect(await grants((await child.addresses()).listenPort, 1)).toEqual([1n]);
   });
 });
 

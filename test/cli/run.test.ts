@@ -1,6 +1,7 @@
 /** `lockd run` as a user runs it: a subprocess against an in-process server. */
 import { afterEach, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { constants as osConstants } from "node:os";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Wakeup } from "../helpers/events.ts";
@@ -220,6 +221,148 @@ test("a child that ignores SIGTERM gets SIGKILL after --kill-after", async () =>
     expect(alive(pid)).toBe(false);
   } finally {
     await server.stop();
+  }
+});
+
+/** Running: not gone and not a zombie (where PID 1 does not reap, killed orphans stay zombies). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(")") + 2));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT" && existsSync("/proc/self/stat")) return false;
+    return alive(pid);
+  }
+}
+
+/**
+ * COMMAND as a shell with children of its own: `sleep` in the background
+ * (and, with `stubborn`, one that ignores SIGTERM), their pids printed, then
+ * `wait` (or `exit 0` with `leave`).
+ */
+function tree(options: { stubborn?: boolean; leave?: boolean } = {}): string[] {
+  const script = [
+    'sleep 123 & echo "grandchild $!"',
+    // Ignored before the fork, so the child ignores SIGTERM from its first instruction (no race with "ready").
+    options.stubborn ? 'trap "" TERM; sleep 124 & echo "grandchild $!"; trap - TERM' : "",
+    "echo ready",
+    options.leave ? "exit 0" : "wait",
+  ].filter((part) => part !== "").join("; ");
+  return ["--", "sh", "-c", script];
+}
+
+/** The grandchildren's pids, once COMMAND printed "ready" (checked running unless COMMAND may be exiting already). */
+async function grandchildren(run: Proc, check = true): Promise<number[]> {
+  await run.line((l) => l === "ready");
+  const pids = run.lines.filter((l) => l.startsWith("grandchild ")).map((l) => Number(l.split(" ")[1]));
+  childPids.push(...pids);
+  if (check) for (const pid of pids) expect(running(pid)).toBe(true);
+  return pids;
+}
+
+test("lock lost: SIGTERM reaches COMMAND's whole process group, grandchildren too", async () => {
+  const server = startServer();
+  try {
+    const run = lockdRun(server.port, ["--lease", "2s", "jobs/tree-lost", ...tree()]);
+    const pids = await grandchildren(run);
+    await server.stop();
+    expect(await run.exit()).toBe(76);
+    expect(run.stderr).toMatch(/sending SIGTERM to process group \d+/);
+    expect(pids.filter(running)).toEqual([]);
+  } finally {
+    await server.stop();
+  }
+});
+
+test("SIGTERM (and SIGHUP) to lockd run reach COMMAND's grandchildren", async () => {
+  await using server = startServer();
+  for (const signal of ["SIGTERM", "SIGHUP"] as const) {
+    const run = lockdRun(server.port, ["jobs/tree-signal", ...tree()]);
+    const pids = await grandchildren(run);
+    run.proc.kill(signal);
+    expect(await run.exit()).toBe(128 + osConstants.signals[signal]); // sh died of the signal it was passed
+    expect(pids.filter(running)).toEqual([]);
+  }
+  expect(server.engine.sessions.size).toBe(0);
+});
+
+test("--kill-after: a grandchild that ignores SIGTERM gets SIGKILL once the lock is lost", async () => {
+  const server = startServer();
+  try {
+    const run = lockdRun(server.port, ["--lease", "2s", "--kill-after", "300ms", "jobs/tree-stubborn", ...tree({ stubborn: true })]);
+    const pids = await grandchildren(run);
+    await server.stop();
+    expect(await run.exit()).toBe(76);
+    expect(run.stderr).toMatch(/process group \d+ still running 300 ms after SIGTERM; sending SIGKILL/);
+    expect(pids.filter(running)).toEqual([]);
+  } finally {
+    await server.stop();
+  }
+});
+
+test("processes COMMAND leaves behind are stopped before the lock is released; COMMAND's exit code stands", async () => {
+  await using server = startServer();
+  const run = lockdRun(server.port, ["--kill-after", "300ms", "jobs/tree-leave", ...tree({ stubborn: true, leave: true })]);
+  const pids = await grandchildren(run, false);
+  expect(pids.length).toBe(2);
+  // The next holder looks at them as soon as it gets the lock: already gone (or zombies) by then.
+  const look = pids.map((pid) => `echo "${pid} $(cut -d' ' -f3 /proc/${pid}/stat 2>/dev/null || echo gone)"`).join("; ");
+  const next = lockdRun(server.port, ["--wait", "20s", "jobs/tree-leave", "--", "sh", "-c", look]);
+  expect(await next.exit()).toBe(0);
+  for (const line of next.lines) expect(line).toMatch(/^\d+ (gone|Z|X)$/);
+  expect(next.lines.length).toBe(2);
+  expect(await run.exit()).toBe(0);
+  expect(run.stderr).toMatch(/COMMAND exited; sending SIGTERM to the processes it left in process group \d+/);
+  expect(run.stderr).toContain("sending SIGKILL");
+  expect(pids.filter(running)).toEqual([]);
+});
+
+test("interactive (stdin a terminal): COMMAND stays in the terminal's job, so /dev/tty and job control work", async () => {
+  await using server = startServer();
+  let output = "";
+  const decoder = new TextDecoder();
+  const script = 'echo "pgrp $(cut -d" " -f5 /proc/$$/stat) lockd $(cut -d" " -f5 /proc/$PPID/stat)"; (: </dev/tty) 2>/dev/null && echo "ctty ok"';
+  const proc = Bun.spawn([process.execPath, MAIN, "run", "--server", `127.0.0.1:${server.port}`, "jobs/tty", "--", "sh", "-c", script], {
+    terminal: { data: (_terminal, data) => (output += decoder.decode(data, { stream: true })) },
+  });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+  try {
+    expect(await proc.exited).toBe(0);
+  } finally {
+    clearTimeout(timer);
+    proc.terminal?.close();
+  }
+  const match = /pgrp (\d+) lockd (\d+)/.exec(output);
+  expect(match?.[1]).toBe(match?.[2]); // same process group as lockd run: the terminal's foreground job
+  expect(output).toContain("ctty ok"); // the terminal is still COMMAND's controlling terminal
+});
+
+test("interactive: Ctrl-C reaches COMMAND once (from the terminal), not a second time from lockd run", async () => {
+  await using server = startServer();
+  let output = "";
+  const decoder = new TextDecoder();
+  const seen = new Wakeup();
+  const proc = Bun.spawn([process.execPath, MAIN, "run", "--server", `127.0.0.1:${server.port}`, "jobs/tty-int", ...child("count-int")], {
+    terminal: {
+      data: (_terminal, data) => {
+        output += decoder.decode(data, { stream: true });
+        seen.wake();
+      },
+    },
+  });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+  try {
+    const pid = await seen.until(() => /"pid":(\d+)/.exec(output)?.[1], 10_000, () => `the child's line; got ${output}`);
+    childPids.push(Number(pid));
+    proc.terminal!.write("\x03"); // Ctrl-C: the terminal sends SIGINT to the foreground job, lockd run and COMMAND
+    await seen.until(() => (output.includes("SIGINT 1") ? true : undefined), 10_000, () => `SIGINT 1; got ${output}`);
+    // Any SIGINT lockd run passed on was sent before this SIGTERM, which it passes on too.
+    proc.kill("SIGTERM");
+    expect(await proc.exited).toBe(42);
+    expect(output).toContain("SIGTERM after 1 SIGINT");
+  } finally {
+    clearTimeout(timer);
+    proc.terminal?.close();
   }
 });
 

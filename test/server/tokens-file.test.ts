@@ -1,9 +1,10 @@
 // Durable token floor: reserve before issue, continue after restart, refuse
 // a corrupt or unwritable store instead of starting again from 1.
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DirLock } from "../../src/server/dir-lock.ts";
 import { FileTokens, TokenStoreError, readFloor, writeFloor } from "../../src/server/tokens-file.ts";
 
 const dirs: string[] = [];
@@ -17,11 +18,42 @@ afterEach(() => {
 });
 
 describe("FileTokens", () => {
-  test("a new directory starts at 1 and reserves the first block before issuing", () => {
+  test("a new directory starts at 1; start() reserves the first block before issuing, open() reserves nothing", () => {
     const dir = join(tempDir(), "data");
     const tokens = FileTokens.open(dir, 10);
+    expect(readFloor(dir)).toBe(0);
+    tokens.start();
     expect(readFloor(dir)).toBe(10);
     expect(tokens.next()).toBe(1);
+    tokens.close();
+  });
+
+  test("without start() the first next() reserves the block", () => {
+    const dir = tempDir();
+    const tokens = FileTokens.open(dir, 10);
+    expect(tokens.next()).toBe(1);
+    expect(readFloor(dir)).toBe(10);
+    tokens.close();
+  });
+
+  test("the directory is held while open: a second open fails (busy, naming our pid) until the first lets go", () => {
+    const dir = tempDir();
+    const first = FileTokens.open(dir, 10);
+    let error: unknown;
+    try {
+      FileTokens.open(dir, 10);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(TokenStoreError);
+    expect((error as TokenStoreError).kind).toBe("busy");
+    expect((error as TokenStoreError).message).toBe(
+      `the data directory ${dir} is in use by another process (pid ${process.pid}): one data directory serves one lockd server at a time`,
+    );
+    expect(DirLock.holder(dir)).toBe(process.pid);
+    first.close();
+    expect(DirLock.holder(dir)).toBeNull();
+    FileTokens.open(dir, 10).close();
   });
 
   test("crossing a block boundary reserves the next block first", () => {
@@ -36,8 +68,10 @@ describe("FileTokens", () => {
     const dir = tempDir();
     const first = FileTokens.open(dir, 100);
     for (let i = 0; i < 42; i++) first.next();
-    const second = FileTokens.open(dir, 100); // the first process is gone without close()
+    first.abandon(); // the first process is gone without close(): the kernel drops its lock
+    const second = FileTokens.open(dir, 100);
     expect(second.next()).toBe(101);
+    second.close();
   });
 
   test("after a clean close tokens continue from the last one issued", () => {
@@ -46,7 +80,9 @@ describe("FileTokens", () => {
     for (let i = 0; i < 42; i++) first.next();
     first.close();
     expect(readFloor(dir)).toBe(42);
-    expect(FileTokens.open(dir, 100).next()).toBe(43);
+    const second = FileTokens.open(dir, 100);
+    expect(second.next()).toBe(43);
+    second.close();
   });
 
   test("a corrupt file refuses to open, with a message naming it", () => {
@@ -61,11 +97,25 @@ describe("FileTokens", () => {
     }
   });
 
-  test("an unwritable data directory refuses to open (the path is under a regular file)", () => {
+  test("a file where the data directory (or a parent of it) should be: one sentence naming the file", () => {
     const base = tempDir();
-    writeFileSync(join(base, "file"), "x");
-    expect(() => FileTokens.open(join(base, "file", "data"), 10)).toThrow(/cannot create the data directory/);
-    expect(() => FileTokens.open(join(base, "file"), 10)).toThrow(TokenStoreError);
+    const file = join(base, "file");
+    writeFileSync(file, "x");
+    expect(() => FileTokens.open(join(file, "data"), 10)).toThrow(
+      `cannot create the data directory ${join(file, "data")}: ${file} is a file, not a directory (choose another --data-dir, or fix the directory)`,
+    );
+    expect(() => FileTokens.open(file, 10)).toThrow(`--data-dir ${file} is a file, not a directory`);
+  });
+
+  test.skipIf(process.getuid?.() === 0)("a data directory the user cannot write: permission denied, said so", () => {
+    const base = tempDir();
+    chmodSync(base, 0o500);
+    try {
+      expect(() => FileTokens.open(join(base, "data"), 10)).toThrow(/cannot create the data directory .*: permission denied/);
+      expect(() => FileTokens.open(base, 10)).toThrow(/cannot use the data directory .*: permission denied/);
+    } finally {
+      chmodSync(base, 0o700);
+    }
   });
 
   test("a block that cannot be reserved later is fatal, before any token past the floor is issued", () => {
@@ -81,5 +131,6 @@ describe("FileTokens", () => {
     expect(() => tokens.next()).toThrow(TokenStoreError);
     expect(fatal.length).toBe(1);
     expect(tokens.last).toBe(2);
+    tokens.abandon();
   });
 });
