@@ -457,9 +457,11 @@ export class ClaimMachine implements FrameSink {
       return;
     }
     if (!this.resilient && !this.rules.retryFirstConnect) {
-      // No server has answered this claim yet: try each address once, then say so.
-      if (!roundDone) this.connect(now);
-      else this.fail(new ServerUnavailableError(`lock server unavailable: ${detail}`, cause));
+      // No server has answered this claim yet: try each address once, at once, then say so.
+      if (!roundDone) {
+        this.effects.retry(detail, 0);
+        this.connect(now);
+      } else this.fail(new ServerUnavailableError(`lock server unavailable: ${detail}`, cause));
       return;
     }
     if (now - this.troubleSince >= this.rules.reconnectMs) {

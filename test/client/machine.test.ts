@@ -107,6 +107,29 @@ describe("the heartbeat schedule", () => {
     m.advance(245);
     expect(m.sends()).toEqual([245]);
   });
+
+  test("promotion with a heartbeat in flight, in either order the server may send it (protocol.md 8.1)", () => {
+    // WAITING reply, then the ACQUIRED push.
+    const a = waiting();
+    a.advance(245);
+    a.advance(250);
+    a.replyWaiting();
+    a.pushGranted(9);
+    expect(a.machine.confirmedAt).toBe(245);
+    expect(a.of("granted")).toHaveLength(1);
+    // ACQUIRED push, then the ACQUIRED reply: the reply confirms and the lock stays held.
+    const b = waiting();
+    b.advance(245);
+    b.advance(250);
+    b.pushGranted(9);
+    b.replyGranted(9);
+    expect(b.machine.confirmedAt).toBe(245);
+    expect(b.of("granted")).toHaveLength(1);
+    expect(b.machine.state).toBe("held");
+    b.advance(1000);
+    expect(b.sends().length).toBeGreaterThan(1);
+    expect(b.ending).toBeUndefined();
+  });
 });
 
 describe("losing a held lock", () => {
@@ -274,7 +297,8 @@ describe("before the grant", () => {
     m.machine.connectFailed(1, new Error("ECONNREFUSED"));
     m.machine.connectFailed(2, new Error("ECONNREFUSED"));
     expect(m.of("connect").map((c) => c.index)).toEqual([0, 1]);
-    expect(m.of("retry")).toEqual([]);
+    // onRetry hears of the move to the next address too, with no pause; not of the last failure.
+    expect(m.of("retry").map((r) => [r.detail, r.delay])).toEqual([["cannot connect to 10.0.0.1:7700: ECONNREFUSED", 0]]);
     expect((m.ending as { error: unknown }).error).toBeInstanceOf(ServerUnavailableError);
 
     const r = new ManualClaim({ addresses: [A, B], retryFirstConnect: true });
