@@ -1,20 +1,16 @@
 // The client library over TLS: a claim and its push handover, mutual TLS
 // with a client certificate, and a server certificate the client does not
 // trust is refused (no ACQUIRE is ever sent).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { LockClient, ServerUnavailableError } from "../../src/client/index.ts";
 import { connectNode } from "../../src/client/node-transport.ts";
-import { type Certs, hasOpenssl, makeCerts } from "../helpers/certs.ts";
+import { hasOpenssl, suiteCerts } from "../helpers/certs.ts";
 import { startServer } from "../helpers/wire.ts";
 
 if (!hasOpenssl) console.warn("client/tls.test.ts: the openssl command is absent; TLS tests are skipped");
 
 describe.skipIf(!hasOpenssl)("client over TLS", () => {
-  let certs: Certs;
-  beforeAll(() => {
-    certs = makeCerts();
-  });
-  afterAll(() => certs.remove());
+  const certs = suiteCerts();
 
   test("acquire, hold past a lease, and a handover pushed to a waiting TLS client", async () => {
     await using server = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey } });
