@@ -269,6 +269,10 @@ describe("SHUTTING_DOWN", () => {
     await Bun.sleep(300); // give a (wrong) silent retry the chance to happen
     expect(runs).toBe(1);
     expect(second.engine.sessions.size).toBe(0);
+    // And it had the chance: the server was there, and the lock free (machine.test.ts checks the rule itself).
+    await using probe = await client.acquire("c/held-shutdown", { try: true });
+    expect(probe.token).toBeGreaterThan(0n);
+    expect(runs).toBe(1);
   });
 
   test("acquire while holding: the lock's signal aborts on SHUTTING_DOWN, reason LockLostError", async () => {

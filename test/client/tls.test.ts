@@ -6,6 +6,7 @@ import { LockClient, ServerUnavailableError } from "../../src/client/index.ts";
 import { connectNode } from "../../src/client/node-transport.ts";
 import { hasOpenssl, suiteCerts } from "../helpers/certs.ts";
 import { startServer } from "../helpers/wire.ts";
+import { eventually } from "./fake-server.ts";
 
 if (!hasOpenssl) console.warn("client/tls.test.ts: the openssl command is absent; TLS tests are skipped");
 
@@ -17,8 +18,8 @@ describe.skipIf(!hasOpenssl)("client over TLS", () => {
     const client = new LockClient({ servers: `127.0.0.1:${server.port}`, tls: { ca: certs.caCert } });
     const first = await client.acquire("tls-lock", { lease: 300 });
     const waiting = client.acquire("tls-lock", { lease: 300 });
-    // Held across several leases: heartbeats over TLS keep it.
-    await Bun.sleep(900);
+    // Held across several leases: heartbeats over TLS keep it (16 heartbeats of two sessions at lease/4: 2 leases each).
+    await eventually(() => server.engine.stats.heartbeats >= 16, 10_000, "16 heartbeats over TLS");
     expect(first.signal.aborted).toBe(false);
     await first.release();
     const second = await waiting;
