@@ -117,6 +117,7 @@ export class Claim implements ClaimEffects {
         },
         closed: (error) => {
           if (generation !== this.generation) return;
+          this.generation++; // nothing more of this connection counts, its connect's outcome included
           this.transport = null;
           machine.closed(performance.now(), error);
         },

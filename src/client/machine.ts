@@ -127,14 +127,15 @@ export interface ClaimRules {
 export type ClaimState = "connecting" | "waiting" | "held" | "done";
 
 /** Where the current connection is. */
-const enum Link {
+const Link = {
   /** None (before the start, in a retry pause, after the end). */
-  NONE,
+  NONE: 0,
   /** `connect` asked, not answered yet. */
-  CONNECTING,
+  CONNECTING: 1,
   /** Open: ACQUIRE sent. */
-  OPEN,
-}
+  OPEN: 2,
+} as const;
+type Link = (typeof Link)[keyof typeof Link];
 
 export class ClaimMachine implements FrameSink {
   state: ClaimState = "connecting";
@@ -147,7 +148,7 @@ export class ClaimMachine implements FrameSink {
   /** Index of the address of the current (or next) connection. */
   addressIndex = 0;
 
-  private link = Link.NONE;
+  private link: Link = Link.NONE;
   private reader = new FrameReader(LIMITS);
   /** No byte read yet on the current connection (a TLS record there means a TLS server). */
   private firstRead = true;
@@ -241,9 +242,9 @@ export class ClaimMachine implements FrameSink {
     this.arm();
   }
 
-  /** The open connection is gone; `error` when it failed rather than closed. */
+  /** The connection is gone (also one reported closed before its connect was); `error` when it failed rather than closed. */
   closed(now: number, error: Error | undefined): void {
-    if (this.state === "done" || this.link !== Link.OPEN) return;
+    if (this.state === "done" || this.link === Link.NONE) return;
     this.link = Link.NONE;
     const detail = error === undefined ? "the server closed the connection" : `connection failed: ${error.message}`;
     if (this.state === "held") {

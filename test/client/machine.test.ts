@@ -234,6 +234,15 @@ describe("before the grant", () => {
     expect(m.of("disconnect")).toHaveLength(1);
   });
 
+  test("a connection reported closed before its connect completed: trouble at once, not at the deadline", () => {
+    const m = new ManualClaim({ addresses: [A, B] });
+    m.machine.start(0);
+    m.machine.closed(3, new Error("reset"));
+    expect(m.of("connect").map((c) => c.index)).toEqual([0, 1]);
+    m.machine.connected(4); // the new connection's
+    expect(m.sends(FrameType.ACQUIRE)).toHaveLength(1);
+  });
+
   test("a connect that never completes counts against 0.8 x lease", () => {
     const m = new ManualClaim({ addresses: [A, B] });
     m.machine.start(0);
