@@ -294,6 +294,35 @@ describe("before the grant", () => {
     expect(m.of("connect")).toHaveLength(1);
   });
 
+  test("OVERLOADED is a server condition like SHUTTING_DOWN: retried; IO_TIMEOUT is the request's fault: not", () => {
+    const m = waiting();
+    m.error(ErrorCode.OVERLOADED);
+    expect(m.ending).toBeUndefined();
+    expect(m.of("retry")).toHaveLength(1);
+    const io = waiting();
+    io.error(ErrorCode.IO_TIMEOUT);
+    expect(((io.ending as { error: unknown }).error as LockRequestError).code).toBe("IO_TIMEOUT");
+  });
+
+  test("a server that breaks the protocol before the grant: PROTOCOL_VIOLATION, not retried", () => {
+    const cases: [string, (m: ManualClaim) => void][] = [
+      ["WAITING without REPLY", (m) => m.read(new Uint8Array([FrameType.WAITING, 0, 0, 0]))],
+      ["a reply with nothing in flight", (m) => {
+        m.replyWaiting();
+        m.replyWaiting();
+      }],
+      ["unknown frame type", (m) => m.read(new Uint8Array([0x42, 1, 0, 0]))],
+    ];
+    for (const [what, act] of cases) {
+      const m = new ManualClaim().open();
+      act(m);
+      const error = (m.ending as { error: unknown } | undefined)?.error as LockRequestError;
+      expect(error?.code, what).toBe("PROTOCOL_VIOLATION");
+      expect(error.message, what).toContain(what);
+      expect(m.of("retry"), what).toEqual([]);
+    }
+  });
+
   test("LOCK_BUSY for a try: LockBusyError", () => {
     const m = new ManualClaim().open();
     m.error(ErrorCode.LOCK_BUSY);
