@@ -1,6 +1,6 @@
 /**
  * Load client (a child of bench/load.ts): holds `count` live lockd sessions
- * over raw sockets, each heartbeating on protocol.md section 6's schedule,
+ * over raw sockets, each heartbeating on protocol.md section 8.2's schedule,
  * with churn (closes followed by new claims) and lock contention as asked.
  *
  * Per session the state is one small object (LoadSession) that is also its
@@ -9,12 +9,19 @@
  * (src/core/wheel.ts, the server's own) driven by one setTimeout, so
  * thousands of sessions cost one timer, not thousands.
  *
- * Schedule (protocol.md 6): interval = clamp(lease/4 - 2 x smoothedRTT,
- * MIN_INTERVAL_MS, lease/4), EWMA alpha 0.2, one heartbeat in flight, the
- * next sent `interval` after the previous reply. Pessimism: if lease x 0.8
- * passes since the send of the last answered frame, the client gives up the
- * session itself (counted as `lostConfirmations`; that is a client-caused
- * end, and a sign the machine is overloaded).
+ * Schedule (protocol.md 8.2): the client library's own functions
+ * (src/client/schedule.ts: `heartbeatInterval`, `smoothRtt`,
+ * `clientTimeout`), with MIN_INTERVAL_MS as the floor; one heartbeat in
+ * flight, the next sent `interval` after the previous reply. The smoothed
+ * RTT is fed by heartbeats only (a claim's round trip during the ramp says
+ * more about the accept queue than about the steady state). Pessimism: if
+ * clientTimeout (lease x 0.8) passes since the send of the last answered
+ * frame, the client gives up the session itself (counted as
+ * `lostConfirmations`; that is a client-caused end, and a sign the machine
+ * is overloaded). The library's ClaimMachine is not used per session: its
+ * recovery rules (reconnect and requeue on SHUTTING_DOWN or LEASE_EXPIRED)
+ * would hide exactly the ends this bench counts, and one object per
+ * session with its own reader is what keeps 100,000 sessions cheap.
  *
  * Whatever ends a session that the client did not end itself is counted:
  * ERROR LEASE_EXPIRED (`expiredNotCaused`, must be 0, when it arrives less
@@ -40,6 +47,7 @@
  */
 import type { SocketHandler } from "bun";
 import net from "node:net";
+import { clientTimeout, heartbeatInterval, smoothRtt } from "../src/client/schedule.ts";
 import { TimerWheel, type WheelDriver, type WheelEntry, type WheelOwner } from "../src/core/wheel.ts";
 import {
   ErrorCode,
@@ -62,10 +70,9 @@ const FIRST_LOCK = Number(firstLockArg);
 const LEASE_MS = Number(leaseArg);
 const CONTENTION = Math.max(1, Number(contentionArg));
 const CHURN_PER_SEC = Number(churnArg);
-const BASE_INTERVAL = LEASE_MS / 4;
-const CLIENT_TIMEOUT = LEASE_MS * 0.8;
+const CLIENT_TIMEOUT = clientTimeout(LEASE_MS);
 /**
- * protocol.md 6 leaves minHeartbeatInterval to the client. Not too small:
+ * protocol.md 8.2 leaves minHeartbeatInterval to the client. Not too small:
  * when the server is slow the RTT correction shortens the interval, which
  * adds load exactly when there is too much (see docs/performance.md).
  */
@@ -116,7 +123,8 @@ class LoadSession implements FrameSink, WheelEntry {
   sentAt = 0;
   /** The send time of the last answered frame: the claim is confirmed up to here. */
   confirmedAt = 0;
-  srtt = 0;
+  /** Smoothed heartbeat round trip; undefined until the first heartbeat is answered. */
+  srtt: number | undefined = undefined;
   startedAt = 0;
   now = 0;
   index = -1;
@@ -152,14 +160,14 @@ class LoadSession implements FrameSink, WheelEntry {
       } else {
         const sample = now - this.sentAt;
         rtt.add(sample);
-        this.srtt = this.srtt === 0 ? sample : 0.8 * this.srtt + 0.2 * sample;
+        this.srtt = smoothRtt(this.srtt, sample);
         counters.heartbeats++;
       }
       this.inFlight = false;
       this.confirmedAt = this.sentAt;
       if (type === FrameType.ACQUIRED) this.state = State.OWNER;
       else if (this.state === State.SENT) this.state = State.WAITING;
-      const interval = Math.min(BASE_INTERVAL, Math.max(MIN_INTERVAL_MS, BASE_INTERVAL - 2 * this.srtt));
+      const interval = heartbeatInterval(LEASE_MS, this.srtt ?? 0, MIN_INTERVAL_MS);
       wheel.schedule(this, now + interval);
       return true;
     }
@@ -315,7 +323,7 @@ async function open(lock: number): Promise<void> {
     return;
   }
   if (s.state === State.ENDED) return;
-  // The claim is confirmed from the moment ACQUIRE is sent (protocol.md 6), not from the connect.
+  // The claim is confirmed from the moment ACQUIRE is sent (protocol.md 8.3), not from the connect.
   const sent = performance.now();
   s.state = State.SENT;
   s.sentAt = sent;

@@ -1,8 +1,9 @@
 /**
- * The heartbeat schedule of protocol.md section 6, as pure functions of the
- * lease the client chose and the round trips it measured. No clock and no
- * state here: the connection feeds in numbers and gets numbers back, so
- * tests can check the arithmetic for any lease and RTT directly.
+ * The heartbeat schedule of protocol.md section 8.2, and the pacing of
+ * reconnects, as pure functions of the lease the client chose, the round
+ * trips it measured and (for the jitter) a random number. No clock and no
+ * state here: the claim machine (machine.ts) and the load bench feed in
+ * numbers and get numbers back, so tests can check the arithmetic directly.
  *
  *     baseInterval  = lease / 4
  *     clientTimeout = lease * 0.8
@@ -46,4 +47,22 @@ export function smoothRtt(smoothedMs: number | undefined, sampleMs: number): num
 export function heartbeatInterval(leaseMs: number, smoothedRttMs: number, minIntervalMs = MIN_HEARTBEAT_INTERVAL_MS): number {
   const base = baseInterval(leaseMs);
   return Math.min(base, Math.max(minIntervalMs, base - 2 * smoothedRttMs));
+}
+
+/** Where a jittered pause draws from: a number in [0, 1), like Math.random. */
+export type Random = () => number;
+
+/**
+ * Pause after round `round` (1, 2, ...) of failures over every address:
+ * half fixed, half random, 50 ms doubling to 2 s (base = min(2000, 50 x 2^round);
+ * the pause is base/2 + random() x base/2).
+ */
+export function backoff(round: number, random: Random): number {
+  const base = Math.min(2000, 50 * 2 ** Math.min(round, 10));
+  return base / 2 + random() * (base / 2);
+}
+
+/** Pause before the next address of a round: 10-50 ms, jittered so that many clients do not move in step. */
+export function nextAddressPause(random: Random): number {
+  return 10 + random() * 40;
 }

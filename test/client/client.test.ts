@@ -133,9 +133,8 @@ describe("acquire and release", () => {
 describe("waiting", () => {
   test("promotion is a push: a waiter is granted without sending a heartbeat", async () => {
     await using server = startServer();
-    const owner = await WirePeer.connect(server.port);
-    owner.acquire("c/push", 60_000);
-    const first = await owner.frame(0);
+    const owner = await WirePeer.claim(server.port, "c/push");
+    const first = owner.frames[0]!;
     const tap = tapWaiting();
     // A 60 s lease: the first heartbeat would be 15 s away.
     const pending = clientFor(server.port, { connect: tap.connect }).acquire("c/push", { lease: 60_000 });
@@ -150,9 +149,7 @@ describe("waiting", () => {
 
   test("heartbeats keep a waiter and then a holder alive well past a short lease", async () => {
     await using server = startServer();
-    const owner = await WirePeer.connect(server.port);
-    owner.acquire("c/long-wait", 60_000);
-    await owner.frame(0);
+    const owner = await WirePeer.claim(server.port, "c/long-wait");
     const lease = 200;
     const pending = clientFor(server.port).acquire("c/long-wait", { lease });
     // 8 heartbeats at ~lease/4: two leases of waiting.
@@ -226,9 +223,7 @@ describe("SHUTTING_DOWN", () => {
   test("while waiting: the claim reconnects to the restarted server and gets the lock", async () => {
     const first = startServer();
     const port = first.port;
-    const owner = await WirePeer.connect(port);
-    owner.acquire("c/restart", 60_000);
-    await owner.frame(0);
+    const owner = await WirePeer.claim(port, "c/restart");
     const tap = tapWaiting();
     const pending = clientFor(port, { connect: tap.connect }).acquire("c/restart", { lease: 5000, wait: 15_000 });
     await tap.waiting();
@@ -274,6 +269,10 @@ describe("SHUTTING_DOWN", () => {
     await Bun.sleep(300); // give a (wrong) silent retry the chance to happen
     expect(runs).toBe(1);
     expect(second.engine.sessions.size).toBe(0);
+    // And it had the chance: the server was there, and the lock free (machine.test.ts checks the rule itself).
+    await using probe = await client.acquire("c/held-shutdown", { try: true });
+    expect(probe.token).toBeGreaterThan(0n);
+    expect(runs).toBe(1);
   });
 
   test("acquire while holding: the lock's signal aborts on SHUTTING_DOWN, reason LockLostError", async () => {
@@ -289,9 +288,7 @@ describe("SHUTTING_DOWN", () => {
 describe("OVERLOADED", () => {
   test("a claim refused with OVERLOADED retries with backoff and gets the lock once there is room", async () => {
     await using server = startServer({ maxSessions: 1 });
-    const owner = await WirePeer.connect(server.port);
-    owner.acquire("c/overloaded-other", 60_000);
-    await owner.frame(0);
+    const owner = await WirePeer.claim(server.port, "c/overloaded-other");
     const pending = clientFor(server.port).acquire("c/overloaded", { wait: 10_000 });
     // Refused at least once: the server counts sessions it ended with OVERLOADED.
     await eventually(() => server.engine.stats.ends[0x02]! >= 1, 5000, "an OVERLOADED refusal");

@@ -60,9 +60,7 @@ test("SHUTTING_DOWN while waiting: the next server of the list is asked at once,
   const first = startServer();
   try {
     await using second = startServer();
-    const owner = await WirePeer.connect(first.port);
-    owner.acquire("f/failover", 60_000);
-    await owner.frame(0);
+    const owner = await WirePeer.claim(first.port, "f/failover");
     const tap = recorder();
     const client = new LockClient({ servers: [`127.0.0.1:${first.port}`, `127.0.0.1:${second.port}`], connect: tap.connect });
     const pending = client.acquire("f/failover", { lease: 5000, wait: 15_000 });

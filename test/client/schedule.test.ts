@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { MIN_HEARTBEAT_INTERVAL_MS, RTT_ALPHA, baseInterval, clientTimeout, heartbeatInterval, smoothRtt } from "../../src/client/schedule.ts";
 
-describe("schedule (protocol.md section 6)", () => {
+describe("schedule (protocol.md section 8.2)", () => {
   test("baseInterval is lease/4 and clientTimeout lease*0.8, for leases from 1 ms to the u32 maximum", () => {
     for (const lease of [1, 3, 4, 10, 100, 1000, 5000, 30_000, 3_600_000, 0xffff_ffff]) {
       expect(baseInterval(lease)).toBe(lease / 4);

@@ -1,28 +1,25 @@
 // The client library over TLS: a claim and its push handover, mutual TLS
 // with a client certificate, and a server certificate the client does not
 // trust is refused (no ACQUIRE is ever sent).
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { LockClient, ServerUnavailableError } from "../../src/client/index.ts";
 import { connectNode } from "../../src/client/node-transport.ts";
-import { type Certs, hasOpenssl, makeCerts } from "../helpers/certs.ts";
+import { hasOpenssl, suiteCerts } from "../helpers/certs.ts";
 import { startServer } from "../helpers/wire.ts";
+import { eventually } from "./fake-server.ts";
 
 if (!hasOpenssl) console.warn("client/tls.test.ts: the openssl command is absent; TLS tests are skipped");
 
 describe.skipIf(!hasOpenssl)("client over TLS", () => {
-  let certs: Certs;
-  beforeAll(() => {
-    certs = makeCerts();
-  });
-  afterAll(() => certs.remove());
+  const certs = suiteCerts();
 
   test("acquire, hold past a lease, and a handover pushed to a waiting TLS client", async () => {
     await using server = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey } });
     const client = new LockClient({ servers: `127.0.0.1:${server.port}`, tls: { ca: certs.caCert } });
     const first = await client.acquire("tls-lock", { lease: 300 });
     const waiting = client.acquire("tls-lock", { lease: 300 });
-    // Held across several leases: heartbeats over TLS keep it.
-    await Bun.sleep(900);
+    // Held across several leases: heartbeats over TLS keep it (16 heartbeats of two sessions at lease/4: 2 leases each).
+    await eventually(() => server.engine.stats.heartbeats >= 16, 10_000, "16 heartbeats over TLS");
     expect(first.signal.aborted).toBe(false);
     await first.release();
     const second = await waiting;

@@ -3,6 +3,7 @@
  * temp directory: a CA, a server certificate for 127.0.0.1/localhost, and a
  * client certificate, both signed by the CA, plus a second, unrelated CA.
  */
+import { afterAll, beforeAll } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -65,4 +66,18 @@ export function makeCerts(): Certs {
     },
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
+}
+
+/**
+ * Certificates for the tests of one describe block (call it in the block):
+ * made before its first test, removed after its last. The object is filled
+ * in by the beforeAll, so read its fields inside the tests.
+ */
+export function suiteCerts(): Certs {
+  const certs = {} as Certs;
+  beforeAll(() => {
+    Object.assign(certs, makeCerts());
+  });
+  afterAll(() => certs.remove?.());
+  return certs;
 }

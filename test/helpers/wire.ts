@@ -85,6 +85,18 @@ export class WirePeer implements FrameSink {
     return peer;
   }
 
+  /**
+   * Connect, send ACQUIRE for `name` and await the server's first answer
+   * (`frames[0]`: ACQUIRED, WAITING or an ERROR): a peer that holds or
+   * waits for the lock, for tests that need someone else in the queue.
+   */
+  static async claim(port: number, name: string, leaseMs = 60_000, options: { owner?: string; try?: boolean } = {}): Promise<WirePeer> {
+    const peer = await WirePeer.connect(port);
+    peer.acquire(name, leaseMs, options);
+    await peer.frame(0);
+    return peer;
+  }
+
   onFrame(type: number, flags: number, bytes: Uint8Array, offset: number, length: number): boolean {
     const body = bytes.slice(offset, offset + length);
     const frame: ServerFrame = {

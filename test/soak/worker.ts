@@ -13,10 +13,13 @@
 // performance.now()), comparable across processes on one machine.
 //
 // When a hold ends, its end is the earlier of now and the pessimism deadline
-// (the send of the last answered frame + 0.8 x lease): a process that was
-// stopped (SIGSTOP) learns of the loss late, but under the protocol its hold
-// ended at the deadline, which is what the checker must compare.
+// (the send of the last answered frame + 0.8 x lease), as the client's own
+// claim machine computes it (src/client/machine.ts, `confirmedUntil`): a
+// process that was stopped (SIGSTOP) learns of the loss late, but under the
+// protocol its hold ended at the deadline, which is what the checker must
+// compare.
 import { writeSync } from "node:fs";
+import type { ClaimMachine } from "../../src/client/machine.ts";
 import { LockClient, type Lock, type LockError } from "../../src/client/index.ts";
 
 const [portArg, sessionsArg, locksArg, tag] = process.argv.slice(2);
@@ -33,10 +36,10 @@ function emit(line: Record<string, unknown>): void {
   writeSync(1, `${JSON.stringify(line)}\n`); // atomic for lines under PIPE_BUF
 }
 
-/** The claim's confirmation time (performance.now() base), read while the abort is dispatched. */
-function confirmedAt(lock: Lock): number {
+/** The lock's claim machine, whose confirmation times (performance.now() base) are read while the abort is dispatched. */
+function machineOf(lock: Lock): ClaimMachine {
   // Not public API: the soak's checker needs the pessimism deadline the client itself used.
-  return (lock as unknown as { claim: { confirmedAt: number } }).claim.confirmedAt;
+  return (lock as unknown as { claim: { machine: ClaimMachine } }).claim.machine;
 }
 
 async function session(n: number): Promise<void> {
@@ -66,13 +69,14 @@ async function session(n: number): Promise<void> {
       continue;
     }
     const grantedAt = performance.now();
-    const confirmedAtGrant = confirmedAt(lock);
+    const machine = machineOf(lock);
+    const confirmedAtGrant = machine.confirmedAt;
     emit({ k: "g", l: name, t: String(lock.token), s: key, a: epoch(grantedAt), c: epoch(confirmedAtGrant), L: lease });
     const ended = new Promise<void>((resolve) => {
       const end = (): void => {
         const now = performance.now();
-        const confirmed = confirmedAt(lock);
-        const deadline = confirmed >= 0 ? confirmed + 0.8 * lease : now;
+        const until = machine.confirmedUntil;
+        const deadline = until >= 0 ? until : now;
         const why = (lock.signal.reason as { why?: string } | undefined)?.why ?? "unknown";
         emit({ k: "e", s: key, e: epoch(Math.min(now, deadline)), w: why });
         resolve();

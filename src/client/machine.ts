@@ -1,0 +1,519 @@
+/**
+ * ClaimMachine: the client's whole claim, from the first connect to the end
+ * of ownership, without sockets, timers or clocks. It is to the client what
+ * src/core/engine.ts is to the server.
+ *
+ * Rule 1: every rule of a claim lives in this file. When the claim counts
+ * as confirmed, when the next HEARTBEAT goes out, when it is lost, which
+ * address is tried next and after what pause, when a waiter gives up: all
+ * of it is decided here. A held lock ends only in `lose`, a claim that never
+ * got it only in `fail`, so the endings are the same for every cause.
+ *
+ * Rule 2: the machine does no I/O, reads no clock and draws no random
+ * number. The shell (src/client/claim.ts) calls it with events and the
+ * current monotonic time in ms (`start`, `connected`, `connectFailed`,
+ * `data`, `closed`, `timer`, `abort`, `release`, `checkHeld`), and the
+ * machine answers through `ClaimEffects`: connect to address i, send bytes,
+ * disconnect, arm the one timer, and settle (granted / failed) or abort
+ * (lost). Randomness (the jitter of the pacing) is the `random` argument.
+ * Tests drive all of it with a number for a clock.
+ *
+ * Rule 3: one timer. The machine keeps its deadlines (the connect limit, the
+ * next HEARTBEAT, the confirmation deadline, the retry pause, `wait`) and
+ * asks for the earliest with `arm(at)`, lazily: only when it is earlier than
+ * the one already armed. A timer that fires early (a deadline moved later)
+ * is harmless: `timer(now)` does what is due and arms the next.
+ *
+ * The heartbeat schedule and the pessimism rule (protocol.md section 8):
+ *
+ * - At most one frame awaits an answer: `inFlightSentAt` is the time it was
+ *   sent (ACQUIRE, then each HEARTBEAT), -1 when none is. A reply is the
+ *   next server frame with REPLY set; it confirms the claim up to
+ *   `inFlightSentAt` (not up to its own arrival), feeds the RTT estimate,
+ *   and schedules the next HEARTBEAT `heartbeatInterval` after the reply.
+ * - A push (ACQUIRED without REPLY) grants but confirms nothing.
+ * - `confirmedAt + clientTimeout` (0.8 x lease) is the deadline. Passing it
+ *   while holding loses the lock ("unconfirmed"); the server ends the
+ *   session only at a full lease of silence, so the holder stops first.
+ *   While waiting it counts as an unresponsive server, and so does a grant
+ *   read at or after the deadline (a paused process reading a stale push):
+ *   it is not reported as held; the claim queues again. A connect that does
+ *   not complete within clientTimeout counts the same.
+ *
+ * Recovery: a claim that does not hold yet reconnects and joins the queue
+ * again (at the tail) after an ERROR of class 0x0_ or LEASE_EXPIRED, a
+ * close, or an unconfirmed deadline, for at most `reconnectMs` of
+ * consecutive trouble (and never past `wait`). A held lock never does: it
+ * is lost, and the caller decides whether to claim again. KICKED and the
+ * other refusals end the claim.
+ *
+ * Addresses and pacing (failover): every failure moves on to the NEXT
+ * address of the list. Within a round (addresses not yet tried since a
+ * server last answered) the pause is `nextAddressPause` (10-50 ms); after a
+ * whole round failed, `backoff(round)` (50 ms doubling to 2 s, half fixed,
+ * half random). An answer from any server starts over. Before any server
+ * has answered, each address is tried once, without pauses, and the claim
+ * fails, unless `retryFirstConnect`. A TLS set-up problem fails the claim
+ * once every address of the round has been tried: it is a setting to fix.
+ */
+import {
+  ErrorClass,
+  ErrorCode,
+  FLAG_REPLY,
+  FrameLimits,
+  FrameReader,
+  FrameType,
+  HEARTBEAT_FRAME,
+  ReadResult,
+  SERVER_FRAMES,
+  decodeAcquired,
+  decodeError,
+  errorClassOf,
+  type FrameSink,
+} from "../protocol/index.ts";
+import { formatAddress, type Address } from "../address.ts";
+import {
+  LockAbortedError,
+  LockBusyError,
+  LockLostError,
+  LockRequestError,
+  ServerErrorFrame,
+  ServerUnavailableError,
+  WaitTimeoutError,
+  type LostWhy,
+} from "./errors.ts";
+import { backoff, clientTimeout, heartbeatInterval, nextAddressPause, smoothRtt } from "./schedule.ts";
+import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
+
+const LIMITS = new FrameLimits(SERVER_FRAMES);
+
+/** How the machine acts on the world. The shell carries each out at once. */
+export interface ClaimEffects {
+  /** Open a connection to `addresses[index]`; report it with `connected` / `connectFailed`, then `data` / `closed`. */
+  connect(index: number): void;
+  /** Write bytes on the open connection. */
+  send(frame: Uint8Array): void;
+  /** Close the current connection (or abandon the connect in progress); its later events are not reported. */
+  disconnect(): void;
+  /** Make the one timer fire at `at` (monotonic ms) and call `timer`; Infinity: cancel it. */
+  arm(at: number): void;
+  /** The grant (once). */
+  granted(token: bigint): void;
+  /** A claim that never held ends with this error (once; final). */
+  failed(error: unknown): void;
+  /** A held lock is lost (once; final): abort the lock's signal with this error. */
+  lost(error: LockLostError): void;
+  /** Before each reconnect of a claim not held yet: what failed, and the pause before the next try. */
+  retry(detail: string, delayMs: number): void;
+}
+
+export interface ClaimRules {
+  readonly name: string;
+  readonly leaseMs: number;
+  /** The encoded ACQUIRE frame (built once, sent on every connection). */
+  readonly acquireFrame: Uint8Array;
+  readonly waitMs: number | undefined;
+  readonly addresses: readonly Address[];
+  /** Whether the connection is TLS (decides how a failure is diagnosed). */
+  readonly secure: boolean;
+  readonly reconnectMs: number;
+  /** Retry (within reconnectMs) also before any server has answered this claim. */
+  readonly retryFirstConnect: boolean;
+  readonly minHeartbeatIntervalMs: number;
+  /** A number in [0, 1): the jitter of the pacing. */
+  readonly random: () => number;
+}
+
+export type ClaimState = "connecting" | "waiting" | "held" | "done";
+
+/** Where the current connection is. */
+const Link = {
+  /** None (before the start, in a retry pause, after the end). */
+  NONE: 0,
+  /** `connect` asked, not answered yet. */
+  CONNECTING: 1,
+  /** Open: ACQUIRE sent. */
+  OPEN: 2,
+} as const;
+type Link = (typeof Link)[keyof typeof Link];
+
+export class ClaimMachine implements FrameSink {
+  state: ClaimState = "connecting";
+  token = 0n;
+  /** The schedule's live inputs, observable for tests and the soak's checker. */
+  smoothedRttMs: number | undefined = undefined;
+  /** Send time of the last answered frame (the claim is confirmed up to here), -1 when none. */
+  confirmedAt = -1;
+  heartbeatsSent = 0;
+  /** Index of the address of the current (or next) connection. */
+  addressIndex = 0;
+
+  private link: Link = Link.NONE;
+  private reader = new FrameReader(LIMITS);
+  /** No byte read yet on the current connection (a TLS record there means a TLS server). */
+  private firstRead = true;
+  /** The time of the event being handled, for `onFrame`. */
+  private now = 0;
+  private inFlightSentAt = -1;
+  /** When the connect in progress is given up, -1 when none is. */
+  private connectDueAt = -1;
+  /** When the next HEARTBEAT goes out, -1 when none is scheduled. */
+  private heartbeatAt = -1;
+  /** When the retry pause ends, -1 when not pausing. */
+  private retryAt = -1;
+  /** When `wait` runs out, -1 without one (or once held). */
+  private waitUntil = -1;
+  /** The earliest time the shell's timer is armed for, Infinity when none. */
+  private armedAt = Infinity;
+  /** Connections that failed since a server last answered. */
+  private failures = 0;
+  /** Since when connections keep failing, or -1 while all is well. */
+  private troubleSince = -1;
+  /** What the last failure said, for a wait that runs out during trouble. */
+  private lastTrouble: { detail: string; cause: unknown } | null = null;
+  /** A TLS set-up problem seen since a server last answered: retrying will not fix it. */
+  private tlsProblem: TlsSetupError | null = null;
+  /**
+   * True once a server answered this claim (a reply, or an ERROR of class
+   * 0x0_): from then on trouble is retried. Before that, an address that
+   * does not connect is simply not a lock server we can reach.
+   */
+  private resilient = false;
+
+  constructor(
+    private readonly rules: ClaimRules,
+    private readonly effects: ClaimEffects,
+  ) {}
+
+  /** The end of the confirmed period (confirmedAt + 0.8 x lease), -1 when nothing is confirmed. */
+  get confirmedUntil(): number {
+    return this.confirmedAt < 0 ? -1 : this.confirmedAt + clientTimeout(this.rules.leaseMs);
+  }
+
+  // --- events -------------------------------------------------------------------------
+
+  start(now: number): void {
+    if (this.rules.waitMs !== undefined) this.waitUntil = now + this.rules.waitMs;
+    this.connect(now);
+    this.arm();
+  }
+
+  /** The connection asked for by `connect` is open. */
+  connected(now: number): void {
+    if (this.state === "done" || this.link !== Link.CONNECTING) return;
+    this.link = Link.OPEN;
+    this.connectDueAt = -1;
+    this.send(this.rules.acquireFrame, now);
+    this.arm();
+  }
+
+  /** The connect failed. */
+  connectFailed(now: number, error: unknown): void {
+    if (this.state === "done" || this.link !== Link.CONNECTING) return;
+    const where = this.where();
+    const problem = this.rules.secure ? tlsConnectProblem(error, where) : null;
+    if (problem !== null) this.trouble(now, problem.message, new TlsSetupError(problem, error));
+    else this.trouble(now, `cannot connect to ${where}: ${(error as Error | null)?.message ?? error}`, error);
+    this.arm();
+  }
+
+  /** Bytes from the server on the open connection. */
+  data(now: number, chunk: Uint8Array): void {
+    if (this.state === "done" || this.link !== Link.OPEN) return;
+    this.now = now;
+    if (this.firstRead && chunk.length > 0) {
+      this.firstRead = false;
+      const where = this.where();
+      const problem = this.rules.secure ? null : plaintextToTls(chunk[0]!, where);
+      if (problem !== null && this.state !== "held") {
+        this.trouble(now, problem.message, new TlsSetupError(problem));
+        this.arm();
+        return;
+      }
+      if (startsWithHttp(chunk)) {
+        // Someone pointed the client at an HTTP port, lockd's own ops port (7701) most likely.
+        this.violation(`the server at ${where} answered in HTTP: that is an HTTP port (lockd's ops server?), not the lock protocol port (default 7700)`);
+        return;
+      }
+    }
+    if (this.reader.push(chunk, this) === ReadResult.ERROR) {
+      this.violation(`bad frame from the server: ${this.reader.errorMessage}`);
+    }
+    this.arm();
+  }
+
+  /** The connection is gone (also one reported closed before its connect was); `error` when it failed rather than closed. */
+  closed(now: number, error: Error | undefined): void {
+    if (this.state === "done" || this.link === Link.NONE) return;
+    this.link = Link.NONE;
+    const detail = error === undefined ? "the server closed the connection" : `connection failed: ${error.message}`;
+    if (this.state === "held") {
+      this.lose("closed", detail, error);
+      return;
+    }
+    const problem = this.rules.secure && error !== undefined ? tlsClosedProblem(error, this.where()) : null;
+    if (problem !== null) this.trouble(now, problem.message, new TlsSetupError(problem, error));
+    else this.trouble(now, detail, error);
+    this.arm();
+  }
+
+  /** The timer armed with `arm` fired (perhaps early, if a deadline moved later). */
+  timer(now: number): void {
+    this.armedAt = Infinity;
+    if (this.state === "done") return;
+    if (this.waitUntil >= 0 && now >= this.waitUntil && this.state !== "held") {
+      const trouble = this.troubleSince >= 0 ? this.lastTrouble : null;
+      this.fail(new WaitTimeoutError(this.rules.name, this.rules.waitMs!, trouble?.detail, trouble?.cause));
+      return;
+    }
+    if (this.connectDueAt >= 0 && now >= this.connectDueAt) {
+      this.trouble(now, `cannot connect to ${this.where()} within ${clientTimeout(this.rules.leaseMs)} ms`, undefined);
+    } else if (this.link === Link.OPEN && now >= this.confirmedUntil) {
+      if (this.state === "held") {
+        this.lose("unconfirmed", this.unconfirmedDetail());
+        return;
+      }
+      this.trouble(now, `server unresponsive: ${this.unconfirmedDetail()}`, undefined);
+    } else if (this.retryAt >= 0 && now >= this.retryAt) {
+      this.retryAt = -1;
+      this.connect(now);
+    } else if (this.heartbeatAt >= 0 && now >= this.heartbeatAt) {
+      this.heartbeatAt = -1;
+      this.heartbeatsSent++;
+      this.send(HEARTBEAT_FRAME, now);
+    }
+    this.arm();
+  }
+
+  /** The caller's signal aborted. */
+  abort(_now: number, reason: unknown): void {
+    if (this.state === "held") this.lose("aborted", "the caller's signal aborted", reason);
+    else this.fail(new LockAbortedError(this.rules.name, reason));
+  }
+
+  /** release(): the lock's signal aborts with why "released"; a claim not held yet fails. */
+  release(_now: number): void {
+    if (this.state === "held") this.lose("released", "released by the holder");
+    else this.fail(new LockAbortedError(this.rules.name, "released before the grant"));
+  }
+
+  /**
+   * Held, with the confirmation deadline checked now rather than only when
+   * the timer runs: a process resuming from a long pause (GC, SIGSTOP) runs
+   * whatever callback it was in, or an earlier-due timer, first. Past the
+   * deadline the lock is lost here, and the signal aborts now.
+   */
+  checkHeld(now: number): boolean {
+    if (this.state === "held" && now >= this.confirmedUntil) this.lose("unconfirmed", this.unconfirmedDetail());
+    return this.state === "held";
+  }
+
+  // --- frames -------------------------------------------------------------------------
+
+  onFrame(type: number, flags: number, bytes: Uint8Array, offset: number, length: number): boolean {
+    if (this.state === "done") return false;
+    const reply = (flags & FLAG_REPLY) !== 0;
+    switch (type) {
+      case FrameType.ACQUIRED: {
+        const token = decodeAcquired(bytes, offset);
+        if (reply && !this.answered()) return false;
+        if (this.state === "held") {
+          if (token !== this.token) return this.violation(`ACQUIRED token changed from ${this.token} to ${token}`);
+          return true;
+        }
+        if (this.now >= this.confirmedUntil) {
+          // Read at or after the deadline (the process was paused): it confirms nothing, and the
+          // server may have expired this session and promoted the next one already.
+          this.trouble(this.now, `a grant arrived unconfirmed: ${this.unconfirmedDetail()}`, undefined);
+          return false;
+        }
+        this.granted(token);
+        return true;
+      }
+      case FrameType.WAITING:
+        if (!reply) return this.violation("WAITING without REPLY");
+        if (this.state === "held") return this.violation("WAITING after ACQUIRED");
+        if (!this.answered()) return false;
+        this.state = "waiting";
+        return true;
+      case FrameType.ERROR:
+        this.serverError(decodeError(bytes, offset, length));
+        return false;
+      default:
+        return this.violation(`unexpected frame type 0x${type.toString(16)}`);
+    }
+  }
+
+  /** A reply arrived: confirm up to the send time of the frame it answers, and schedule the next HEARTBEAT. */
+  private answered(): boolean {
+    const sentAt = this.inFlightSentAt;
+    if (sentAt < 0) return this.violation("a reply with nothing in flight");
+    const now = this.now;
+    this.inFlightSentAt = -1;
+    this.confirmedAt = sentAt;
+    this.smoothedRttMs = smoothRtt(this.smoothedRttMs, now - sentAt);
+    this.troubleSince = -1;
+    this.failures = 0;
+    this.lastTrouble = null;
+    this.tlsProblem = null;
+    this.resilient = true;
+    this.heartbeatAt = now + heartbeatInterval(this.rules.leaseMs, this.smoothedRttMs, this.rules.minHeartbeatIntervalMs);
+    return true;
+  }
+
+  private granted(token: bigint): void {
+    this.state = "held";
+    this.token = token;
+    this.waitUntil = -1;
+    this.effects.granted(token);
+  }
+
+  private serverError(frame: { code: number; message: string }): void {
+    const error = new ServerErrorFrame(frame.code, frame.message);
+    const name = this.rules.name;
+    if (this.state === "held") {
+      this.lose("server-error", error.message, error);
+      return;
+    }
+    // Not held yet: a server condition (0x0_), or a lease that expired while
+    // this process was stalled (nothing was held, so claiming again at the
+    // tail is what the caller asked for), is retried within `reconnectMs`
+    // and `wait`. KICKED is an operator's decision: it is not retried.
+    if (errorClassOf(frame.code) === ErrorClass.SERVER || frame.code === ErrorCode.LEASE_EXPIRED) {
+      this.trouble(this.now, error.message, error);
+      return;
+    }
+    if (frame.code === ErrorCode.LOCK_BUSY) this.fail(new LockBusyError(name, error));
+    else this.fail(new LockRequestError(error.codeName, `claim on lock ${JSON.stringify(name)} refused: ${error.message}`, error));
+  }
+
+  /** The server broke protocol v1. Returns false so a reader stops. */
+  private violation(detail: string): false {
+    if (this.state === "held") this.lose("protocol", detail);
+    else this.fail(new LockRequestError("PROTOCOL_VIOLATION", `server broke the protocol: ${detail}`));
+    return false;
+  }
+
+  // --- connection and schedule --------------------------------------------------------
+
+  private connect(now: number): void {
+    this.link = Link.CONNECTING;
+    this.reader = new FrameReader(LIMITS);
+    this.firstRead = true;
+    // A connect that hangs (SYN dropped) counts against the same clientTimeout as an unanswered frame.
+    this.connectDueAt = now + clientTimeout(this.rules.leaseMs);
+    this.effects.connect(this.addressIndex);
+  }
+
+  private send(frame: Uint8Array, now: number): void {
+    this.inFlightSentAt = now;
+    // Nothing confirmed yet: ACQUIRE itself must be answered within clientTimeout.
+    if (this.confirmedAt < 0) this.confirmedAt = now;
+    this.effects.send(frame);
+  }
+
+  /** Ask for the timer at the earliest deadline, if that is earlier than the one armed. */
+  private arm(): void {
+    if (this.state === "done") return;
+    let next = Infinity;
+    if (this.waitUntil >= 0 && this.state !== "held") next = this.waitUntil;
+    if (this.connectDueAt >= 0 && this.connectDueAt < next) next = this.connectDueAt;
+    if (this.link === Link.OPEN && this.confirmedAt >= 0 && this.confirmedUntil < next) next = this.confirmedUntil;
+    if (this.retryAt >= 0 && this.retryAt < next) next = this.retryAt;
+    if (this.heartbeatAt >= 0 && this.heartbeatAt < next) next = this.heartbeatAt;
+    if (next < this.armedAt) {
+      this.armedAt = next;
+      this.effects.arm(next);
+    }
+  }
+
+  private where(): string {
+    const addresses = this.rules.addresses;
+    return formatAddress(addresses[this.addressIndex % addresses.length]!);
+  }
+
+  private unconfirmedDetail(): string {
+    return `no answer within ${clientTimeout(this.rules.leaseMs)} ms of the last answered send (0.8 x lease)`;
+  }
+
+  // --- recovery (before the grant) --------------------------------------------------
+
+  /** Something went wrong before the grant: the next address after a pause, or give up. */
+  private trouble(now: number, detail: string, cause: unknown): void {
+    this.dropConnection();
+    if (this.state === "waiting") this.state = "connecting";
+    if (cause instanceof ServerErrorFrame) this.resilient = true; // a server answered, with a 0x0_ condition
+    if (cause instanceof TlsSetupError) this.tlsProblem = cause;
+    const count = this.rules.addresses.length;
+    this.failures++;
+    this.addressIndex = (this.addressIndex + 1) % count;
+    this.lastTrouble = { detail, cause };
+    if (this.troubleSince < 0) this.troubleSince = now;
+    const roundDone = this.failures % count === 0;
+    if (roundDone && this.tlsProblem !== null) {
+      // Every address was tried and one of them has TLS on one end only (or an
+      // untrusted certificate): a setting to fix, so say that, not "unavailable".
+      const problem = this.tlsProblem;
+      this.fail(new ServerUnavailableError(`lock server unavailable: ${problem.message}`, problem));
+      return;
+    }
+    if (!this.resilient && !this.rules.retryFirstConnect) {
+      // No server has answered this claim yet: try each address once, at once, then say so.
+      if (!roundDone) {
+        this.effects.retry(detail, 0);
+        this.connect(now);
+      } else this.fail(new ServerUnavailableError(`lock server unavailable: ${detail}`, cause));
+      return;
+    }
+    if (now - this.troubleSince >= this.rules.reconnectMs) {
+      this.fail(new ServerUnavailableError(`lock server unavailable for ${Math.round(now - this.troubleSince)} ms: ${detail}`, cause));
+      return;
+    }
+    const delay = roundDone ? backoff(this.failures / count, this.rules.random) : nextAddressPause(this.rules.random);
+    this.effects.retry(detail, delay);
+    this.retryAt = now + delay;
+  }
+
+  /** Close the current connection (if any) and forget its schedule. */
+  private dropConnection(): void {
+    if (this.link !== Link.NONE) this.effects.disconnect();
+    this.link = Link.NONE;
+    this.connectDueAt = -1;
+    this.heartbeatAt = -1;
+    this.inFlightSentAt = -1;
+    this.confirmedAt = -1;
+  }
+
+  // --- endings ------------------------------------------------------------------------
+
+  /** End a held lock: abort its signal first, then tidy up. */
+  private lose(why: LostWhy, detail: string, cause?: unknown): void {
+    if (this.state !== "held") return;
+    this.state = "done";
+    this.effects.lost(new LockLostError(this.rules.name, why, detail, cause));
+    this.cleanUp();
+  }
+
+  /** End a claim that never got the lock. */
+  private fail(error: unknown): void {
+    if (this.state === "done" || this.state === "held") return;
+    this.state = "done";
+    this.cleanUp();
+    this.effects.failed(error);
+  }
+
+  private cleanUp(): void {
+    this.dropConnection();
+    this.retryAt = -1;
+    this.waitUntil = -1;
+    if (this.armedAt !== Infinity) {
+      this.armedAt = Infinity;
+      this.effects.arm(Infinity);
+    }
+  }
+}
+
+/** "HTTP/": the start of an HTTP response. */
+function startsWithHttp(chunk: Uint8Array): boolean {
+  return chunk.length >= 5 && chunk[0] === 0x48 && chunk[1] === 0x54 && chunk[2] === 0x54 && chunk[3] === 0x50 && chunk[4] === 0x2f;
+}
