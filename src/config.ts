@@ -178,7 +178,7 @@ export const SERVE_OPTIONS = {
     flag: "--max-sessions",
     env: "LOCKD_MAX_SESSIONS",
     default: "auto",
-    help: "live sessions beyond this are refused with OVERLOADED; auto is the open-file limit minus 256",
+    help: "live sessions beyond this are refused with OVERLOADED; auto is the open-file limit minus 256 kept for the process, ops connections and refusals",
     schema: autoOr(count(1, 100_000_000)),
   },
   maxSessionsPerSource: {
