@@ -3,57 +3,11 @@
 // here) are served, a closed session gives its place back, and `lockd serve`
 // takes the flag and shows it in its startup line.
 import { describe, expect, test } from "bun:test";
-import { connect, type Socket as NetSocket } from "node:net";
-import { ErrorCode, FrameReader, FrameLimits, FrameType, SERVER_FRAMES, decodeError, encodeAcquire } from "../../src/protocol/index.ts";
+import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import type { LockServer } from "../../src/server/index.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
-import { Wakeup } from "../helpers/events.ts";
+import { BoundPeer } from "../helpers/bound.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
-
-/** A peer bound to `localAddress` (node:net: Bun.connect cannot choose its source address). */
-class BoundPeer {
-  readonly frames: { type: number; code?: number; message?: string }[] = [];
-  closed = false;
-  private readonly events = new Wakeup();
-  private readonly reader = new FrameReader(new FrameLimits(SERVER_FRAMES));
-  private constructor(private readonly socket: NetSocket) {
-    socket.on("data", (chunk: Buffer) => {
-      this.reader.push(new Uint8Array(chunk), {
-        onFrame: (type, _flags, bytes, offset, length) => {
-          this.frames.push({ type, ...(type === FrameType.ERROR ? decodeError(bytes, offset, length) : {}) });
-          return true;
-        },
-      });
-      this.events.wake();
-    });
-    socket.on("close", () => {
-      this.closed = true;
-      this.events.wake();
-    });
-    socket.on("error", () => this.events.wake());
-  }
-
-  static async connect(port: number, localAddress: string): Promise<BoundPeer> {
-    const socket = connect({ host: "127.0.0.1", port, localAddress });
-    await new Promise<void>((resolve, reject) => {
-      socket.once("connect", resolve);
-      socket.once("error", reject);
-    });
-    return new BoundPeer(socket);
-  }
-
-  acquire(name: string): void {
-    this.socket.write(encodeAcquire({ name, leaseMs: 60_000, owner: "", try: false }));
-  }
-
-  until<T>(check: () => T | undefined | false, what: string): Promise<T> {
-    return this.events.until(check, 5000, () => `${what}; frames ${JSON.stringify(this.frames)} closed=${this.closed}`);
-  }
-
-  end(): void {
-    this.socket.end();
-  }
-}
 
 /** Bun reports the server side of a close a little after the peer sees it, with no event the test can await: poll, bounded. */
 async function sessionsFrom(server: LockServer, source: string, count: number): Promise<void> {
