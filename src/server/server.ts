@@ -312,9 +312,10 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         server.batchLength = 0;
         const promoted = engine.stats.grantsPromoted; // an owner that sends a bad frame hands over here
         const result = conn.reader.push(chunk, conn);
-        if (server.batchConn === conn) server.flushBatch(conn);
+        // A bad header ends the session before the flush: its ERROR joins the replies' write.
         if (result === ReadResult.ERROR) engine.protocolError(session, conn.reader.errorMessage, now);
-        else if (result === ReadResult.OK) engine.readProgress(session, conn.reader.partial, now);
+        if (server.batchConn === conn) server.flushBatch(conn);
+        if (result === ReadResult.OK) engine.readProgress(session, conn.reader.partial, now);
         if (engine.stats.grantsPromoted !== promoted) engine.stats.handedOver(now, performance.now());
       },
       drain(socket: Socket<Conn>) {

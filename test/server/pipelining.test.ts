@@ -160,6 +160,19 @@ describe("pipelining", () => {
     expect(server.engine.stats.heartbeats).toBe(2 * PIPELINE_LIMIT);
   });
 
+  test("a bad header after valid heartbeats in one read: their replies and the PROTOCOL_ERROR in one write", async () => {
+    await using server = startServer();
+    const peer = await WirePeer.connect(server.port);
+    peer.acquire("L", 60_000);
+    await peer.frame(0);
+    const writes = spyWrites(connOf(server, "L"));
+    peer.write([...heartbeats(3), 0x47, 0x45, 0x54, 0x20]); // then "GET "
+    await peer.closed();
+    expect(peer.frames.slice(1).map((f) => f.type)).toEqual([FrameType.ACQUIRED, FrameType.ACQUIRED, FrameType.ACQUIRED, FrameType.ERROR]);
+    expect(peer.frames.at(-1)!.code).toBe(ErrorCode.PROTOCOL_ERROR);
+    expect(writes.length).toBe(1);
+  });
+
   for (const reading of [true, false]) {
     test(`a peer flooding heartbeats ${reading ? "and reading" : "without reading"} is cut at once; a 200 ms holder keeps its lock and fresh ACQUIREs are answered`, async () => {
       await using server = startServer();
