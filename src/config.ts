@@ -138,6 +138,16 @@ export const autoOr = <T>(schema: z.ZodType<T, string>) =>
     return z.NEVER;
   }));
 
+/** "off" (parsed as null: no limit), or a value of `schema`. */
+export const offOr = <T>(schema: z.ZodType<T, string>) =>
+  z.string().transform((text, ctx): T | null => {
+    if (text.trim() === "off") return null;
+    const result = schema.safeParse(text);
+    if (result.success) return result.data;
+    for (const issue of result.error.issues) ctx.addIssue({ code: "custom", message: `${issue.message} (or off)` });
+    return z.NEVER;
+  });
+
 /** An admin token given inline: non-empty, no whitespace (it travels in an HTTP header). */
 export const secret = kind("TOKEN", z.string().transform((text, ctx) => {
   if (!/^[\x21-\x7e]+$/.test(text)) {
@@ -208,8 +218,15 @@ export const SERVE_OPTIONS = {
     flag: "--max-sessions",
     env: "LOCKD_MAX_SESSIONS",
     default: "auto",
-    help: "live sessions beyond this are refused with OVERLOADED; auto is the open-file limit minus 256",
+    help: "live sessions beyond this are refused with OVERLOADED; auto is the open-file limit minus 256 kept for the process, ops connections and refusals",
     schema: autoOr(count(1, 100_000_000)),
+  },
+  maxSessionsPerSource: {
+    flag: "--max-sessions-per-source",
+    env: "LOCKD_MAX_SESSIONS_PER_SOURCE",
+    default: "off",
+    help: "live sessions from one client IP address beyond this are refused with OVERLOADED (for untrusted networks)",
+    schema: offOr(count(1, 100_000_000)),
   },
   shutdownGrace: {
     flag: "--shutdown-grace",

@@ -33,6 +33,7 @@ import {
   encodeError,
   frameTypeName,
   HEADER_LENGTH,
+  PIPELINE_LIMIT,
   WAITING_REPLY_FRAME,
   writeToken,
 } from "../protocol/index.ts";
@@ -60,6 +61,12 @@ export interface EngineOptions {
   readonly ioTimeoutMs: number;
   /** Live sessions beyond this are refused with OVERLOADED. */
   readonly maxSessions?: number;
+  /**
+   * Live sessions from one source (the shell's key: the peer's address)
+   * beyond this are refused with OVERLOADED. Unset: no per-source limit,
+   * and sources are not tracked at all.
+   */
+  readonly maxSessionsPerSource?: number;
   readonly tokens?: TokenSource;
 }
 
@@ -70,9 +77,14 @@ const FORCE_RELEASED_FRAME = encodeError(ErrorCode.FORCE_RELEASED, "an operator 
 const KICKED_FRAME = encodeError(ErrorCode.KICKED, "an operator removed this session from the queue");
 const SHUTTING_DOWN_FRAME = encodeError(ErrorCode.SHUTTING_DOWN, "server is shutting down; reconnect and claim again");
 const OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "server is at its session limit; reconnect with backoff");
+const SOURCE_OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "too many sessions from this address (--max-sessions-per-source); reconnect with backoff");
 const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
 const SECOND_ACQUIRE_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "a second ACQUIRE: one connection makes one claim");
 const EARLY_HEARTBEAT_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "HEARTBEAT before ACQUIRE: the first frame must be ACQUIRE");
+const PIPELINING_FRAME = encodeError(
+  ErrorCode.PROTOCOL_ERROR,
+  `pipelining: more than ${PIPELINE_LIMIT} frames arrived before any of them was answered; send one HEARTBEAT and wait for its answer`,
+);
 /** The promotion push, rewritten for each grant: the handover path allocates no frame of its own. */
 const PUSH_FRAME = encodeAcquired(0, 0);
 
@@ -84,6 +96,10 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   readonly tokens: TokenSource;
   readonly ioTimeoutMs: number;
   readonly maxSessions: number;
+  /** Infinity when there is no per-source limit. */
+  readonly maxSessionsPerSource: number;
+  /** Live sessions per source, kept only while a per-source limit is set. */
+  readonly sources = new Map<string, number>();
   private nextId = 1;
   /** Shutting down: owners that end hand nothing over. */
   private draining = false;
@@ -95,14 +111,19 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   ) {
     this.ioTimeoutMs = options.ioTimeoutMs;
     this.maxSessions = options.maxSessions ?? Infinity;
+    this.maxSessionsPerSource = options.maxSessionsPerSource ?? Infinity;
     this.tokens = options.tokens ?? new MemoryTokens();
     this.wheel = new TimerWheel(now);
   }
 
   // --- events from the shell -----------------------------------------------
 
-  /** A connection was accepted. Null when refused (OVERLOADED, or shutting down). */
-  open(conn: C, now: number): Session<C> | null {
+  /**
+   * A connection was accepted from `source` (the peer's address; only
+   * looked at when a per-source limit is set). Null when refused
+   * (OVERLOADED at the session or per-source limit, or shutting down).
+   */
+  open(conn: C, now: number, source: string | null = null): Session<C> | null {
     if (this.draining) {
       this.stats.ends[ErrorCode.SHUTTING_DOWN]!++;
       this.transport.close(conn, SHUTTING_DOWN_FRAME);
@@ -110,10 +131,23 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
     }
     if (this.sessions.size >= this.maxSessions) {
       this.stats.ends[ErrorCode.OVERLOADED]!++;
+      this.stats.refusedSessionLimit++;
       this.transport.close(conn, OVERLOADED_FRAME);
       return null;
     }
+    const tracked = source !== null && this.maxSessionsPerSource !== Infinity;
+    const fromSource = tracked ? (this.sources.get(source) ?? 0) : 0;
+    if (tracked && fromSource >= this.maxSessionsPerSource) {
+      this.stats.ends[ErrorCode.OVERLOADED]!++;
+      this.stats.refusedSourceLimit++;
+      this.transport.close(conn, SOURCE_OVERLOADED_FRAME);
+      return null;
+    }
     const session = new Session<C>(this.nextId++, conn, now, this.ioTimeoutMs);
+    if (tracked) {
+      this.sources.set(source, fromSource + 1);
+      session.source = source;
+    }
     this.sessions.set(session.id, session);
     this.stats.states[SessionState.CONNECTED]!++;
     this.stats.opened++;
@@ -168,7 +202,20 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
 
   /** End the session with IO_TIMEOUT now (the shell's outbox limit was hit). */
   timeOut(session: Session<C>, now: number): void {
+    if (session.state === SessionState.ENDED) return;
+    this.stats.outboxCuts++;
     this.end(session, ErrorCode.IO_TIMEOUT, IO_TIMEOUT_FRAME, now);
+  }
+
+  /**
+   * More than PIPELINE_LIMIT complete frames arrived in one read: the peer
+   * sent them all before it could have read the answer to the first, which
+   * the protocol forbids. PROTOCOL_ERROR ends the session.
+   */
+  pipelined(session: Session<C>, now: number): void {
+    if (session.state === SessionState.ENDED) return;
+    this.stats.pipeliningCuts++;
+    this.end(session, ErrorCode.PROTOCOL_ERROR, PIPELINING_FRAME, now);
   }
 
   /** All output was taken by the socket. */
@@ -329,6 +376,12 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
     this.setState(session, SessionState.ENDED);
     this.wheel.remove(session);
     this.sessions.delete(session.id);
+    const source = session.source;
+    if (source !== null) {
+      const left = this.sources.get(source)! - 1;
+      if (left === 0) this.sources.delete(source);
+      else this.sources.set(source, left);
+    }
     const lock = session.lock;
     if (lock === null) return;
     if (was === SessionState.OWNER) {

@@ -43,6 +43,8 @@ export class Session<C = unknown> implements WheelEntry {
   grantedAt = 0;
   /** Why it ended: 0 closed by the peer, else the ERROR code sent. -1 while live. */
   endReason = -1;
+  /** The source address it is counted under (only while a per-source limit is set), else null. */
+  source: string | null = null;
 
   // Links in the lock's FIFO queue.
   queuePrev: Session<C> | null = null;

@@ -58,6 +58,13 @@ export class EngineStats {
   queued = 0;
   busy = 0;
   heartbeats = 0;
+  /** Connections refused with OVERLOADED: at the session limit, and at the per-source limit. */
+  refusedSessionLimit = 0;
+  refusedSourceLimit = 0;
+  /** Sessions ended for sending more frames than allowed before reading an answer (PROTOCOL_ERROR). */
+  pipeliningCuts = 0;
+  /** Sessions cut because their unsent output passed the shell's outbox cap (IO_TIMEOUT). */
+  outboxCuts = 0;
   /** From ACQUIRE accepted to grant, for promoted sessions. */
   readonly waitSeconds = new Histogram(DURATION_BUCKETS);
   /** From grant to the end of the owner's session. */

@@ -26,6 +26,16 @@ export const MAX_OWNER_LENGTH = 256;
 export const MAX_ERROR_MESSAGE_LENGTH = 1024;
 export const MAX_LEASE_MS = 0xffff_ffff;
 
+/**
+ * The most complete frames a server handles from one read of a connection
+ * (protocol.md section 7, rule 11). Frames that arrive in one read were all
+ * sent before the client could have seen an answer to any of them; a client
+ * that keeps the one-in-flight rule has at most two such frames (its
+ * ACQUIRE and, at a stretch, one HEARTBEAT). One frame more than this ends
+ * the session with PROTOCOL_ERROR.
+ */
+export const PIPELINE_LIMIT = 8;
+
 /** ACQUIRE body: version(1) options(1) lease_ms(4) name_length(2) = 8 fixed bytes. */
 export const ACQUIRE_FIXED_LENGTH = 8;
 export const TOKEN_LENGTH = 8;

@@ -9,16 +9,22 @@
  * behind it, so frames never overtake each other. A legitimate client has at
  * most one heartbeat in flight, so its outbox holds a frame or two; the
  * server caps it (see LockServer) against clients that send without reading.
+ *
+ * Pipelining: the frames of one chunk were all sent before the client could
+ * have read an answer to any of them. `framesRead` counts them, and one more
+ * than PIPELINE_LIMIT ends the session (protocol.md section 7, rule 11).
  */
 import type { Socket } from "bun";
 import type { Session } from "../core/index.ts";
-import { CLIENT_FRAMES, FrameLimits, FrameReader, type FrameSink } from "../protocol/index.ts";
+import { CLIENT_FRAMES, FrameLimits, FrameReader, type FrameSink, PIPELINE_LIMIT } from "../protocol/index.ts";
 
 export const CLIENT_LIMITS = new FrameLimits(CLIENT_FRAMES);
 
 /** The engine entry point a Conn forwards frames to (LockServer implements it). */
 export interface FrameHandler {
   handleFrame(conn: Conn, type: number, bytes: Uint8Array, offset: number, length: number): boolean;
+  /** One frame more than PIPELINE_LIMIT arrived in one read: end the session (returns false). */
+  pipelined(conn: Conn): boolean;
 }
 
 export class Conn implements FrameSink {
@@ -26,6 +32,8 @@ export class Conn implements FrameSink {
   readonly reader = new FrameReader(CLIENT_LIMITS);
   /** The time of the chunk being read (set by the data handler; saves passing it through the reader). */
   now = 0;
+  /** Complete frames handed on from the chunk being read (reset by the data handler). */
+  framesRead = 0;
   outbox: Uint8Array | null = null;
   outStart = 0;
   outEnd = 0;
@@ -42,6 +50,10 @@ export class Conn implements FrameSink {
   ) {}
 
   onFrame(type: number, _flags: number, bytes: Uint8Array, offset: number, length: number): boolean {
+    // The frame past the limit is refused before the engine sees it, and the
+    // rest of the chunk is never parsed: a 512 KiB chunk of heartbeats costs
+    // PIPELINE_LIMIT engine calls, not 131,072.
+    if (++this.framesRead > PIPELINE_LIMIT) return this.handler.pipelined(this);
     return this.handler.handleFrame(this, type, bytes, offset, length);
   }
 

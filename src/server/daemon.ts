@@ -29,6 +29,8 @@ export interface DaemonOptions {
   readonly ops: HostPort;
   readonly ioTimeoutMs: number;
   readonly maxSessions?: number;
+  /** Live sessions from one peer address beyond this get OVERLOADED. Omitted: no per-source limit. */
+  readonly maxSessionsPerSource?: number;
   readonly shutdownGraceMs: number;
   readonly adminToken: string | null;
   readonly log: Logger;
@@ -85,6 +87,7 @@ export class Daemon {
         port: options.listen.port,
         ioTimeoutMs: options.ioTimeoutMs,
         maxSessions: options.maxSessions,
+        maxSessionsPerSource: options.maxSessionsPerSource,
         events: sessionLog(options.log),
         ...(options.tokens === undefined ? {} : { tokens: options.tokens }),
         ...(options.tls === undefined ? {} : { tls: options.tls }),

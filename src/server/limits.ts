@@ -6,12 +6,33 @@
 import { readFileSync } from "node:fs";
 
 /**
- * File descriptors kept for everything that is not a session: stdio,
- * listeners, ops connections, the data dir, and slack for a burst of
- * accepts, so that a client past the capacity gets OVERLOADED rather than a
- * failed accept.
+ * The descriptors kept beside sessions, so that the lock listener can
+ * always accept, and a client past the session limit gets ERROR OVERLOADED
+ * rather than a failed accept (and a listener spinning on EMFILE). Three
+ * parts:
+ *
+ * - the process itself: stdio, both listeners, the event loop's own
+ *   (epoll, timers, wakeups), the data directory and the token floor's
+ *   temp file, whatever the runtime opens;
+ * - the ops listener's connections, up to its connection limit
+ *   (--ops-max-connections, which refuses beyond it at accept);
+ * - refusals: a connection refused with OVERLOADED holds its descriptor
+ *   only until Bun closes it, inside the accept callback once the ERROR is
+ *   written, so a burst of refusals needs few at a time; the rest is slack
+ *   for accepts racing the close of sessions that just ended.
  */
-export const RESERVED_FDS = 256;
+export const PROCESS_FDS = 64;
+/** The ops connection limit the reserve assumes by default. */
+export const DEFAULT_OPS_CONNECTIONS = 64;
+export const REFUSAL_FDS = 128;
+
+/** Descriptors reserved beside sessions for an ops connection limit of `opsConnections`. */
+export function reservedFds(opsConnections = DEFAULT_OPS_CONNECTIONS): number {
+  return PROCESS_FDS + opsConnections + REFUSAL_FDS;
+}
+
+/** The reserve with the default ops connection limit: 64 + 64 + 128 = 256. */
+export const RESERVED_FDS = reservedFds();
 
 export interface OpenFileLimit {
   /** The soft limit (what the process may use now), or null when unknown. */
@@ -22,18 +43,22 @@ export interface OpenFileLimit {
   readonly sessionCapacity: number | null;
 }
 
-export function parseLimits(text: string): OpenFileLimit {
+/**
+ * The open-file line of /proc/self/limits, and the sessions that fit under
+ * its soft limit once `reservedFds(opsConnections)` are kept aside.
+ */
+export function parseLimits(text: string, opsConnections = DEFAULT_OPS_CONNECTIONS): OpenFileLimit {
   const line = text.split("\n").find((l) => l.startsWith("Max open files"));
   const fields = line?.slice("Max open files".length).trim().split(/\s+/) ?? [];
   const value = (field: string | undefined) => (field === undefined ? null : field === "unlimited" ? Infinity : Number(field) || null);
   const soft = value(fields[0]);
   const hard = value(fields[1]);
-  return { soft, hard, sessionCapacity: soft === null ? null : Math.max(0, soft - RESERVED_FDS) };
+  return { soft, hard, sessionCapacity: soft === null ? null : Math.max(0, soft - reservedFds(opsConnections)) };
 }
 
-export function openFileLimit(): OpenFileLimit {
+export function openFileLimit(opsConnections = DEFAULT_OPS_CONNECTIONS): OpenFileLimit {
   try {
-    return parseLimits(readFileSync("/proc/self/limits", "utf8"));
+    return parseLimits(readFileSync("/proc/self/limits", "utf8"), opsConnections);
   } catch {
     return { soft: null, hard: null, sessionCapacity: null };
   }

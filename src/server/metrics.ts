@@ -69,6 +69,19 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_heartbeats_total", "counter", "HEARTBEAT frames answered.", stats.heartbeats);
   out.single("lockd_fencing_token_last", "gauge", "The last fencing token issued (0 before the first grant).", engine.tokens.last);
 
+  // Session capacity, and what was refused or cut to keep it (lock port; see limits.ts and conn.ts).
+  if (Number.isFinite(engine.maxSessions)) out.single("lockd_session_limit", "gauge", "Live sessions beyond this are refused with OVERLOADED (--max-sessions).", engine.maxSessions);
+  if (Number.isFinite(engine.maxSessionsPerSource)) {
+    out.single("lockd_session_limit_per_source", "gauge", "Live sessions from one peer address beyond this are refused with OVERLOADED (--max-sessions-per-source).", engine.maxSessionsPerSource);
+    out.single("lockd_session_sources", "gauge", "Peer addresses with at least one live session.", engine.sources.size);
+  }
+  out.family("lockd_sessions_refused_total", "counter", "Connections refused at accept with OVERLOADED, by the limit that refused them.");
+  out.sample("lockd_sessions_refused_total", stats.refusedSessionLimit, { cause: "session_limit" });
+  out.sample("lockd_sessions_refused_total", stats.refusedSourceLimit, { cause: "source_limit" });
+  out.family("lockd_sessions_cut_total", "counter", "Sessions cut for sending without reading: pipelining (PROTOCOL_ERROR) or the outbox cap (IO_TIMEOUT).");
+  out.sample("lockd_sessions_cut_total", stats.pipeliningCuts, { cause: "pipelining" });
+  out.sample("lockd_sessions_cut_total", stats.outboxCuts, { cause: "outbox" });
+
   out.histogram("lockd_handover_duration_seconds", "Server side of a handover: from the event that ended an owner to the next waiter's ACQUIRED written.", stats.handoverSeconds);
   out.histogram("lockd_wait_duration_seconds", "Time promoted sessions waited in the queue, from ACQUIRE to grant.", stats.waitSeconds);
   out.histogram("lockd_hold_duration_seconds", "Time owners held their lock, from grant to the end of the session.", stats.holdSeconds);

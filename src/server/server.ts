@@ -8,9 +8,14 @@
  * slot, not at all while the wheel is empty.
  *
  * Writes produced while one connection's chunk is being read (a reply per
- * frame; a misbehaving client may send thousands of frames per chunk) are
- * gathered in one scratch buffer and written with one syscall at the end of
- * the chunk. Frames for other connections (a promotion pushed because this
+ * frame, and the session's ERROR if it ends) are gathered in one scratch
+ * buffer and written with one syscall at the end of the chunk. Bun delivers
+ * chunks of up to 512 KiB (measured with Bun 1.4.5: it reads into one
+ * 512 KiB buffer, and reads the same socket again in the same loop turn
+ * only when a read filled it), which could hold 131,072 heartbeats; but at
+ * most PIPELINE_LIMIT frames of one chunk are handled (Conn.onFrame), so the
+ * replies to one chunk always fit SCRATCH_SIZE and go out in one write.
+ * Frames for other connections (a promotion pushed because this
  * connection's owner session ended) are written at once.
  *
  * Release happens on the first of `end`, `close` or `error`; the engine
@@ -21,7 +26,7 @@ import type { Socket, SocketHandler, TCPSocketListener } from "bun";
 import { Engine, type Session, SessionState, type Transport } from "../core/index.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
-import { ReadResult } from "../protocol/index.ts";
+import { HEADER_LENGTH, MAX_ERROR_MESSAGE_LENGTH, PIPELINE_LIMIT, ReadResult, TOKEN_LENGTH } from "../protocol/index.ts";
 import { Conn, type FrameHandler } from "./conn.ts";
 
 export interface ServerOptions {
@@ -30,6 +35,8 @@ export interface ServerOptions {
   readonly port: number;
   readonly ioTimeoutMs: number;
   readonly maxSessions?: number;
+  /** Live sessions from one peer address beyond this get OVERLOADED. Default: no limit. */
+  readonly maxSessionsPerSource?: number;
   /**
    * Bytes of unflushed output after which a connection is cut at once
    * rather than at io-timeout. Only a client that sends without reading
@@ -72,8 +79,13 @@ export interface ServerTls {
  */
 const MAX_TIMER_DELAY = 2 ** 31 - 1;
 
-/** Enough for the replies to one 64 KiB chunk of heartbeats (12 bytes per 4). */
-const SCRATCH_SIZE = 256 * 1024;
+/**
+ * The most one chunk can make the server write to its own connection: a
+ * reply to each of PIPELINE_LIMIT frames (ACQUIRED, 12 bytes, is the
+ * largest) and the ERROR that ends the session (the pipelining error
+ * itself, or any other), so that all of it is one write.
+ */
+export const SCRATCH_SIZE = PIPELINE_LIMIT * (HEADER_LENGTH + TOKEN_LENGTH) + HEADER_LENGTH + 1 + MAX_ERROR_MESSAGE_LENGTH;
 
 export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
   readonly engine: Engine<Conn>;
@@ -101,7 +113,12 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     this.events = options.events ?? null;
     this.engine = new Engine<Conn>(
       this,
-      { ioTimeoutMs: options.ioTimeoutMs, maxSessions: options.maxSessions, tokens: options.tokens },
+      {
+        ioTimeoutMs: options.ioTimeoutMs,
+        maxSessions: options.maxSessions,
+        maxSessionsPerSource: options.maxSessionsPerSource,
+        tokens: options.tokens,
+      },
       performance.now(),
     );
     this.engine.wheel.setDriver(this);
@@ -184,7 +201,20 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
 
   close(conn: Conn, frame: Uint8Array | null): void {
     if (conn.session !== null) this.events?.ended(conn.session); // once: the engine ends a session once
-    if (conn === this.batchConn) this.flushBatch(conn);
+    let bytes = frame;
+    let length = frame === null ? 0 : frame.length;
+    if (conn === this.batchConn) {
+      if (frame !== null && conn.pendingOutput === 0 && this.batchLength + length <= SCRATCH_SIZE) {
+        // The last frame joins the replies gathered for this chunk: one write for all.
+        this.scratch.set(frame, this.batchLength);
+        bytes = this.scratch;
+        length += this.batchLength;
+        this.batchConn = null;
+        this.batchLength = 0;
+      } else {
+        this.flushBatch(conn);
+      }
+    }
     if (conn.done) return;
     conn.done = true;
     const socket = conn.socket;
@@ -192,12 +222,12 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
       socket.terminate(); // the peer is not reading: free the kernel's buffers now
       return;
     }
-    if (frame === null) {
+    if (bytes === null) {
       socket.end();
       return;
     }
-    const written = socket.write(frame);
-    if (written === frame.length) socket.end();
+    const written = socket.write(bytes, 0, length);
+    if (written === length) socket.end();
     else socket.terminate();
   }
 
@@ -205,6 +235,11 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
 
   handleFrame(conn: Conn, type: number, bytes: Uint8Array, offset: number, length: number): boolean {
     return this.engine.frame(conn.session!, type, bytes, offset, length, conn.now);
+  }
+
+  pipelined(conn: Conn): boolean {
+    this.engine.pipelined(conn.session!, conn.now);
+    return false;
   }
 
   // --- helpers -----------------------------------------------------------------------
@@ -261,7 +296,9 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         const conn = new Conn(socket, server);
         socket.data = conn;
         server.connections++;
-        conn.session = engine.open(conn, performance.now());
+        // The peer's address is read (a string per accept) only when a per-source limit needs it.
+        const source = engine.maxSessionsPerSource === Infinity ? null : socket.remoteAddress || null;
+        conn.session = engine.open(conn, performance.now(), source);
         if (conn.session !== null) server.events?.opened(conn.session);
       },
       data(socket: Socket<Conn>, chunk: Uint8Array) {
@@ -270,13 +307,15 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         if (session === null || conn.done) return;
         const now = performance.now();
         conn.now = now;
+        conn.framesRead = 0;
         server.batchConn = conn;
         server.batchLength = 0;
         const promoted = engine.stats.grantsPromoted; // an owner that sends a bad frame hands over here
         const result = conn.reader.push(chunk, conn);
-        if (server.batchConn === conn) server.flushBatch(conn);
+        // A bad header ends the session before the flush: its ERROR joins the replies' write.
         if (result === ReadResult.ERROR) engine.protocolError(session, conn.reader.errorMessage, now);
-        else if (result === ReadResult.OK) engine.readProgress(session, conn.reader.partial, now);
+        if (server.batchConn === conn) server.flushBatch(conn);
+        if (result === ReadResult.OK) engine.readProgress(session, conn.reader.partial, now);
         if (engine.stats.grantsPromoted !== promoted) engine.stats.handedOver(now, performance.now());
       },
       drain(socket: Socket<Conn>) {

@@ -1,11 +1,11 @@
-// A client that stops reading while the server must push to it (a paused
-// socket flooding heartbeats: every one needs a reply) is cut at io-timeout,
-// and meanwhile every other session's heartbeats are answered within its
-// schedule: each reply arrives before that session's clientTimeout
-// (0.8 x lease) after its send, the protocol's own bound. The server is a
-// real `lockd serve` process. Whichever acts first ends the stuck session
-// with IO_TIMEOUT: the io-timeout timer on its undrained output, or the
-// outbox bound (a flood this size passes it once the kernel buffers fill).
+// A client that stops reading and floods heartbeats (every one needs a
+// reply) is cut, and meanwhile every other session's heartbeats are answered
+// within its schedule: each reply arrives before that session's
+// clientTimeout (0.8 x lease) after its send, the protocol's own bound. The
+// server is a real `lockd serve` process. The flood never gets as far as
+// filling the kernel buffers: the first read with more than PIPELINE_LIMIT
+// frames ends the session with PROTOCOL_ERROR (protocol.md section 7,
+// rule 11), long before io-timeout or the outbox bound would act.
 import { expect, test } from "bun:test";
 import { FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
@@ -46,7 +46,7 @@ async function scheduled(port: number, index: number) {
   };
 }
 
-test("a client that stops reading is cut at io-timeout; every other session's replies stay within 0.8 x lease", async () => {
+test("a client that stops reading and floods is cut for pipelining; every other session's replies stay within 0.8 x lease", async () => {
   await using child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--io-timeout", `${IO_TIMEOUT_MS}ms`]);
   const { listenPort } = await child.addresses();
   const others = await Promise.all(Array.from({ length: OTHERS }, (_, i) => scheduled(listenPort, i)));
@@ -61,9 +61,9 @@ test("a client that stops reading is cut at io-timeout; every other session's re
     for (let i = 0; i < flood.length; i += 4) flood[i] = FrameType.HEARTBEAT;
     const started = performance.now();
     await stuck.writeAll(flood, 20_000).catch(() => {}); // the server may cut it before it has all of it
-    const cut = await child.line("session ended: io-timeout", IO_TIMEOUT_MS + 20_000);
+    const cut = await child.line("session ended: protocol error", IO_TIMEOUT_MS + 20_000);
     expect(cut.lock).toBe("fault/stuck");
-    expect(cut.reason).toBe("IO_TIMEOUT");
+    expect(cut.reason).toBe("PROTOCOL_ERROR");
     const cutAfter = performance.now() - started;
     expect(cutAfter).toBeLessThan(IO_TIMEOUT_MS + 20_000);
 
@@ -79,7 +79,7 @@ test("a client that stops reading is cut at io-timeout; every other session's re
       for (const rtt of other.rtts) expect(rtt).toBeLessThan(CLIENT_TIMEOUT);
     }
     const worst = Math.max(...others.flatMap((o) => o.rtts));
-    console.log(`slow reader cut (IO_TIMEOUT) ${Math.round(cutAfter)} ms after its flood began; ${others.reduce((n, o) => n + o.rtts.length, 0)} heartbeats of ${OTHERS} sessions, worst round trip ${worst.toFixed(1)} ms (bound ${CLIENT_TIMEOUT} ms)`);
+    console.log(`slow reader cut (PROTOCOL_ERROR, pipelining) ${Math.round(cutAfter)} ms after its flood began; ${others.reduce((n, o) => n + o.rtts.length, 0)} heartbeats of ${OTHERS} sessions, worst round trip ${worst.toFixed(1)} ms (bound ${CLIENT_TIMEOUT} ms)`);
   } finally {
     stuck.terminate();
   }

@@ -1,5 +1,7 @@
 import { expect, test } from "bun:test";
-import { RESERVED_FDS, openFileLimit, parseLimits } from "../../src/server/limits.ts";
+import { ErrorCode } from "../../src/protocol/index.ts";
+import { WirePeer, startServer } from "../helpers/wire.ts";
+import { DEFAULT_OPS_CONNECTIONS, PROCESS_FDS, REFUSAL_FDS, RESERVED_FDS, openFileLimit, parseLimits, reservedFds } from "../../src/server/limits.ts";
 
 test("parses the open-file line of /proc/self/limits", () => {
   const text = [
@@ -14,4 +16,31 @@ test("parses the open-file line of /proc/self/limits", () => {
 test("reads this process's limit on Linux", () => {
   const limit = openFileLimit();
   if (process.platform === "linux") expect(limit.soft).toBeGreaterThan(0);
+});
+
+test("the reserve is the process, the ops connection limit and refusals: 256 with the default ops limit, more with a larger one", () => {
+  expect(RESERVED_FDS).toBe(256);
+  expect(RESERVED_FDS).toBe(PROCESS_FDS + DEFAULT_OPS_CONNECTIONS + REFUSAL_FDS);
+  const text = "Max open files            4096                 4096                 files";
+  expect(parseLimits(text).sessionCapacity).toBe(4096 - 256);
+  expect(parseLimits(text, 1024).sessionCapacity).toBe(4096 - reservedFds(1024));
+  expect(reservedFds(1024) - reservedFds()).toBe(1024 - DEFAULT_OPS_CONNECTIONS);
+  expect(parseLimits("Max open files            100                  100                  files").sessionCapacity).toBe(0);
+});
+
+test("a connection refused with OVERLOADED gives its descriptor back at once, even when its peer never closes", async () => {
+  await using server = startServer({ maxSessions: 1 });
+  const holder = await WirePeer.connect(server.port);
+  holder.acquire("L", 60_000);
+  await holder.frame(0);
+  const refused: WirePeer[] = [];
+  for (let i = 0; i < 50; i++) {
+    const peer = await WirePeer.connect(server.port);
+    expect((await peer.frame(0)).code).toBe(ErrorCode.OVERLOADED);
+    refused.push(peer); // kept open: the server must not wait for it
+  }
+  expect(server.engine.stats.refusedSessionLimit).toBe(50);
+  expect(server.connectionCount).toBe(1);
+  for (const peer of refused) peer.terminate();
+  holder.end();
 });
