@@ -4,8 +4,9 @@
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
- * `/v1/locks/` is the name, except that a POST must end in `/force-release`
- * (a lock literally named `a/force-release` is `a%2Fforce-release`). URL
+ * `/v1/locks/` is the name, except that a raw path ending in `/force-release`
+ * is always the admin action (POST; any other method is 405): a lock
+ * literally named `a/force-release` is `a%2Fforce-release`, or `?name=`. URL
  * normalization swallows the names `.` and `..`, so every route that takes a
  * name also takes it as `?name=` on the bare route.
  *
@@ -154,14 +155,18 @@ export class OpsServer {
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
         if (raw !== null) return method === "POST" ? this.forceRelease(raw, request, server) : notAllowed(method, "POST");
+        if (method === "POST") return fail(400, "BAD_NAME", "which lock? POST /v1/locks/NAME/force-release or /v1/locks/force-release?name=NAME");
+        // GET without ?name=: the lock named "force-release", below.
       }
     }
     if (path.startsWith(`${LOCKS}/`)) {
       const rest = path.slice(LOCKS.length + 1);
-      const admin = rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length;
-      if (method === "GET") return this.show(rest, query);
-      if (method === "POST" && admin) return this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request, server);
-      return notAllowed(method, admin ? "GET, POST" : "GET");
+      // A raw path ending in /force-release is always the action, whatever the method: a lock
+      // whose name ends that way is viewed as NAME%2Fforce-release or through ?name=.
+      if (rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length) {
+        return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request, server) : notAllowed(method, "POST");
+      }
+      return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
     }
     const kick = /^\/v1\/sessions\/([^/]*)\/kick$/.exec(path);
     if (kick !== null) return method === "POST" ? this.kick(kick[1]!, request, server) : notAllowed(method, "POST");

@@ -137,10 +137,16 @@ describe("lock view", () => {
       peers.push(p);
     }
     for (const name of names) {
-      const response = await ops.get(`/v1/locks/${encodeURIComponent(name)}`);
-      expect(response.status).toBe(200);
-      expect((await body(response)).name).toBe(name);
+      for (const path of [`/v1/locks/${encodeURIComponent(name)}`, `/v1/locks?name=${encodeURIComponent(name)}`]) {
+        const response = await ops.get(path);
+        expect(response.status, path).toBe(200);
+        expect((await body(response)).name).toBe(name);
+      }
     }
+    // The raw path form of that name is the admin action, so a GET there is 405 (not a 404 for "a").
+    const action = await ops.get("/v1/locks/a/force-release");
+    expect(action.status).toBe(405);
+    expect(action.headers.get("allow")).toBe("POST");
     for (const p of peers) p.end();
   });
 
@@ -203,7 +209,10 @@ describe("routing errors", () => {
       ["POST", "/metrics", "GET"],
       ["POST", "/v1/locks", "GET"],
       ["POST", "/v1/locks/x", "GET"],
-      ["DELETE", "/v1/locks/x/force-release", "GET, POST"],
+      ["DELETE", "/v1/locks/x/force-release", "POST"],
+      ["GET", "/v1/locks/x/force-release", "POST"],
+      ["GET", "/v1/locks/a/b/force-release", "POST"],
+      ["GET", "/v1/locks/force-release?name=x", "POST"],
       ["GET", "/v1/sessions/1/kick", "POST"],
       ["PUT", "/v1/sessions/1/kick", "POST"],
     ];
