@@ -21,7 +21,7 @@ import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
-import { OpsStats, renderMetrics } from "./metrics.ts";
+import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
 import type { LockServer } from "./server.ts";
 import { holderView, lockView, locksView, positionOf, waiterView } from "./views.ts";
 
@@ -37,7 +37,21 @@ export interface OpsOptions {
   readonly isReady: () => boolean;
   /** Serve HTTPS with this PEM certificate chain and key. */
   readonly tls?: { readonly cert: string; readonly key: string };
+  /** Defaults: DEFAULT_OPS_LIMITS. */
+  readonly limits?: Partial<OpsLimits>;
 }
+
+/** What one ops caller can take from the process. docs/operations.md explains the defaults. */
+export interface OpsLimits {
+  /** Open connections beyond this are answered 503 and closed at once (--ops-max-connections). */
+  readonly maxConnections: number;
+  /** A connection idle this long (no request, or a request or answer stuck) is closed (--ops-idle-timeout). */
+  readonly idleTimeoutMs: number;
+  /** Scrapes within this many ms of a built /metrics body get that body (0: build every time). */
+  readonly metricsMaxAgeMs: number;
+}
+
+export const DEFAULT_OPS_LIMITS: OpsLimits = { maxConnections: 64, idleTimeoutMs: 5000, metricsMaxAgeMs: 1000 };
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
 const FORCE_RELEASE = "/force-release";
@@ -105,10 +119,14 @@ function badLimit(): Response {
 
 export class OpsServer {
   readonly stats = new OpsStats();
+  readonly limits: OpsLimits;
   private readonly http: Server<undefined>;
   private readonly authWarnings = new RateLimit(10, 1000);
+  /** The last /metrics body, when it was built, and the readiness it showed. */
+  private metricsCache: { body: string; at: number; ready: boolean } | null = null;
 
   constructor(private readonly options: OpsOptions) {
+    this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
     this.http = Bun.serve({
       hostname: options.hostname,
       port: options.port,
@@ -173,16 +191,30 @@ export class OpsServer {
     return fail(404, "NOT_FOUND", `no route ${path}; see docs/operations.md`);
   }
 
+  /** The exposition text: built at most once per metricsMaxAgeMs (and again when readiness changes). */
   private metrics(): string {
+    const now = performance.now();
+    const ready = this.options.isReady();
+    const cached = this.metricsCache;
+    if (cached !== null && cached.ready === ready && now - cached.at < this.limits.metricsMaxAgeMs) return cached.body;
     const server = this.options.server;
-    return renderMetrics({
+    this.stats.metricsBuilt++;
+    const body = renderMetrics({
       engine: server.engine,
       connections: server.connectionCount,
-      ready: this.options.isReady(),
+      ready,
       version: this.options.version,
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
+      opsConnections: this.connections,
     });
+    this.metricsCache = { body, at: now, ready };
+    return body;
+  }
+
+  /** The ops listener's connections (open, limit, refused). */
+  get connections(): OpsConnections {
+    return { open: 0, max: this.limits.maxConnections, refused: 0 };
   }
 
   private list(query: string): Response {
