@@ -23,7 +23,9 @@ import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
 import type { LockServer } from "./server.ts";
-import { holderView, lockView, locksView, positionOf, waiterView } from "./views.ts";
+import type { Lock } from "../core/session.ts";
+import type { Conn } from "./conn.ts";
+import { decodeCursor, holderView, lockView, locksPage, PageSelection, positionOf, waiterView } from "./views.ts";
 
 export interface OpsOptions {
   readonly hostname: string;
@@ -49,17 +51,22 @@ export interface OpsLimits {
   readonly idleTimeoutMs: number;
   /** Scrapes within this many ms of a built /metrics body get that body (0: build every time). */
   readonly metricsMaxAgeMs: number;
+  /**
+   * Locks of the engine's Map looked at per turn of the event loop while
+   * choosing a page of /v1/locks (16,384: ~0.5 ms here). A listing of more
+   * locks continues on later turns, taking turns with other listings, so
+   * lock traffic runs in between whatever the number of locks or callers.
+   */
+  readonly scanSlice: number;
 }
 
-export const DEFAULT_OPS_LIMITS: OpsLimits = { maxConnections: 64, idleTimeoutMs: 5000, metricsMaxAgeMs: 1000 };
+export const DEFAULT_OPS_LIMITS: OpsLimits = { maxConnections: 64, idleTimeoutMs: 5000, metricsMaxAgeMs: 1000, scanSlice: 16_384 };
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
 const FORCE_RELEASE = "/force-release";
 const LOCKS = "/v1/locks";
-const DEFAULT_LIMIT = 1000;
-const MAX_LIMIT = 100_000;
-/** Waiters shown per lock in the list view (the single-lock view takes ?limit=). */
-const LIST_WAITERS = 100;
+/** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
+export const MAX_PAGE = 1000;
 const encoder = new TextEncoder();
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
@@ -105,16 +112,28 @@ function rawQueryName(query: string): string | null {
   return null;
 }
 
-/** `?limit=` (default 1000), or -1 when malformed. */
-function parseLimit(query: string): number {
-  const text = /(?:^|&)limit=([^&]*)/.exec(query)?.[1];
-  if (text === undefined) return DEFAULT_LIMIT;
-  const limit = /^\d{1,7}$/.test(text) ? Number(text) : -1;
-  return limit >= 1 && limit <= MAX_LIMIT ? limit : -1;
+/** The raw value of a query parameter, or undefined. */
+function param(query: string, key: string): string | undefined {
+  return new RegExp(`(?:^|&)${key}=([^&]*)`).exec(query)?.[1];
 }
 
-function badLimit(): Response {
-  return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_LIMIT}`);
+/** `?limit=` (default and most: MAX_PAGE), or -1 when malformed or too large. */
+function parseLimit(query: string): number {
+  const text = param(query, "limit");
+  if (text === undefined) return MAX_PAGE;
+  const limit = /^\d{1,7}$/.test(text) ? Number(text) : -1;
+  return limit >= 1 && limit <= MAX_PAGE ? limit : -1;
+}
+
+function badLimit(what: string): Response {
+  return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_PAGE} (${what})`);
+}
+
+/** A listing in progress: its walk of the engine's Map, what it picked so far, and who waits for it. */
+interface Scan {
+  readonly walk: Iterator<Lock<Conn>>;
+  readonly selection: PageSelection;
+  readonly done: (response: Response) => void;
 }
 
 export class OpsServer {
@@ -124,6 +143,9 @@ export class OpsServer {
   private readonly authWarnings = new RateLimit(10, 1000);
   /** The last /metrics body, when it was built, and the readiness it showed. */
   private metricsCache: { body: string; at: number; ready: boolean } | null = null;
+  /** Listings waiting for their next slice, in turn order, and the pending turn. */
+  private readonly scans: Scan[] = [];
+  private scanTurn: ReturnType<typeof setImmediate> | null = null;
 
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
@@ -149,10 +171,13 @@ export class OpsServer {
 
   /** Close the listener and every open request. Idempotent. */
   async stop(): Promise<void> {
+    if (this.scanTurn !== null) clearImmediate(this.scanTurn);
+    this.scanTurn = null;
+    this.scans.length = 0;
     await this.http.stop(true);
   }
 
-  private handle(request: Request, server: Server<undefined>): Response {
+  private handle(request: Request, server: Server<undefined>): Response | Promise<Response> {
     const { path, query } = splitUrl(request.url);
     const method = request.method;
     switch (path) {
@@ -217,15 +242,54 @@ export class OpsServer {
     return { open: 0, max: this.limits.maxConnections, refused: 0 };
   }
 
-  private list(query: string): Response {
+  /** One page of locks in name order after `?cursor=`. */
+  private list(query: string): Response | Promise<Response> {
     const limit = parseLimit(query);
-    if (limit < 0) return badLimit();
-    return json(200, locksView(this.options.server.engine, limit, LIST_WAITERS, performance.now()));
+    if (limit < 0) return badLimit("locks per page; follow `next` for more");
+    const cursor = param(query, "cursor");
+    const after = cursor === undefined || cursor === "" ? null : decodeCursor(cursor);
+    if (after === null && cursor !== undefined && cursor !== "") {
+      return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
+    }
+    const engine = this.options.server.engine;
+    const selection = new PageSelection(after, limit);
+    if (engine.locks.size <= this.limits.scanSlice) {
+      for (const lock of engine.locks.values()) selection.offer(lock);
+      return json(200, locksPage(engine, selection, performance.now()));
+    }
+    return new Promise<Response>((done) => {
+      this.scans.push({ walk: engine.locks.values(), selection, done });
+      this.scanTurn ??= setImmediate(this.scanStep);
+    });
   }
+
+  /**
+   * One slice of one listing per turn of the event loop, listings in turn.
+   * The Map's iterator is live: locks removed before the walk reaches them
+   * are skipped, locks added are reached later, and every lock that stays
+   * is seen once.
+   */
+  private readonly scanStep = (): void => {
+    this.scanTurn = null;
+    const scan = this.scans.shift();
+    if (scan === undefined) return;
+    let finished = false;
+    for (let n = this.limits.scanSlice; n > 0; n--) {
+      const step = scan.walk.next();
+      if (step.done === true) {
+        finished = true;
+        break;
+      }
+      scan.selection.offer(step.value);
+    }
+    if (finished) scan.done(json(200, locksPage(this.options.server.engine, scan.selection, performance.now())));
+    else this.scans.push(scan);
+    if (this.scans.length > 0) this.scanTurn = setImmediate(this.scanStep);
+  };
 
   private show(encoded: string, query: string): Response {
     const limit = parseLimit(query);
-    if (limit < 0) return badLimit();
+    if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const lock = this.options.server.engine.locks.get(decoded.name);
