@@ -1,26 +1,34 @@
 /**
- * The ops server (Bun.serve): health, readiness, metrics, a JSON view of the
- * locks, and the two admin actions. docs/operations.md is its reference.
+ * The ops server: health, readiness, metrics, a JSON view of the locks, and
+ * the two admin actions, over the connection-limited HTTP/1.1 listener of
+ * ops-http.ts. docs/operations.md is its reference.
+ *
+ * It shares the event loop with every lock session, so no request does
+ * work that grows with sessions, locks or descriptors in one go: /metrics
+ * reads counters and is built at most once per metricsMaxAgeMs, a page of
+ * /v1/locks is at most MAX_PAGE locks chosen `scanSlice` locks per loop
+ * turn, a lock view shows at most MAX_PAGE waiters.
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
  * `/v1/locks/` is the name, except that a raw path ending in `/force-release`
  * is always the admin action (POST; any other method is 405): a lock
- * literally named `a/force-release` is `a%2Fforce-release`, or `?name=`. URL
- * normalization swallows the names `.` and `..`, so every route that takes a
- * name also takes it as `?name=` on the bare route.
+ * literally named `a/force-release` is `a%2Fforce-release`, or `?name=`.
+ * Clients' URL normalization swallows the names `.` and `..`, so every route
+ * that takes a name also takes it as `?name=` on the bare route (this server
+ * takes the target as sent).
  *
  * Every answer is JSON except /metrics; errors are
  * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
  * 405 or 409.
  */
-import type { Server } from "bun";
 import { SessionState } from "../core/session.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
+import { type HttpReply, type HttpRequest, HttpServer } from "./ops-http.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
 import type { LockServer } from "./server.ts";
 import type { Lock } from "../core/session.ts";
@@ -63,21 +71,22 @@ export interface OpsLimits {
 export const DEFAULT_OPS_LIMITS: OpsLimits = { maxConnections: 64, idleTimeoutMs: 5000, metricsMaxAgeMs: 1000, scanSlice: 16_384 };
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+const METRICS_HEADERS = { "content-type": EXPOSITION_CONTENT_TYPE, "cache-control": "no-store" };
 const FORCE_RELEASE = "/force-release";
 const LOCKS = "/v1/locks";
 /** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
 export const MAX_PAGE = 1000;
 const encoder = new TextEncoder();
 
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(`${JSON.stringify(body, null, 2)}\n`, { status, headers: { ...JSON_HEADERS, ...headers } });
+function json(status: number, body: unknown, headers: Record<string, string> = {}): HttpReply {
+  return { status, headers: { ...JSON_HEADERS, ...headers }, body: `${JSON.stringify(body, null, 2)}\n` };
 }
 
-function fail(status: number, code: string, message: string, headers?: Record<string, string>): Response {
+function fail(status: number, code: string, message: string, headers?: Record<string, string>): HttpReply {
   return json(status, { error: { code, message } }, headers);
 }
 
-function notAllowed(method: string, allow: string): Response {
+function notAllowed(method: string, allow: string): HttpReply {
   return fail(405, "METHOD_NOT_ALLOWED", `${method} is not allowed here; use ${allow}`, { allow });
 }
 
@@ -96,10 +105,14 @@ export function decodeLockName(encoded: string): { name: string } | { error: str
   return { name };
 }
 
-/** The raw path and query of a request URL (Bun has already removed dot segments). */
-function splitUrl(url: string): { path: string; query: string } {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  const rest = start < 0 ? "/" : url.slice(start);
+/** The raw path and query of a request target (origin form, or absolute form from a proxy). */
+function splitTarget(target: string): { path: string; query: string } {
+  let rest = target;
+  if (!rest.startsWith("/")) {
+    const scheme = rest.indexOf("//");
+    const start = scheme < 0 ? -1 : rest.indexOf("/", scheme + 2);
+    rest = start < 0 ? "/" : rest.slice(start);
+  }
   const hash = rest.indexOf("#");
   const clean = hash < 0 ? rest : rest.slice(0, hash);
   const q = clean.indexOf("?");
@@ -125,7 +138,7 @@ function parseLimit(query: string): number {
   return limit >= 1 && limit <= MAX_PAGE ? limit : -1;
 }
 
-function badLimit(what: string): Response {
+function badLimit(what: string): HttpReply {
   return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_PAGE} (${what})`);
 }
 
@@ -133,31 +146,39 @@ function badLimit(what: string): Response {
 interface Scan {
   readonly walk: Iterator<Lock<Conn>>;
   readonly selection: PageSelection;
-  readonly done: (response: Response) => void;
+  readonly done: (reply: HttpReply) => void;
 }
 
 export class OpsServer {
   readonly stats = new OpsStats();
   readonly limits: OpsLimits;
-  private readonly http: Server<undefined>;
+  private readonly http: HttpServer;
   private readonly authWarnings = new RateLimit(10, 1000);
   /** The last /metrics body, when it was built, and the readiness it showed. */
-  private metricsCache: { body: string; at: number; ready: boolean } | null = null;
+  private metricsCache: { body: Uint8Array; at: number; ready: boolean } | null = null;
+  private readonly busyWarnings = new RateLimit(1, 10_000);
   /** Listings waiting for their next slice, in turn order, and the pending turn. */
   private readonly scans: Scan[] = [];
   private scanTurn: ReturnType<typeof setImmediate> | null = null;
 
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
-    this.http = Bun.serve({
+    this.http = new HttpServer({
       hostname: options.hostname,
       port: options.port,
-      ...(options.tls === undefined ? {} : { tls: { cert: options.tls.cert, key: options.tls.key } }),
-      fetch: (request, server) => this.handle(request, server),
-      error: (error) => {
+      ...(options.tls === undefined ? {} : { tls: options.tls }),
+      maxConnections: this.limits.maxConnections,
+      idleTimeoutMs: this.limits.idleTimeoutMs,
+      handle: (request) => this.handle(request),
+      failed: (error) => {
         options.log.error("ops request failed", { error: String(error) });
         return fail(500, "INTERNAL", "internal error; see the server log");
       },
+      refused: (remote) =>
+        options.log.limited(this.busyWarnings, "warn", "ops connection refused: at --ops-max-connections", () => ({
+          by: remote,
+          maxConnections: this.limits.maxConnections,
+        })),
     });
   }
 
@@ -174,11 +195,11 @@ export class OpsServer {
     if (this.scanTurn !== null) clearImmediate(this.scanTurn);
     this.scanTurn = null;
     this.scans.length = 0;
-    await this.http.stop(true);
+    this.http.stop();
   }
 
-  private handle(request: Request, server: Server<undefined>): Response | Promise<Response> {
-    const { path, query } = splitUrl(request.url);
+  private handle(request: HttpRequest): HttpReply | Promise<HttpReply> {
+    const { path, query } = splitTarget(request.target);
     const method = request.method;
     switch (path) {
       case "/livez":
@@ -189,7 +210,7 @@ export class OpsServer {
         return this.options.isReady() ? json(200, { status: "ready" }) : json(503, { status: "shutting_down" });
       case "/metrics":
         if (method !== "GET") return notAllowed(method, "GET");
-        return new Response(this.metrics(), { headers: { "content-type": EXPOSITION_CONTENT_TYPE, "cache-control": "no-store" } });
+        return { status: 200, headers: METRICS_HEADERS, body: this.metrics() };
       case LOCKS: {
         if (method !== "GET") return notAllowed(method, "GET");
         const raw = rawQueryName(query);
@@ -197,7 +218,7 @@ export class OpsServer {
       }
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
-        if (raw !== null) return method === "POST" ? this.forceRelease(raw, request, server) : notAllowed(method, "POST");
+        if (raw !== null) return method === "POST" ? this.forceRelease(raw, request) : notAllowed(method, "POST");
         if (method === "POST") return fail(400, "BAD_NAME", "which lock? POST /v1/locks/NAME/force-release or /v1/locks/force-release?name=NAME");
         // GET without ?name=: the lock named "force-release", below.
       }
@@ -207,24 +228,24 @@ export class OpsServer {
       // A raw path ending in /force-release is always the action, whatever the method: a lock
       // whose name ends that way is viewed as NAME%2Fforce-release or through ?name=.
       if (rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length) {
-        return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request, server) : notAllowed(method, "POST");
+        return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request) : notAllowed(method, "POST");
       }
       return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
     }
     const kick = /^\/v1\/sessions\/([^/]*)\/kick$/.exec(path);
-    if (kick !== null) return method === "POST" ? this.kick(kick[1]!, request, server) : notAllowed(method, "POST");
+    if (kick !== null) return method === "POST" ? this.kick(kick[1]!, request) : notAllowed(method, "POST");
     return fail(404, "NOT_FOUND", `no route ${path}; see docs/operations.md`);
   }
 
   /** The exposition text: built at most once per metricsMaxAgeMs (and again when readiness changes). */
-  private metrics(): string {
+  private metrics(): Uint8Array {
     const now = performance.now();
     const ready = this.options.isReady();
     const cached = this.metricsCache;
     if (cached !== null && cached.ready === ready && now - cached.at < this.limits.metricsMaxAgeMs) return cached.body;
     const server = this.options.server;
     this.stats.metricsBuilt++;
-    const body = renderMetrics({
+    const body = encoder.encode(renderMetrics({
       engine: server.engine,
       connections: server.connectionCount,
       ready,
@@ -232,18 +253,18 @@ export class OpsServer {
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
       opsConnections: this.connections,
-    });
+    }));
     this.metricsCache = { body, at: now, ready };
     return body;
   }
 
   /** The ops listener's connections (open, limit, refused). */
   get connections(): OpsConnections {
-    return { open: 0, max: this.limits.maxConnections, refused: 0 };
+    return { open: this.http.open, max: this.limits.maxConnections, refused: this.http.refused };
   }
 
   /** One page of locks in name order after `?cursor=`. */
-  private list(query: string): Response | Promise<Response> {
+  private list(query: string): HttpReply | Promise<HttpReply> {
     const limit = parseLimit(query);
     if (limit < 0) return badLimit("locks per page; follow `next` for more");
     const cursor = param(query, "cursor");
@@ -257,7 +278,7 @@ export class OpsServer {
       for (const lock of engine.locks.values()) selection.offer(lock);
       return json(200, locksPage(engine, selection, performance.now()));
     }
-    return new Promise<Response>((done) => {
+    return new Promise<HttpReply>((done) => {
       this.scans.push({ walk: engine.locks.values(), selection, done });
       this.scanTurn ??= setImmediate(this.scanStep);
     });
@@ -287,7 +308,7 @@ export class OpsServer {
     if (this.scans.length > 0) this.scanTurn = setImmediate(this.scanStep);
   };
 
-  private show(encoded: string, query: string): Response {
+  private show(encoded: string, query: string): HttpReply {
     const limit = parseLimit(query);
     if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
     const decoded = decodeLockName(encoded);
@@ -298,20 +319,19 @@ export class OpsServer {
   }
 
   /** Who is asking, for the log: peer address and user agent. */
-  private who(request: Request, server: Server<undefined>): Record<string, string> {
-    const ip = server.requestIP(request);
-    return { by: ip === null ? "unknown" : `${ip.family === "IPv6" ? `[${ip.address}]` : ip.address}:${ip.port}`, agent: request.headers.get("user-agent") ?? "" };
+  private who(request: HttpRequest): Record<string, string> {
+    return { by: request.remote, agent: request.header("user-agent") ?? "" };
   }
 
   /** Null when authorized, else the refusal. */
-  private authorize(action: string, request: Request, server: Server<undefined>): Response | null {
-    const result = this.options.auth.check(request.headers.get("authorization"));
+  private authorize(action: string, request: HttpRequest): HttpReply | null {
+    const result = this.options.auth.check(request.header("authorization"));
     if (result === AuthResult.OK) return null;
     this.stats.denied++;
     this.options.log.limited(this.authWarnings, "warn", "admin request refused", () => ({
       action,
       reason: result === AuthResult.UNCONFIGURED ? "no admin token configured" : result === AuthResult.MISSING ? "no bearer token" : "wrong token",
-      ...this.who(request, server),
+      ...this.who(request),
     }));
     switch (result) {
       case AuthResult.UNCONFIGURED:
@@ -323,8 +343,8 @@ export class OpsServer {
     }
   }
 
-  private forceRelease(encoded: string, request: Request, server: Server<undefined>): Response {
-    const denied = this.authorize("force-release", request, server);
+  private forceRelease(encoded: string, request: HttpRequest): HttpReply {
+    const denied = this.authorize("force-release", request);
     if (denied !== null) return denied;
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
@@ -341,7 +361,7 @@ export class OpsServer {
     const next = engine.locks.get(name)?.owner ?? null;
     const promoted = next === null ? null : holderView(next, performance.now());
     this.options.log.info("admin force-release", {
-      ...this.who(request, server),
+      ...this.who(request),
       lock: name,
       session: released.session,
       owner: released.owner,
@@ -351,8 +371,8 @@ export class OpsServer {
     return json(200, { lock: name, released, promoted });
   }
 
-  private kick(idText: string, request: Request, server: Server<undefined>): Response {
-    const denied = this.authorize("kick", request, server);
+  private kick(idText: string, request: HttpRequest): HttpReply {
+    const denied = this.authorize("kick", request);
     if (denied !== null) return denied;
     if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
     const id = Number(idText);
@@ -368,7 +388,7 @@ export class OpsServer {
     const name = session.lock!.name;
     engine.kick(id, now);
     this.stats.kicks++;
-    this.options.log.info("admin kick", { ...this.who(request, server), lock: name, session: id, owner: kicked.owner, position: kicked.position });
+    this.options.log.info("admin kick", { ...this.who(request), lock: name, session: id, owner: kicked.owner, position: kicked.position });
     return json(200, { lock: name, kicked });
   }
 }

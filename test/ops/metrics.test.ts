@@ -223,4 +223,12 @@ describe("a scrape costs the same with thousands of sessions", () => {
     expect(ops.daemon.ops.stats.metricsBuilt - before).toBe(2);
     await stopping;
   });
+
+  test("the ops listener's capacity is in the exposition", async () => {
+    await using ops = startDaemon({ opsLimits: { maxConnections: 7, metricsMaxAgeMs: 0 } });
+    const m = await scrape(ops);
+    expect(gauge(m, "lockd_ops_max_connections")).toBe(7);
+    expect(gauge(m, "lockd_ops_connections")).toBeGreaterThanOrEqual(1);
+    expect(gauge(m, "lockd_ops_connections_refused_total")).toBe(0);
+  });
 });
