@@ -3,7 +3,7 @@ import { helpRow, optionsHelp, parseOptions, SERVE_OPTIONS } from "../config.ts"
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "../server/admin.ts";
 import { Daemon, ListenError } from "../server/daemon.ts";
-import { openFileLimit } from "../server/limits.ts";
+import { openFileLimit, RESERVED_FDS } from "../server/limits.ts";
 import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
@@ -90,6 +90,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
       tokens,
       ...(tls !== undefined ? { tls } : {}),
       ...(opsTls !== undefined ? { opsTls } : {}),
+      opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
     });
   } catch (error) {
     if (!(error instanceof ListenError)) throw error;
@@ -113,10 +114,18 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     tokensFrom: tokens.last + 1,
     tls: tls === undefined ? "off" : tls.clientCa === undefined ? "on" : "mutual",
     opsTls: opsTls === undefined ? "off" : "on",
+    opsMaxConnections: options.opsMaxConnections,
+    opsIdleTimeoutMs: options.opsIdleTimeout,
     openFileLimit: { soft: limit.soft, hard: limit.hard },
     sessionCapacity: limit.sessionCapacity,
     pid: process.pid,
   });
+  if (options.opsMaxConnections > RESERVED_FDS / 2) {
+    log.warn("--ops-max-connections takes more than half of the descriptors kept beside sessions: a full ops listener can leave the lock listener unable to accept", {
+      opsMaxConnections: options.opsMaxConnections,
+      reservedFds: RESERVED_FDS,
+    });
+  }
   if (maxSessions > capacity) {
     log.warn("--max-sessions is near or above the open-file limit: accepts may fail before OVERLOADED can be sent", { maxSessions, openFileLimit: limit.soft });
   }

@@ -3,6 +3,7 @@ import { describe, expect, test } from "bun:test";
 import type { Socket } from "bun";
 import { FrameType } from "../../src/protocol/index.ts";
 import { MAX_HEAD } from "../../src/server/ops-http.ts";
+import { ChildServer } from "../fixtures/ops-child.ts";
 import { Wakeup } from "../helpers/events.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { body, startDaemon } from "./harness.ts";
@@ -186,5 +187,46 @@ describe("HTTP/1.1 handling", () => {
     expect(lock.name).toBe("日本");
     expect((await body(await ops.get(`/v1/locks/${encodeURIComponent("日本")}`))).holder.session).toBe(lock.holder.session);
     peer.end();
+  });
+});
+
+describe("lockd serve (child process)", () => {
+  test("--ops-max-connections and --ops-idle-timeout reach the listener and the startup line", async () => {
+    await using child = ChildServer.spawn([
+      "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s",
+      "--ops-max-connections", "2", "--ops-idle-timeout", "30s",
+    ]);
+    const start = await child.line("lockd listening");
+    expect(start.opsMaxConnections).toBe(2);
+    expect(start.opsIdleTimeoutMs).toBe(30_000);
+    const { opsPort, listenPort } = await child.addresses();
+    const held = await Promise.all([RawHttp.connect(opsPort), RawHttp.connect(opsPort)]);
+    held[0]!.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    held[1]!.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    await Promise.all(held.map((raw) => raw.untilAnswers(1)));
+    const third = await RawHttp.connect(opsPort);
+    await third.untilClosed();
+    expect(third.statuses).toEqual([503]);
+    const peer = await WirePeer.connect(listenPort);
+    peer.acquire("child-lock", 5000);
+    expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+    peer.end();
+    for (const raw of held) raw.end();
+    child.proc.kill("SIGTERM");
+    expect(await child.exit()).toBe(0);
+  });
+
+  test("a limit above half the descriptor reserve is a startup warning; a bad value names the flag", async () => {
+    await using warned = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--ops-max-connections", "500"]);
+    const warning = await warned.line("--ops-max-connections takes more than half of the descriptors kept beside sessions: a full ops listener can leave the lock listener unable to accept");
+    expect(warning.opsMaxConnections).toBe(500);
+    warned.proc.kill("SIGTERM");
+    expect(await warned.exit()).toBe(0);
+    await using bad = ChildServer.spawn(["serve", "--ops-max-connections", "0"], { LOCKD_OPS_IDLE_TIMEOUT: "forever" });
+    expect(await bad.exit()).toBe(64);
+    expect(bad.raw.sort()).toEqual([
+      'lockd serve: --ops-idle-timeout (from LOCKD_OPS_IDLE_TIMEOUT): "forever" is not a duration (examples: 250ms, 5s, 2m)',
+      'lockd serve: --ops-max-connections: "0" is not a whole number in 1..1024',
+    ]);
   });
 });

@@ -210,10 +210,13 @@ describe("a scrape costs the same with thousands of sessions", () => {
   });
 
   test("concurrent scrapes within one interval share one built body; readiness changes rebuild it", async () => {
-    await using ops = startDaemon({ opsLimits: { metricsMaxAgeMs: 60_000 } });
+    // A long grace: the ops server must outlive the scrape made during the shutdown.
+    await using ops = startDaemon({ shutdownGraceMs: 60_000, opsLimits: { metricsMaxAgeMs: 60_000 } });
     const peer = await WirePeer.connect(ops.port);
     const before = ops.daemon.ops.stats.metricsBuilt;
-    const bodies = await Promise.all(Array.from({ length: 50 }, async () => (await ops.get("/metrics")).text()));
+    const responses = await Promise.all(Array.from({ length: 50 }, () => ops.get("/metrics")));
+    expect(responses.map((r) => r.status)).toEqual(responses.map(() => 200));
+    const bodies = await Promise.all(responses.map((r) => r.text()));
     expect(ops.daemon.ops.stats.metricsBuilt - before).toBe(1);
     expect(new Set(bodies).size).toBe(1);
     expect(gauge(parseExposition(bodies[0]!), "lockd_ready")).toBe(1);
@@ -221,6 +224,7 @@ describe("a scrape costs the same with thousands of sessions", () => {
     const stopping = ops.daemon.shutdown("test");
     expect(gauge(await scrape(ops), "lockd_ready")).toBe(0);
     expect(ops.daemon.ops.stats.metricsBuilt - before).toBe(2);
+    await ops.daemon.close();
     await stopping;
   });
 
