@@ -137,6 +137,8 @@ class Connection {
   requestStart = -1;
   /** A pump is scheduled for the next turn. */
   scheduled = false;
+  /** The peer sent FIN: no more requests will come after those in `input`. */
+  peerEnded = false;
 
   constructor(
     readonly socket: Socket<Connection | null>,
@@ -171,6 +173,8 @@ export class HttpServer {
       hostname: options.hostname,
       port: options.port,
       ...(tls === undefined ? {} : { tls: { cert: tls.cert, key: tls.key } }),
+      // A client's FIN ends its requests, not our answers: `end` below closes once they are written.
+      allowHalfOpen: true,
       socket: {
         open: (socket) => this.opened(socket),
         data: (socket, chunk) => {
@@ -184,11 +188,11 @@ export class HttpServer {
         close: (socket) => this.gone(socket.data),
         error: (socket) => this.gone(socket.data),
         end: (socket) => {
-          // The peer finished sending: answer what is in hand, then close.
+          // The peer finished sending: answer the complete requests in hand, then close.
           const conn = socket.data;
           if (conn === null || conn.closed) return;
-          if (conn.busy) conn.closeAfter = true;
-          else socket.end();
+          conn.peerEnded = true;
+          if (!conn.busy && !conn.scheduled) this.pump(conn);
         },
       },
     });
@@ -264,6 +268,7 @@ export class HttpServer {
     const headEnd = input.indexOf(HEAD_END);
     if (headEnd < 0) {
       if (input.length > MAX_HEAD) this.refuse(conn, 431, "HEAD_TOO_LARGE", `the request head is over ${MAX_HEAD} bytes`);
+      else if (conn.peerEnded) this.close(conn, false); // nothing (more) can complete
       return;
     }
     if (headEnd > MAX_HEAD) {
@@ -298,7 +303,10 @@ export class HttpServer {
       return;
     }
     const end = headEnd + HEAD_END.length + length;
-    if (input.length < end) return; // the body is still coming
+    if (input.length < end) {
+      if (conn.peerEnded) this.close(conn, false); // the body never will
+      return;
+    }
     conn.input = input.subarray(end);
     conn.requestStart = conn.input.length > 0 ? performance.now() : -1;
 
@@ -357,6 +365,8 @@ export class HttpServer {
         conn.scheduled = false;
         if (!conn.closed && !conn.busy) this.pump(conn);
       });
+    } else if (conn.peerEnded) {
+      this.close(conn, false);
     }
   }
 

@@ -1,6 +1,7 @@
 /** The ops listener itself: its connection limit, idle timeout, and HTTP/1.1 handling. */
 import { describe, expect, test } from "bun:test";
 import type { Socket } from "bun";
+import net from "node:net";
 import { FrameType } from "../../src/protocol/index.ts";
 import { MAX_HEAD } from "../../src/server/ops-http.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
@@ -228,5 +229,25 @@ describe("lockd serve (child process)", () => {
       'lockd serve: --ops-idle-timeout (from LOCKD_OPS_IDLE_TIMEOUT): "forever" is not a duration (examples: 250ms, 5s, 2m)',
       'lockd serve: --ops-max-connections: "0" is not a whole number in 1..1024',
     ]);
+  });
+});
+
+describe("a client that half-closes", () => {
+  test("gets answers to every complete request it sent, then the close", async () => {
+    await using ops = startDaemon();
+    // node:net, because a Bun client socket stops reading once it calls end().
+    let text = "";
+    const closed = new Promise<void>((resolve) => {
+      const socket = net.connect({ host: "127.0.0.1", port: ops.daemon.ops.port, allowHalfOpen: true });
+      socket.on("data", (chunk) => (text += chunk.toString("latin1")));
+      socket.on("close", () => resolve());
+      socket.on("error", () => resolve());
+      socket.on("connect", () => {
+        socket.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\nGET /livez HTTP/1.1\r\nHost: x\r\n");
+        socket.end();
+      });
+    });
+    await closed;
+    expect([...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]))).toEqual([200, 200]);
   });
 });
