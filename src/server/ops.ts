@@ -125,9 +125,11 @@ function rawQueryName(query: string): string | null {
   return null;
 }
 
+const PARAMS = { limit: /(?:^|&)limit=([^&]*)/, cursor: /(?:^|&)cursor=([^&]*)/ } as const;
+
 /** The raw value of a query parameter, or undefined. */
-function param(query: string, key: string): string | undefined {
-  return new RegExp(`(?:^|&)${key}=([^&]*)`).exec(query)?.[1];
+function param(query: string, key: keyof typeof PARAMS): string | undefined {
+  return PARAMS[key].exec(query)?.[1];
 }
 
 /** `?limit=` (default and most: MAX_PAGE), or -1 when malformed or too large. */
