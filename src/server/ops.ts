@@ -61,7 +61,7 @@ export interface OpsLimits {
   readonly metricsMaxAgeMs: number;
   /**
    * Locks of the engine's Map looked at per turn of the event loop while
-   * choosing a page of /v1/locks (16,384: ~0.5 ms here). A listing of more
+   * choosing a page of /v1/locks (default 16,384). A listing of more
    * locks continues on later turns, taking turns with other listings, so
    * lock traffic runs in between whatever the number of locks or callers.
    */
