@@ -253,7 +253,8 @@ export class HttpServer {
     const now = performance.now();
     conn.lastActivity = now;
     if (conn.requestStart < 0) conn.requestStart = now;
-    conn.input = conn.input.length === 0 ? chunk : Buffer.concat([conn.input, chunk]);
+    // Copied: the bytes outlive this callback when a request is incomplete or pipelined.
+    conn.input = conn.input.length === 0 ? Buffer.from(chunk) : Buffer.concat([conn.input, chunk]);
     if (conn.input.length > MAX_HEAD + MAX_BODY + 64 * 1024) {
       // Far more than one request while the last is being answered: a flood, not a client.
       this.close(conn, true);
