@@ -152,3 +152,23 @@ describe("lockd status pages through", () => {
     for (const p of peers) p.end();
   });
 });
+
+describe("a listing that spans many turns", () => {
+  test("lock traffic is answered while it is still being chosen", async () => {
+    // One lock per turn: a page of 300 locks takes at least 300 turns of the event loop.
+    await using ops = startDaemon({ opsLimits: { metricsMaxAgeMs: 0, scanSlice: 1 } });
+    const peers: WirePeer[] = [];
+    for (let i = 0; i < 300; i++) peers.push(await hold(ops, `t${String(i).padStart(3, "0")}`));
+    const listing = ops.get("/v1/locks").then((r) => body<Page & { sessions: { owner: number } }>(r));
+    const fresh = await WirePeer.connect(ops.port);
+    fresh.acquire("fresh", 5000);
+    expect((await fresh.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const page = await listing;
+    // The page was answered after the fresh ACQUIRE was granted: its counts include it.
+    expect(page.sessions.owner).toBe(301);
+    expect(page.total).toBe(301);
+    expect(page.locks.map((l) => l.name)).toContain("t299");
+    fresh.end();
+    for (const p of peers) p.end();
+  });
+});
