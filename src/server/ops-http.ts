@@ -133,6 +133,8 @@ class Connection {
   closed = false;
   /** Last time bytes arrived or an answer's write progressed (performance.now()). */
   lastActivity: number;
+  /** Bytes of `input` already searched for the end of the head, less 3 (a match may straddle chunks). */
+  searched = 0;
   /** When the first byte of the incomplete request arrived, or -1. */
   requestStart = -1;
   /** A pump is scheduled for the next turn. */
@@ -266,8 +268,9 @@ export class HttpServer {
   /** Take one complete request from the input, if there is one, and answer it. */
   private pump(conn: Connection): void {
     const input = conn.input;
-    const headEnd = input.indexOf(HEAD_END);
+    const headEnd = input.indexOf(HEAD_END, conn.searched);
     if (headEnd < 0) {
+      conn.searched = Math.max(0, input.length - (HEAD_END.length - 1));
       if (input.length > MAX_HEAD) this.refuse(conn, 431, "HEAD_TOO_LARGE", `the request head is over ${MAX_HEAD} bytes`);
       else if (conn.peerEnded) this.close(conn, false); // nothing (more) can complete
       return;
@@ -309,6 +312,7 @@ export class HttpServer {
       return;
     }
     conn.input = input.subarray(end);
+    conn.searched = 0;
     conn.requestStart = conn.input.length > 0 ? performance.now() : -1;
 
     const method = start[1]!;
@@ -374,6 +378,7 @@ export class HttpServer {
   /** Answer an unusable request with an error and close. */
   private refuse(conn: Connection, status: number, code: string, message: string): void {
     conn.input = Buffer.alloc(0);
+    conn.searched = 0;
     conn.closeAfter = true;
     conn.busy = true;
     this.answer(conn, { status, headers: { "content-type": "application/json; charset=utf-8" }, body: errorBody(code, message) }, true);
