@@ -288,6 +288,20 @@ export const SERVE_OPTIONS = {
     help: "PEM private key file for --ops-tls-cert",
     schema: path,
   },
+  opsMaxConnections: {
+    flag: "--ops-max-connections",
+    env: "LOCKD_OPS_MAX_CONNECTIONS",
+    default: "64",
+    help: "ops connections open at once; more are answered 503 and closed at accept (each is a descriptor from the 256 kept beside sessions)",
+    schema: count(1, 1024),
+  },
+  opsIdleTimeout: {
+    flag: "--ops-idle-timeout",
+    env: "LOCKD_OPS_IDLE_TIMEOUT",
+    default: "5s",
+    help: "close an ops connection after this long without a request, or with a request or answer stuck",
+    schema: duration(100, 300_000),
+  },
 } as const satisfies OptionTable;
 
 /** `lockd status`: read-only, no token needed. */

@@ -54,7 +54,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   const options = parsed.options;
   const admin = resolveAdminToken(options, parsed.sources);
   const log = new Logger(options.logLevel);
-  const limit = openFileLimit();
+  const limit = openFileLimit(options.opsMaxConnections); // the reserve grows with the ops connection limit
   // auto: what the open-file limit leaves for sessions (unbounded when the limit is unknown or unlimited).
   const capacity = limit.sessionCapacity ?? Infinity;
   const maxSessions = options.maxSessions ?? capacity;
@@ -96,6 +96,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
       tokens,
       ...(tls !== undefined ? { tls } : {}),
       ...(opsTls !== undefined ? { opsTls } : {}),
+      opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
     });
   } catch (error) {
     tokens.abandon(); // nothing was reserved: the floor is as it was
@@ -132,6 +133,8 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     tokensFrom: tokens.last + 1,
     tls: tls === undefined ? "off" : tls.clientCa === undefined ? "on" : "mutual",
     opsTls: opsTls === undefined ? "off" : "on",
+    opsMaxConnections: options.opsMaxConnections,
+    opsIdleTimeoutMs: options.opsIdleTimeout,
     openFileLimit: { soft: limit.soft, hard: limit.hard },
     sessionCapacity: limit.sessionCapacity,
     pid: process.pid,

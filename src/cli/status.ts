@@ -3,14 +3,15 @@ import { readOptionFile } from "./files.ts";
 import { helpRow, optionsHelp, parseOptions, STATUS_OPTIONS } from "../config.ts";
 import type { HolderView, LockView, LocksView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
+import { CliError, expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 
 Shows every lock that has a holder or waiters (or only NAME): the holder's
 session id, owner label, address, fencing token, how long it has held the
 lock, its lease and how long it has been silent; then the waiters in queue
-order. Asks the ops server of a running lockd serve.
+order. Asks the ops server of a running lockd serve, one page of 1000 locks
+at a time, in name order; it stops after 10 pages (10,000 locks) and says so.
 
 Options (flag, then environment, then default):
 ${optionsHelp(STATUS_OPTIONS)}
@@ -31,27 +32,55 @@ export async function status(argv: readonly string[], env: Record<string, string
   const { ops, timeout, opsCa } = parsed.options;
   const json = parsed.switches.has("json");
   const name = parsed.positionals[0];
-  const path = name === undefined ? "/v1/locks" : `/v1/locks?${lockQuery(name)}`;
-  const answer = await opsRequest(ops, "GET", path, { timeoutMs: timeout, ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}) });
-  if (name !== undefined && answer.status === 404) {
+  const ca = opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {};
+  const get = (path: string) => opsRequest(ops, "GET", path, { timeoutMs: timeout, ...ca });
+  if (name === undefined) {
+    const view = await listLocks(get);
+    if (json) {
+      out.write(`${JSON.stringify(view, null, 2)}\n`);
+      return ExitCode.OK;
+    }
+    const s = view.sessions;
+    out.write(`${view.total} lock${view.total === 1 ? "" : "s"}; sessions: ${s.owner} holding, ${s.waiting} waiting, ${s.connected} connecting\n`);
+    if (view.locks.length > 0) out.write(table(view.locks));
+    if (view.next !== null) {
+      out.write(`(showing the first ${view.locks.length} of ${view.total} locks, in name order; ask for one with lockd status NAME)\n`);
+    }
+    return ExitCode.OK;
+  }
+  const answer = await get(`/v1/locks?${lockQuery(name)}`);
+  if (answer.status === 404) {
     out.write(json ? `${JSON.stringify({ name, holder: null, waiters: [] }, null, 2)}\n` : `${name}: free (no holder, no waiters)\n`);
     return ExitCode.OK;
   }
   expectOk(answer);
-  if (json) {
-    out.write(`${JSON.stringify(answer.body, null, 2)}\n`);
-    return ExitCode.OK;
-  }
-  if (name !== undefined) {
-    out.write(table([answer.body as LockView]));
-    return ExitCode.OK;
-  }
-  const view = answer.body as LocksView;
-  const s = view.sessions;
-  out.write(`${view.total} lock${view.total === 1 ? "" : "s"}; sessions: ${s.owner} holding, ${s.waiting} waiting, ${s.connected} connecting\n`);
-  if (view.locks.length > 0) out.write(table(view.locks));
-  if (view.truncated) out.write(`(showing the first ${view.locks.length} of ${view.total} locks; ask for one with lockd status NAME)\n`);
+  out.write(json ? `${JSON.stringify(answer.body, null, 2)}\n` : table([answer.body as LockView]));
   return ExitCode.OK;
+}
+
+/** Pages of /v1/locks fetched by `lockd status` at most: 10,000 locks at the server's largest page. */
+export const STATUS_MAX_PAGES = 10;
+
+/**
+ * Every lock, following the server's cursor page by page, for at most
+ * `maxPages` pages. The answer has the shape of one page: `next` is not
+ * null when it stopped before the last; total and sessions are the last
+ * page's (the freshest).
+ */
+export async function listLocks(
+  get: (path: string) => Promise<OpsAnswer>,
+  options: { pageSize?: number; maxPages?: number } = {},
+): Promise<LocksView> {
+  const limit = options.pageSize === undefined ? "" : `limit=${options.pageSize}&`;
+  const locks: LockView[] = [];
+  let page: LocksView | null = null;
+  for (let n = 0; n < (options.maxPages ?? STATUS_MAX_PAGES) && (page === null || page.next !== null); n++) {
+    const answer = await get(`/v1/locks?${limit}${page === null ? "" : `cursor=${encodeURIComponent(page.next!)}`}`);
+    expectOk(answer);
+    page = answer.body as LocksView;
+    locks.push(...page.locks);
+  }
+  return { ...page!, locks };
 }
 
 const HEADER = ["LOCK", "ROLE", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];

@@ -19,7 +19,7 @@ import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
 import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth } from "./admin.ts";
 import type { Conn } from "./conn.ts";
-import { OpsServer } from "./ops.ts";
+import { type OpsLimits, OpsServer } from "./ops.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
 import type { FileTokens } from "./tokens-file.ts";
 import { remoteOf } from "./views.ts";
@@ -41,6 +41,8 @@ export interface DaemonOptions {
   readonly tls?: ServerTls;
   /** HTTPS on the ops server. */
   readonly opsTls?: { readonly cert: string; readonly key: string };
+  /** Connection limit, idle timeout and /metrics reuse of the ops server (defaults: DEFAULT_OPS_LIMITS). */
+  readonly opsLimits?: Partial<OpsLimits>;
 }
 
 export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
@@ -105,6 +107,7 @@ export class Daemon {
         version: options.version,
         isReady: () => this.phase === "running",
         ...(options.opsTls === undefined ? {} : { tls: options.opsTls }),
+        ...(options.opsLimits === undefined ? {} : { limits: options.opsLimits }),
       });
     } catch (error) {
       void this.server.stop();

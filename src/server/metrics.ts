@@ -4,8 +4,17 @@
  * id ever becomes a label: label values come only from fixed sets (session
  * state, grant path, end reason, admin action), so the number of series is
  * bounded whatever the clients do.
+ *
+ * A scrape costs the same with ten sessions or a million: every gauge is a
+ * counter the engine keeps as it goes (sessions by state, Map sizes), never
+ * a walk over sessions or locks, and the open-descriptor count is one
+ * stat(2) of /proc/self/fd (Linux 6.2+ reports the count as its size),
+ * never a listing of it. Where the kernel does not report it that way, the
+ * listing is done at most once per FD_LIST_INTERVAL_MS and reused. The ops
+ * server also shares one built body between the scrapes of one interval
+ * (ops.ts).
  */
-import { readdirSync } from "node:fs";
+import { readdirSync, statSync } from "node:fs";
 import { SessionState } from "../core/session.ts";
 import type { Engine } from "../core/engine.ts";
 import { ErrorCode } from "../protocol/constants.ts";
@@ -18,6 +27,15 @@ export class OpsStats {
   kicks = 0;
   /** Admin requests refused for a missing, wrong or unconfigured token. */
   denied = 0;
+  /** /metrics bodies built (scrapes within one interval share one). */
+  metricsBuilt = 0;
+}
+
+/** The ops listener's connections: open now, the limit, and those refused at it. */
+export interface OpsConnections {
+  readonly open: number;
+  readonly max: number;
+  readonly refused: number;
 }
 
 export interface MetricsInput {
@@ -29,6 +47,7 @@ export interface MetricsInput {
   readonly ops: OpsStats;
   /** Log lines dropped by rate limits. */
   readonly logSuppressed: number;
+  readonly opsConnections: OpsConnections;
 }
 
 /** End reasons as label values: 0 is the peer's close, the rest are ERROR codes. */
@@ -92,6 +111,11 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_admin_denied_total", "counter", "Admin requests refused: no token configured, token missing or wrong.", input.ops.denied);
   out.single("lockd_log_lines_suppressed_total", "counter", "Warning lines dropped by the log rate limit.", input.logSuppressed);
 
+  const ops = input.opsConnections;
+  out.single("lockd_ops_connections", "gauge", "Open connections on the ops listener (this scrape's included).", ops.open);
+  out.single("lockd_ops_max_connections", "gauge", "Ops listener connections beyond this are refused (--ops-max-connections).", ops.max);
+  out.single("lockd_ops_connections_refused_total", "counter", "Ops listener connections refused at the limit (answered 503 and closed).", ops.refused);
+
   processMetrics(out);
   return out.text();
 }
@@ -104,15 +128,24 @@ function processMetrics(out: Exposition): void {
   out.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", memory.rss);
   out.single("process_heap_bytes", "gauge", "JavaScript heap in use, in bytes.", memory.heapUsed);
   out.single("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", Math.round(START_TIME_SECONDS * 1000) / 1000);
-  const fds = openFds();
+  const fds = openFds(performance.now());
   if (fds >= 0) out.single("process_open_fds", "gauge", "Number of open file descriptors.", fds);
   const maxFds = openFileLimit().soft ?? -1;
   if (maxFds >= 0 && Number.isFinite(maxFds)) out.single("process_max_fds", "gauge", "Maximum number of open file descriptors.", maxFds);
 }
 
-function openFds(): number {
+const FD_DIR = "/proc/self/fd";
+/** Without a size from stat(2) (kernels before 6.2), list FD_DIR at most this often. */
+export const FD_LIST_INTERVAL_MS = 10_000;
+let listed = { at: -Infinity, count: -1 };
+
+/** Open descriptors of this process, or -1 where /proc is missing. */
+export function openFds(now: number): number {
   try {
-    return readdirSync("/proc/self/fd").length;
+    const size = statSync(FD_DIR).size;
+    if (size > 0) return size;
+    if (now - listed.at >= FD_LIST_INTERVAL_MS) listed = { at: now, count: readdirSync(FD_DIR).length };
+    return listed.count;
   } catch {
     return -1;
   }

@@ -1,28 +1,39 @@
 /**
- * The ops server (Bun.serve): health, readiness, metrics, a JSON view of the
- * locks, and the two admin actions. docs/operations.md is its reference.
+ * The ops server: health, readiness, metrics, a JSON view of the locks, and
+ * the two admin actions, over the connection-limited HTTP/1.1 listener of
+ * ops-http.ts. docs/operations.md is its reference.
+ *
+ * It shares the event loop with every lock session, so no request does
+ * work that grows with sessions, locks or descriptors in one go: /metrics
+ * reads counters and is built at most once per metricsMaxAgeMs, a page of
+ * /v1/locks is at most MAX_PAGE locks chosen `scanSlice` locks per loop
+ * turn, a lock view shows at most MAX_PAGE waiters.
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
- * `/v1/locks/` is the name, except that a POST must end in `/force-release`
- * (a lock literally named `a/force-release` is `a%2Fforce-release`). URL
- * normalization swallows the names `.` and `..`, so every route that takes a
- * name also takes it as `?name=` on the bare route.
+ * `/v1/locks/` is the name, except that a raw path ending in `/force-release`
+ * is always the admin action (POST; any other method is 405): a lock
+ * literally named `a/force-release` is `a%2Fforce-release`, or `?name=`.
+ * Clients' URL normalization swallows the names `.` and `..`, so every route
+ * that takes a name also takes it as `?name=` on the bare route (this server
+ * takes the target as sent).
  *
  * Every answer is JSON except /metrics; errors are
  * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
  * 405 or 409.
  */
-import type { Server } from "bun";
 import { SessionState } from "../core/session.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
-import { OpsStats, renderMetrics } from "./metrics.ts";
+import { type HttpReply, type HttpRequest, HttpServer } from "./ops-http.ts";
+import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
 import type { LockServer } from "./server.ts";
-import { holderView, lockView, locksView, positionOf, waiterView } from "./views.ts";
+import type { Lock } from "../core/session.ts";
+import type { Conn } from "./conn.ts";
+import { decodeCursor, holderView, lockView, locksPage, PageSelection, positionOf, waiterView } from "./views.ts";
 
 export interface OpsOptions {
   readonly hostname: string;
@@ -36,26 +47,46 @@ export interface OpsOptions {
   readonly isReady: () => boolean;
   /** Serve HTTPS with this PEM certificate chain and key. */
   readonly tls?: { readonly cert: string; readonly key: string };
+  /** Defaults: DEFAULT_OPS_LIMITS. */
+  readonly limits?: Partial<OpsLimits>;
 }
+
+/** What one ops caller can take from the process. docs/operations.md explains the defaults. */
+export interface OpsLimits {
+  /** Open connections beyond this are answered 503 and closed at once (--ops-max-connections). */
+  readonly maxConnections: number;
+  /** A connection idle this long (no request, or a request or answer stuck) is closed (--ops-idle-timeout). */
+  readonly idleTimeoutMs: number;
+  /** Scrapes within this many ms of a built /metrics body get that body (0: build every time). */
+  readonly metricsMaxAgeMs: number;
+  /**
+   * Locks of the engine's Map looked at per turn of the event loop while
+   * choosing a page of /v1/locks (default 16,384). A listing of more
+   * locks continues on later turns, taking turns with other listings, so
+   * lock traffic runs in between whatever the number of locks or callers.
+   */
+  readonly scanSlice: number;
+}
+
+export const DEFAULT_OPS_LIMITS: OpsLimits = { maxConnections: 64, idleTimeoutMs: 5000, metricsMaxAgeMs: 1000, scanSlice: 16_384 };
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+const METRICS_HEADERS = { "content-type": EXPOSITION_CONTENT_TYPE, "cache-control": "no-store" };
 const FORCE_RELEASE = "/force-release";
 const LOCKS = "/v1/locks";
-const DEFAULT_LIMIT = 1000;
-const MAX_LIMIT = 100_000;
-/** Waiters shown per lock in the list view (the single-lock view takes ?limit=). */
-const LIST_WAITERS = 100;
+/** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
+export const MAX_PAGE = 1000;
 const encoder = new TextEncoder();
 
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(`${JSON.stringify(body, null, 2)}\n`, { status, headers: { ...JSON_HEADERS, ...headers } });
+function json(status: number, body: unknown, headers: Record<string, string> = {}): HttpReply {
+  return { status, headers: { ...JSON_HEADERS, ...headers }, body: `${JSON.stringify(body, null, 2)}\n` };
 }
 
-function fail(status: number, code: string, message: string, headers?: Record<string, string>): Response {
+function fail(status: number, code: string, message: string, headers?: Record<string, string>): HttpReply {
   return json(status, { error: { code, message } }, headers);
 }
 
-function notAllowed(method: string, allow: string): Response {
+function notAllowed(method: string, allow: string): HttpReply {
   return fail(405, "METHOD_NOT_ALLOWED", `${method} is not allowed here; use ${allow}`, { allow });
 }
 
@@ -74,10 +105,14 @@ export function decodeLockName(encoded: string): { name: string } | { error: str
   return { name };
 }
 
-/** The raw path and query of a request URL (Bun has already removed dot segments). */
-function splitUrl(url: string): { path: string; query: string } {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  const rest = start < 0 ? "/" : url.slice(start);
+/** The raw path and query of a request target (origin form, or absolute form from a proxy). */
+function splitTarget(target: string): { path: string; query: string } {
+  let rest = target;
+  if (!rest.startsWith("/")) {
+    const scheme = rest.indexOf("//");
+    const start = scheme < 0 ? -1 : rest.indexOf("/", scheme + 2);
+    rest = start < 0 ? "/" : rest.slice(start);
+  }
   const hash = rest.indexOf("#");
   const clean = hash < 0 ? rest : rest.slice(0, hash);
   const q = clean.indexOf("?");
@@ -90,33 +125,62 @@ function rawQueryName(query: string): string | null {
   return null;
 }
 
-/** `?limit=` (default 1000), or -1 when malformed. */
-function parseLimit(query: string): number {
-  const text = /(?:^|&)limit=([^&]*)/.exec(query)?.[1];
-  if (text === undefined) return DEFAULT_LIMIT;
-  const limit = /^\d{1,7}$/.test(text) ? Number(text) : -1;
-  return limit >= 1 && limit <= MAX_LIMIT ? limit : -1;
+const PARAMS = { limit: /(?:^|&)limit=([^&]*)/, cursor: /(?:^|&)cursor=([^&]*)/ } as const;
+
+/** The raw value of a query parameter, or undefined. */
+function param(query: string, key: keyof typeof PARAMS): string | undefined {
+  return PARAMS[key].exec(query)?.[1];
 }
 
-function badLimit(): Response {
-  return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_LIMIT}`);
+/** `?limit=` (default and most: MAX_PAGE), or -1 when malformed or too large. */
+function parseLimit(query: string): number {
+  const text = param(query, "limit");
+  if (text === undefined) return MAX_PAGE;
+  const limit = /^\d{1,7}$/.test(text) ? Number(text) : -1;
+  return limit >= 1 && limit <= MAX_PAGE ? limit : -1;
+}
+
+function badLimit(what: string): HttpReply {
+  return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_PAGE} (${what})`);
+}
+
+/** A listing in progress: its walk of the engine's Map, what it picked so far, and who waits for it. */
+interface Scan {
+  readonly walk: Iterator<Lock<Conn>>;
+  readonly selection: PageSelection;
+  readonly done: (reply: HttpReply) => void;
 }
 
 export class OpsServer {
   readonly stats = new OpsStats();
-  private readonly http: Server<undefined>;
+  readonly limits: OpsLimits;
+  private readonly http: HttpServer;
   private readonly authWarnings = new RateLimit(10, 1000);
+  /** The last /metrics body, when it was built, and the readiness it showed. */
+  private metricsCache: { body: Uint8Array; at: number; ready: boolean } | null = null;
+  private readonly busyWarnings = new RateLimit(1, 10_000);
+  /** Listings waiting for their next slice, in turn order, and the pending turn. */
+  private readonly scans: Scan[] = [];
+  private scanTurn: ReturnType<typeof setImmediate> | null = null;
 
   constructor(private readonly options: OpsOptions) {
-    this.http = Bun.serve({
+    this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
+    this.http = new HttpServer({
       hostname: options.hostname,
       port: options.port,
-      ...(options.tls === undefined ? {} : { tls: { cert: options.tls.cert, key: options.tls.key } }),
-      fetch: (request, server) => this.handle(request, server),
-      error: (error) => {
+      ...(options.tls === undefined ? {} : { tls: options.tls }),
+      maxConnections: this.limits.maxConnections,
+      idleTimeoutMs: this.limits.idleTimeoutMs,
+      handle: (request) => this.handle(request),
+      failed: (error) => {
         options.log.error("ops request failed", { error: String(error) });
         return fail(500, "INTERNAL", "internal error; see the server log");
       },
+      refused: (remote) =>
+        options.log.limited(this.busyWarnings, "warn", "ops connection refused: at --ops-max-connections", () => ({
+          by: remote,
+          maxConnections: this.limits.maxConnections,
+        })),
     });
   }
 
@@ -130,11 +194,14 @@ export class OpsServer {
 
   /** Close the listener and every open request. Idempotent. */
   async stop(): Promise<void> {
-    await this.http.stop(true);
+    if (this.scanTurn !== null) clearImmediate(this.scanTurn);
+    this.scanTurn = null;
+    this.scans.length = 0;
+    this.http.stop();
   }
 
-  private handle(request: Request, server: Server<undefined>): Response {
-    const { path, query } = splitUrl(request.url);
+  private handle(request: HttpRequest): HttpReply | Promise<HttpReply> {
+    const { path, query } = splitTarget(request.target);
     const method = request.method;
     switch (path) {
       case "/livez":
@@ -145,7 +212,7 @@ export class OpsServer {
         return this.options.isReady() ? json(200, { status: "ready" }) : json(503, { status: "shutting_down" });
       case "/metrics":
         if (method !== "GET") return notAllowed(method, "GET");
-        return new Response(this.metrics(), { headers: { "content-type": EXPOSITION_CONTENT_TYPE, "cache-control": "no-store" } });
+        return { status: 200, headers: METRICS_HEADERS, body: this.metrics() };
       case LOCKS: {
         if (method !== "GET") return notAllowed(method, "GET");
         const raw = rawQueryName(query);
@@ -153,42 +220,99 @@ export class OpsServer {
       }
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
-        if (raw !== null) return method === "POST" ? this.forceRelease(raw, request, server) : notAllowed(method, "POST");
+        if (raw !== null) return method === "POST" ? this.forceRelease(raw, request) : notAllowed(method, "POST");
+        if (method === "POST") return fail(400, "BAD_NAME", "which lock? POST /v1/locks/NAME/force-release or /v1/locks/force-release?name=NAME");
+        // GET without ?name=: the lock named "force-release", below.
       }
     }
     if (path.startsWith(`${LOCKS}/`)) {
       const rest = path.slice(LOCKS.length + 1);
-      const admin = rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length;
-      if (method === "GET") return this.show(rest, query);
-      if (method === "POST" && admin) return this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request, server);
-      return notAllowed(method, admin ? "GET, POST" : "GET");
+      // A raw path ending in /force-release is always the action, whatever the method: a lock
+      // whose name ends that way is viewed as NAME%2Fforce-release or through ?name=.
+      if (rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length) {
+        return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request) : notAllowed(method, "POST");
+      }
+      return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
     }
     const kick = /^\/v1\/sessions\/([^/]*)\/kick$/.exec(path);
-    if (kick !== null) return method === "POST" ? this.kick(kick[1]!, request, server) : notAllowed(method, "POST");
+    if (kick !== null) return method === "POST" ? this.kick(kick[1]!, request) : notAllowed(method, "POST");
     return fail(404, "NOT_FOUND", `no route ${path}; see docs/operations.md`);
   }
 
-  private metrics(): string {
+  /** The exposition text: built at most once per metricsMaxAgeMs (and again when readiness changes). */
+  private metrics(): Uint8Array {
+    const now = performance.now();
+    const ready = this.options.isReady();
+    const cached = this.metricsCache;
+    if (cached !== null && cached.ready === ready && now - cached.at < this.limits.metricsMaxAgeMs) return cached.body;
     const server = this.options.server;
-    return renderMetrics({
+    this.stats.metricsBuilt++;
+    const body = encoder.encode(renderMetrics({
       engine: server.engine,
       connections: server.connectionCount,
-      ready: this.options.isReady(),
+      ready,
       version: this.options.version,
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
+      opsConnections: this.connections,
+    }));
+    this.metricsCache = { body, at: now, ready };
+    return body;
+  }
+
+  /** The ops listener's connections (open, limit, refused). */
+  get connections(): OpsConnections {
+    return { open: this.http.open, max: this.limits.maxConnections, refused: this.http.refused };
+  }
+
+  /** One page of locks in name order after `?cursor=`. */
+  private list(query: string): HttpReply | Promise<HttpReply> {
+    const limit = parseLimit(query);
+    if (limit < 0) return badLimit("locks per page; follow `next` for more");
+    const cursor = param(query, "cursor");
+    const after = cursor === undefined || cursor === "" ? null : decodeCursor(cursor);
+    if (after === null && cursor !== undefined && cursor !== "") {
+      return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
+    }
+    const engine = this.options.server.engine;
+    const selection = new PageSelection(after, limit);
+    if (engine.locks.size <= this.limits.scanSlice) {
+      for (const lock of engine.locks.values()) selection.offer(lock);
+      return json(200, locksPage(engine, selection, performance.now()));
+    }
+    return new Promise<HttpReply>((done) => {
+      this.scans.push({ walk: engine.locks.values(), selection, done });
+      this.scanTurn ??= setImmediate(this.scanStep);
     });
   }
 
-  private list(query: string): Response {
-    const limit = parseLimit(query);
-    if (limit < 0) return badLimit();
-    return json(200, locksView(this.options.server.engine, limit, LIST_WAITERS, performance.now()));
-  }
+  /**
+   * One slice of one listing per turn of the event loop, listings in turn.
+   * The Map's iterator is live: locks removed before the walk reaches them
+   * are skipped, locks added are reached later, and every lock that stays
+   * is seen once.
+   */
+  private readonly scanStep = (): void => {
+    this.scanTurn = null;
+    const scan = this.scans.shift();
+    if (scan === undefined) return;
+    let finished = false;
+    for (let n = this.limits.scanSlice; n > 0; n--) {
+      const step = scan.walk.next();
+      if (step.done === true) {
+        finished = true;
+        break;
+      }
+      scan.selection.offer(step.value);
+    }
+    if (finished) scan.done(json(200, locksPage(this.options.server.engine, scan.selection, performance.now())));
+    else this.scans.push(scan);
+    if (this.scans.length > 0) this.scanTurn = setImmediate(this.scanStep);
+  };
 
-  private show(encoded: string, query: string): Response {
+  private show(encoded: string, query: string): HttpReply {
     const limit = parseLimit(query);
-    if (limit < 0) return badLimit();
+    if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const lock = this.options.server.engine.locks.get(decoded.name);
@@ -197,20 +321,19 @@ export class OpsServer {
   }
 
   /** Who is asking, for the log: peer address and user agent. */
-  private who(request: Request, server: Server<undefined>): Record<string, string> {
-    const ip = server.requestIP(request);
-    return { by: ip === null ? "unknown" : `${ip.family === "IPv6" ? `[${ip.address}]` : ip.address}:${ip.port}`, agent: request.headers.get("user-agent") ?? "" };
+  private who(request: HttpRequest): Record<string, string> {
+    return { by: request.remote, agent: request.header("user-agent") ?? "" };
   }
 
   /** Null when authorized, else the refusal. */
-  private authorize(action: string, request: Request, server: Server<undefined>): Response | null {
-    const result = this.options.auth.check(request.headers.get("authorization"));
+  private authorize(action: string, request: HttpRequest): HttpReply | null {
+    const result = this.options.auth.check(request.header("authorization"));
     if (result === AuthResult.OK) return null;
     this.stats.denied++;
     this.options.log.limited(this.authWarnings, "warn", "admin request refused", () => ({
       action,
       reason: result === AuthResult.UNCONFIGURED ? "no admin token configured" : result === AuthResult.MISSING ? "no bearer token" : "wrong token",
-      ...this.who(request, server),
+      ...this.who(request),
     }));
     switch (result) {
       case AuthResult.UNCONFIGURED:
@@ -222,8 +345,8 @@ export class OpsServer {
     }
   }
 
-  private forceRelease(encoded: string, request: Request, server: Server<undefined>): Response {
-    const denied = this.authorize("force-release", request, server);
+  private forceRelease(encoded: string, request: HttpRequest): HttpReply {
+    const denied = this.authorize("force-release", request);
     if (denied !== null) return denied;
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
@@ -240,7 +363,7 @@ export class OpsServer {
     const next = engine.locks.get(name)?.owner ?? null;
     const promoted = next === null ? null : holderView(next, performance.now());
     this.options.log.info("admin force-release", {
-      ...this.who(request, server),
+      ...this.who(request),
       lock: name,
       session: released.session,
       owner: released.owner,
@@ -250,8 +373,8 @@ export class OpsServer {
     return json(200, { lock: name, released, promoted });
   }
 
-  private kick(idText: string, request: Request, server: Server<undefined>): Response {
-    const denied = this.authorize("kick", request, server);
+  private kick(idText: string, request: HttpRequest): HttpReply {
+    const denied = this.authorize("kick", request);
     if (denied !== null) return denied;
     if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
     const id = Number(idText);
@@ -267,7 +390,7 @@ export class OpsServer {
     const name = session.lock!.name;
     engine.kick(id, now);
     this.stats.kicks++;
-    this.options.log.info("admin kick", { ...this.who(request, server), lock: name, session: id, owner: kicked.owner, position: kicked.position });
+    this.options.log.info("admin kick", { ...this.who(request), lock: name, session: id, owner: kicked.owner, position: kicked.position });
     return json(200, { lock: name, kicked });
   }
 }

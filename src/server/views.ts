@@ -88,31 +88,102 @@ export function positionOf(session: Session<Conn>): number {
 
 export interface LocksView {
   /**
-   * Locks with a holder or waiters: the `limit` oldest, sorted by name. The
-   * ops server shares the event loop with the lock listener, so a view
-   * never sorts or walks more than it returns (a million locks must not
-   * stall a handover).
+   * One page of the locks that have a holder or waiters, in name order:
+   * the first `limit` names after the cursor. Each lock shows its first
+   * waiters, fewer once the page has shown PAGE_WAITERS of them (`waiting`
+   * always counts all).
    */
   readonly locks: LockView[];
-  /** All such locks, before the limit. */
+  /** All such locks now, over every page. */
   readonly total: number;
+  /** The cursor of the next page (opaque), or null when this page is the last. */
+  readonly next: string | null;
+  /** More locks after this page (next is not null). */
   readonly truncated: boolean;
   readonly sessions: { readonly connected: number; readonly waiting: number; readonly owner: number };
 }
 
-export function locksView(engine: Engine<Conn>, limit: number, maxWaiters: number, now: number): LocksView {
-  const locks: LockView[] = [];
-  for (const lock of engine.locks.values()) {
-    if (locks.length >= limit) break;
-    locks.push(lockView(lock, now, maxWaiters));
+/** Waiters shown per lock in a page of the list, and over the whole page. */
+export const LOCK_WAITERS = 100;
+export const PAGE_WAITERS = 1000;
+
+/** The opaque cursor that resumes a listing after `name`: its UTF-8 bytes, base64url. */
+export function encodeCursor(name: string): string {
+  return Buffer.from(name, "utf8").toString("base64url");
+}
+
+/** The name a cursor resumes after, or null if it is not a cursor this server gives. */
+export function decodeCursor(cursor: string): string | null {
+  if (!/^[A-Za-z0-9_-]{1,1024}$/.test(cursor)) return null;
+  const name = Buffer.from(cursor, "base64url").toString("utf8");
+  return name.length > 0 && encodeCursor(name) === cursor ? name : null;
+}
+
+/**
+ * The `limit` smallest lock names after a cursor, picked from locks offered
+ * one at a time in any order (a walk of the engine's Map that may span
+ * several turns of the event loop). Memory and work per lock are bounded by
+ * the limit: a buffer of at most 2 * limit, sorted and cut back to `limit`
+ * when full.
+ */
+export class PageSelection {
+  private picked: Lock<Conn>[] = [];
+  /** The largest name kept once the buffer holds `limit` (a name above it cannot make the page). */
+  private ceiling: string | null = null;
+  /** Locks after the cursor seen so far: more than `limit` means another page follows. */
+  private candidates = 0;
+
+  constructor(
+    readonly after: string | null,
+    readonly limit: number,
+  ) {}
+
+  offer(lock: Lock<Conn>): void {
+    const name = lock.name;
+    if (this.after !== null && name <= this.after) return;
+    this.candidates++;
+    if (this.ceiling !== null && name >= this.ceiling) return;
+    this.picked.push(lock);
+    if (this.picked.length >= 2 * this.limit) this.cut();
   }
-  locks.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+  private cut(): void {
+    this.picked.sort(byName);
+    if (this.picked.length > this.limit) this.picked.length = this.limit;
+    if (this.picked.length === this.limit) this.ceiling = this.picked[this.limit - 1]!.name;
+  }
+
+  /** The page, in name order, and whether locks after it were seen. */
+  finish(): { locks: Lock<Conn>[]; more: boolean } {
+    this.cut();
+    return { locks: this.picked, more: this.candidates > this.picked.length };
+  }
+}
+
+const byName = (a: Lock<Conn>, b: Lock<Conn>): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+/**
+ * The answer for a finished selection. A lock that has gone since it was
+ * picked is left out, but the cursor still moves past it: every lock that
+ * exists from the first page to the last is shown exactly once.
+ */
+export function locksPage(engine: Engine<Conn>, selection: PageSelection, now: number): LocksView {
+  const { locks: picked, more } = selection.finish();
+  const locks: LockView[] = [];
+  let budget = PAGE_WAITERS;
+  for (const lock of picked) {
+    if (engine.locks.get(lock.name) !== lock) continue;
+    const view = lockView(lock, now, Math.min(LOCK_WAITERS, budget));
+    budget -= view.waiters.length;
+    locks.push(view);
+  }
   const states = engine.stats.states;
-  const total = engine.locks.size;
+  const next = more && picked.length > 0 ? encodeCursor(picked[picked.length - 1]!.name) : null;
   return {
     locks,
-    total,
-    truncated: total > locks.length,
+    total: engine.locks.size,
+    next,
+    truncated: next !== null,
     sessions: { connected: states[SessionState.CONNECTED]!, waiting: states[SessionState.WAITING]!, owner: states[SessionState.OWNER]! },
   };
 }

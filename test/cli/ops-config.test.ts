@@ -28,6 +28,8 @@ describe("serve options: flags beat env beat defaults", () => {
       tlsClientCa: undefined,
       opsTlsCert: undefined,
       opsTlsKey: undefined,
+      opsMaxConnections: 64,
+      opsIdleTimeout: 5000,
     });
     expect(sources.ops).toBe("default");
     expect(sources.adminToken).toBe("unset");
@@ -51,6 +53,8 @@ describe("serve options: flags beat env beat defaults", () => {
       LOCKD_TLS_CLIENT_CA: "/env/ca.pem",
       LOCKD_OPS_TLS_CERT: "/env/ops-cert.pem",
       LOCKD_OPS_TLS_KEY: "/env/ops-key.pem",
+      LOCKD_OPS_MAX_CONNECTIONS: "32",
+      LOCKD_OPS_IDLE_TIMEOUT: "2s",
     };
     const fromEnv = parse([], env);
     expect(fromEnv.options).toEqual({
@@ -70,6 +74,8 @@ describe("serve options: flags beat env beat defaults", () => {
       tlsClientCa: "/env/ca.pem",
       opsTlsCert: "/env/ops-cert.pem",
       opsTlsKey: "/env/ops-key.pem",
+      opsMaxConnections: 32,
+      opsIdleTimeout: 2000,
     });
     expect(fromEnv.sources.ops).toBe("env");
     const flags = [
@@ -89,6 +95,8 @@ describe("serve options: flags beat env beat defaults", () => {
       "--tls-client-ca", "/flag/ca.pem",
       "--ops-tls-cert", "/flag/ops-cert.pem",
       "--ops-tls-key", "/flag/ops-key.pem",
+      "--ops-max-connections", "16",
+      "--ops-idle-timeout", "750ms",
     ];
     const fromFlags = parse(flags, env);
     expect(fromFlags.options).toEqual({
@@ -108,6 +116,8 @@ describe("serve options: flags beat env beat defaults", () => {
       tlsClientCa: "/flag/ca.pem",
       opsTlsCert: "/flag/ops-cert.pem",
       opsTlsKey: "/flag/ops-key.pem",
+      opsMaxConnections: 16,
+      opsIdleTimeout: 750,
     });
     expect(Object.values(fromFlags.sources).every((s) => s === "flag")).toBe(true);
     expect(parse(["--max-sessions", "auto"], env).options.maxSessions).toBeNull();
@@ -158,7 +168,7 @@ describe("serve options: flags beat env beat defaults", () => {
       const at = lines.findIndex((l) => l.trimStart().startsWith(`${spec.flag} `));
       expect(at, spec.flag).toBeGreaterThanOrEqual(0);
       // A flag too long for the column has its text on the next line.
-      const line = lines[at]!.trim().endsWith("VALUE") ? `${lines[at]} ${lines[at + 1]!.trim()}` : lines[at];
+      const line = /\S\s{2,}\S/.test(lines[at]!.trim()) ? lines[at]! : `${lines[at]} ${lines[at + 1]}`;
       if ("default" in spec) expect(line).toContain(`default ${spec.default}`);
       expect(line).toContain(`env ${spec.env}`);
     }

@@ -90,7 +90,7 @@ describe("lock view", () => {
     for (const p of [a, b, c, d]) p.end();
   });
 
-  test("list limit: the oldest locks, sorted by name, with the total", async () => {
+  test("list limit: the first names, a cursor for the rest, the total; limits over 1000 and foreign cursors are 400", async () => {
     await using ops = startDaemon();
     const peers: WirePeer[] = [];
     for (const name of ["c", "a", "b"]) {
@@ -100,11 +100,25 @@ describe("lock view", () => {
       peers.push(p);
     }
     const list = await body(await ops.get("/v1/locks?limit=2"));
-    expect(list.locks.map((l: { name: string }) => l.name)).toEqual(["a", "c"]);
+    expect(list.locks.map((l: { name: string }) => l.name)).toEqual(["a", "b"]);
     expect(list.total).toBe(3);
     expect(list.truncated).toBe(true);
-    expect((await ops.get("/v1/locks?limit=0")).status).toBe(400);
-    expect((await ops.get("/v1/locks?limit=x")).status).toBe(400);
+    const rest = await body(await ops.get(`/v1/locks?limit=2&cursor=${list.next}`));
+    expect(rest.locks.map((l: { name: string }) => l.name)).toEqual(["c"]);
+    expect(rest.next).toBeNull();
+    expect(rest.truncated).toBe(false);
+    for (const bad of ["limit=0", "limit=x", "limit=1001", "limit=100000"]) {
+      const response = await ops.get(`/v1/locks?${bad}`);
+      expect(response.status, bad).toBe(400);
+      const error = (await body(response)).error;
+      expect(error.code).toBe("BAD_LIMIT");
+      expect(error.message).toContain("1..1000");
+    }
+    for (const bad of ["!!", "YQ==", "_w"]) {
+      const response = await ops.get(`/v1/locks?cursor=${bad}`);
+      expect(response.status, bad).toBe(400);
+      expect((await body(response)).error.code).toBe("BAD_CURSOR");
+    }
     for (const p of peers) p.end();
   });
 
@@ -123,6 +137,7 @@ describe("lock view", () => {
     expect((await body(await ops.get("/v1/locks?name=busy&limit=3"))).waiters).toHaveLength(3);
     expect((await body(await ops.get("/v1/locks/busy"))).waiters).toHaveLength(4);
     expect((await ops.get("/v1/locks/busy?limit=0")).status).toBe(400);
+    expect((await ops.get("/v1/locks/busy?limit=1001")).status).toBe(400);
     for (const p of peers) p.end();
   });
 
@@ -137,10 +152,16 @@ describe("lock view", () => {
       peers.push(p);
     }
     for (const name of names) {
-      const response = await ops.get(`/v1/locks/${encodeURIComponent(name)}`);
-      expect(response.status).toBe(200);
-      expect((await body(response)).name).toBe(name);
+      for (const path of [`/v1/locks/${encodeURIComponent(name)}`, `/v1/locks?name=${encodeURIComponent(name)}`]) {
+        const response = await ops.get(path);
+        expect(response.status, path).toBe(200);
+        expect((await body(response)).name).toBe(name);
+      }
     }
+    // The raw path form of that name is the admin action, so a GET there is 405 (not a 404 for "a").
+    const action = await ops.get("/v1/locks/a/force-release");
+    expect(action.status).toBe(405);
+    expect(action.headers.get("allow")).toBe("POST");
     for (const p of peers) p.end();
   });
 
@@ -203,7 +224,10 @@ describe("routing errors", () => {
       ["POST", "/metrics", "GET"],
       ["POST", "/v1/locks", "GET"],
       ["POST", "/v1/locks/x", "GET"],
-      ["DELETE", "/v1/locks/x/force-release", "GET, POST"],
+      ["DELETE", "/v1/locks/x/force-release", "POST"],
+      ["GET", "/v1/locks/x/force-release", "POST"],
+      ["GET", "/v1/locks/a/b/force-release", "POST"],
+      ["GET", "/v1/locks/force-release?name=x", "POST"],
       ["GET", "/v1/sessions/1/kick", "POST"],
       ["PUT", "/v1/sessions/1/kick", "POST"],
     ];

@@ -24,6 +24,8 @@ export function startDaemon(options: Partial<DaemonOptions> & { logLevel?: LogLe
     adminToken: null,
     log,
     version: "0.0.0-test",
+    // Tests scrape, act, and scrape again at once: no shared body unless a test asks for it.
+    opsLimits: { metricsMaxAgeMs: 0 },
     ...options,
   });
   const base = `http://127.0.0.1:${daemon.ops.port}`;

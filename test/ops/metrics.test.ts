@@ -1,4 +1,5 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, spyOn, test } from "bun:test";
+import * as fs from "node:fs";
 import { Histogram } from "../../src/core/stats.ts";
 import { ErrorCode } from "../../src/protocol/index.ts";
 import { Exposition, escapeLabelValue } from "../../src/server/exposition.ts";
@@ -180,5 +181,58 @@ describe("metrics move with sessions", () => {
     expect(gauge(m, "lockd_session_ends_total", { reason: "overloaded" })).toBe(1);
     expect(valueOf(m, "lockd_handover_duration_seconds", "lockd_handover_duration_seconds_count")).toBe(1);
     b.end();
+  });
+});
+
+describe("a scrape costs the same with thousands of sessions", () => {
+  const SESSIONS = 2000;
+
+  test("no scrape lists /proc/self/fd, yet process_open_fds counts every socket", async () => {
+    await using ops = startDaemon({ ioTimeoutMs: 60_000 });
+    const peers: WirePeer[] = [];
+    for (let i = 0; i < SESSIONS; i++) peers.push(await WirePeer.connect(ops.port));
+    const listings = spyOn(fs, "readdirSync");
+    try {
+      let last = 0;
+      for (let i = 0; i < 10; i++) last = gauge(await scrape(ops), "process_open_fds") ?? -1;
+      await Promise.all(Array.from({ length: 10 }, () => scrape(ops)));
+      const fdListings = listings.mock.calls.filter(([dir]) => String(dir).startsWith("/proc/self/fd")).length;
+      // Linux 6.2+ gives the count as the directory's size: no listing at all. Older kernels list
+      // at most once per FD_LIST_INTERVAL_MS; the old code listed once per scrape (20 here).
+      expect(fdListings).toBeLessThanOrEqual(1);
+      expect(ops.daemon.ops.stats.metricsBuilt).toBe(20);
+      // Both ends of every session live in this process.
+      expect(last).toBeGreaterThanOrEqual(SESSIONS);
+    } finally {
+      listings.mockRestore();
+      for (const p of peers) p.end();
+    }
+  });
+
+  test("concurrent scrapes within one interval share one built body; readiness changes rebuild it", async () => {
+    // A long grace: the ops server must outlive the scrape made during the shutdown.
+    await using ops = startDaemon({ shutdownGraceMs: 60_000, opsLimits: { metricsMaxAgeMs: 60_000 } });
+    const peer = await WirePeer.connect(ops.port);
+    const before = ops.daemon.ops.stats.metricsBuilt;
+    const responses = await Promise.all(Array.from({ length: 50 }, () => ops.get("/metrics")));
+    expect(responses.map((r) => r.status)).toEqual(responses.map(() => 200));
+    const bodies = await Promise.all(responses.map((r) => r.text()));
+    expect(ops.daemon.ops.stats.metricsBuilt - before).toBe(1);
+    expect(new Set(bodies).size).toBe(1);
+    expect(gauge(parseExposition(bodies[0]!), "lockd_ready")).toBe(1);
+    peer.end();
+    const stopping = ops.daemon.shutdown("test");
+    expect(gauge(await scrape(ops), "lockd_ready")).toBe(0);
+    expect(ops.daemon.ops.stats.metricsBuilt - before).toBe(2);
+    await ops.daemon.close();
+    await stopping;
+  });
+
+  test("the ops listener's capacity is in the exposition", async () => {
+    await using ops = startDaemon({ opsLimits: { maxConnections: 7, metricsMaxAgeMs: 0 } });
+    const m = await scrape(ops);
+    expect(gauge(m, "lockd_ops_max_connections")).toBe(7);
+    expect(gauge(m, "lockd_ops_connections")).toBeGreaterThanOrEqual(1);
+    expect(gauge(m, "lockd_ops_connections_refused_total")).toBe(0);
   });
 });
