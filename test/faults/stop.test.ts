@@ -43,6 +43,12 @@ test("owner SIGSTOPped: granted after its lease, not before; on SIGCONT it has l
     expect(newToken).toBeGreaterThan(oldToken);
     expect(await fence.write(newToken)).toBe(200);
   } finally {
+    // The scenario is a pause of at least a whole lease. The grant can come
+    // as early as a lease after the owner's last heartbeat, which may have
+    // been up to lease/4 before the stop: keep it stopped for the rest, so
+    // its own pause detector (a gap over 0.8 x lease) always sees the pause.
+    const rest = stoppedAt + LEASE - performance.now();
+    if (rest > 0) await Bun.sleep(rest);
     owner.proc.kill("SIGCONT");
   }
 
