@@ -140,13 +140,13 @@ export const autoOr = <T>(schema: z.ZodType<T, string>) =>
 
 /** "off" (parsed as null: no limit), or a value of `schema`. */
 export const offOr = <T>(schema: z.ZodType<T, string>) =>
-  z.string().transform((text, ctx): T | null => {
+  kind(`${PLACEHOLDERS.get(schema) ?? "VALUE"}|off`, z.string().transform((text, ctx): T | null => {
     if (text.trim() === "off") return null;
     const result = schema.safeParse(text);
     if (result.success) return result.data;
     for (const issue of result.error.issues) ctx.addIssue({ code: "custom", message: `${issue.message} (or off)` });
     return z.NEVER;
-  });
+  }));
 
 /** An admin token given inline: non-empty, no whitespace (it travels in an HTTP header). */
 export const secret = kind("TOKEN", z.string().transform((text, ctx) => {

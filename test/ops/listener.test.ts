@@ -2,6 +2,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Socket } from "bun";
 import net from "node:net";
+import { reservedFds } from "../../src/server/limits.ts";
 import { FrameType } from "../../src/protocol/index.ts";
 import { MAX_HEAD } from "../../src/server/ops-http.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
@@ -217,12 +218,17 @@ describe("lockd serve (child process)", () => {
     expect(await child.exit()).toBe(0);
   });
 
-  test("a limit above half the descriptor reserve is a startup warning; a bad value names the flag", async () => {
-    await using warned = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--ops-max-connections", "500"]);
-    const warning = await warned.line("--ops-max-connections takes more than half of the descriptors kept beside sessions: a full ops listener can leave the lock listener unable to accept");
-    expect(warning.opsMaxConnections).toBe(500);
-    warned.proc.kill("SIGTERM");
-    expect(await warned.exit()).toBe(0);
+  test("a larger limit makes --max-sessions auto keep as many more descriptors aside; a bad value names the flag", async () => {
+    await using wide = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--ops-max-connections", "500"]);
+    const started = await wide.line("lockd listening");
+    expect(started.opsMaxConnections).toBe(500);
+    const soft = started.openFileLimit.soft as number | null;
+    if (soft !== null && Number.isFinite(soft)) {
+      expect(started.sessionCapacity).toBe(Math.max(0, soft - reservedFds(500)));
+      expect(reservedFds(500) - reservedFds()).toBe(500 - 64);
+    }
+    wide.proc.kill("SIGTERM");
+    expect(await wide.exit()).toBe(0);
     await using bad = ChildServer.spawn(["serve", "--ops-max-connections", "0"], { LOCKD_OPS_IDLE_TIMEOUT: "forever" });
     expect(await bad.exit()).toBe(64);
     expect(bad.raw.sort()).toEqual([
