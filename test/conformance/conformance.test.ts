@@ -1,0 +1,453 @@
+/**
+ * The client-conformance suite: every scenario of scenarios.json, run
+ * against every client (TypeScript, Go, Python) through its driver (a
+ * program speaking the line protocol of README.md), with a real `lockd
+ * serve` on 127.0.0.1:0, a recording proxy in front of it (which can stall
+ * one connection: a server that stops answering) and scripted fake servers
+ * (SHUTTING_DOWN at accept; a grant followed by SHUTTING_DOWN). A client
+ * whose toolchain is missing is skipped, and the output says so and why.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Socket, Subprocess, TCPSocketListener } from "bun";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ChildServer } from "../fixtures/ops-child.ts";
+import { Wakeup } from "../helpers/events.ts";
+import { forEachLine } from "../helpers/lines.ts";
+
+const ROOT = join(import.meta.dir, "../..");
+const TOKEN = "conformance-admin";
+const WAIT_MS = 10_000;
+
+interface Step {
+  readonly do?: string;
+  readonly expect?: string;
+  readonly as?: string;
+  readonly [key: string]: unknown;
+}
+interface Scenario {
+  readonly name: string;
+  readonly steps: readonly Step[];
+}
+const SCENARIOS: readonly Scenario[] = JSON.parse(readFileSync(join(import.meta.dir, "scenarios.json"), "utf8")).scenarios;
+
+// ---------------------------------------------------------------- clients
+
+interface ClientKind {
+  readonly name: string;
+  /** null when runnable, else why not. */
+  skip: string | null;
+  command: string[];
+  cwd: string;
+  setup?(): Promise<void>;
+}
+
+const goBin = Bun.which("go");
+const python = Bun.which("python3");
+const goBuildDir = mkdtempSync(join(tmpdir(), "lockd-conformance-go-"));
+
+export const CLIENTS: ClientKind[] = [
+  { name: "ts", skip: null, command: [process.execPath, join(import.meta.dir, "ts-driver.ts")], cwd: ROOT },
+  {
+    name: "go",
+    skip: goBin ? null : "`go` is not on PATH (install Debian's golang-go; .ci/run does)",
+    command: [join(goBuildDir, "lockd-conformance")],
+    cwd: join(ROOT, "clients/go"),
+    async setup() {
+      const build = Bun.spawn([goBin!, "build", "-o", join(goBuildDir, "lockd-conformance"), "./cmd/lockd-conformance"], {
+        cwd: join(ROOT, "clients/go"),
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, GOFLAGS: "-mod=mod", GOPROXY: "off" },
+      });
+      const [err, code] = await Promise.all([new Response(build.stderr).text(), build.exited]);
+      if (code !== 0) throw new Error(`go build of the conformance driver failed:\n${err}`);
+    },
+  },
+  {
+    name: "python",
+    skip: python ? null : "`python3` is not on PATH",
+    command: [python ?? "python3", "-m", "lockd.conformance_driver"],
+    cwd: join(ROOT, "clients/python"),
+  },
+];
+
+for (const c of CLIENTS) if (c.skip) console.warn(`conformance: SKIPPING the ${c.name} client: ${c.skip}`);
+
+interface DriverEvent {
+  readonly id?: string;
+  readonly event: string;
+  readonly [key: string]: unknown;
+  seq: number;
+}
+
+class Driver {
+  readonly events: DriverEvent[] = [];
+  readonly stderr: string[] = [];
+  private readonly wakeup = new Wakeup();
+  private seq = 0;
+  private constructor(readonly proc: Subprocess<"pipe", "pipe", "pipe">) {
+    void forEachLine(proc.stdout, (line) => {
+      if (line.trim() === "") return;
+      this.events.push({ ...JSON.parse(line), seq: this.seq++ });
+      this.wakeup.wake();
+    });
+    void forEachLine(proc.stderr, (line) => this.stderr.push(line));
+    void proc.exited.then(() => this.wakeup.wake());
+  }
+
+  static async start(kind: ClientKind): Promise<Driver> {
+    const proc = Bun.spawn(kind.command, { cwd: kind.cwd, stdin: "pipe", stdout: "pipe", stderr: "pipe", env: { ...process.env, PYTHONDONTWRITEBYTECODE: "1" } });
+    const driver = new Driver(proc);
+    await driver.until((e) => e.event === "ready", "the ready line");
+    return driver;
+  }
+
+  send(cmd: Record<string, unknown>): void {
+    this.proc.stdin.write(JSON.stringify(cmd) + "\n");
+    this.proc.stdin.flush();
+  }
+
+  find(match: (e: DriverEvent) => boolean): DriverEvent | undefined {
+    return this.events.find(match);
+  }
+
+  until(match: (e: DriverEvent) => boolean, what: string, ms = WAIT_MS): Promise<DriverEvent> {
+    return this.wakeup.until(() => this.find(match), ms, () => `driver event: ${what}; events so far ${JSON.stringify(this.events)}; stderr ${this.stderr.join("\n")}`);
+  }
+
+  async stop(): Promise<void> {
+    try {
+      this.proc.stdin.end();
+    } catch {}
+    const timer = setTimeout(() => this.proc.kill("SIGKILL"), 5000);
+    await this.proc.exited;
+    clearTimeout(timer);
+  }
+}
+
+// ---------------------------------------------------------------- the recording proxy
+
+interface ProxyConn {
+  owner: string | null;
+  stalled: boolean;
+  inFlight: boolean;
+  heartbeats: number;
+  waitingSeen: boolean;
+  violations: string[];
+  client: Socket<ProxyConn>;
+  upstream: Socket<unknown> | null;
+  toUpstream: Uint8Array[];
+  fromClient: Uint8Array;
+  fromServer: Uint8Array;
+  closed: boolean;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  if (a.length === 0) return b;
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+/** Split complete frames off `buf`; returns the frames and what is left. */
+function frames(buf: Uint8Array): { list: { type: number; flags: number; body: Uint8Array }[]; rest: Uint8Array } {
+  const list: { type: number; flags: number; body: Uint8Array }[] = [];
+  let at = 0;
+  while (buf.length - at >= 4) {
+    const length = (buf[at + 2]! << 8) | buf[at + 3]!;
+    if (buf.length - at < 4 + length) break;
+    list.push({ type: buf[at]!, flags: buf[at + 1]!, body: buf.slice(at + 4, at + 4 + length) });
+    at += 4 + length;
+  }
+  return { list, rest: buf.slice(at) };
+}
+
+class Proxy {
+  readonly conns: ProxyConn[] = [];
+  readonly wakeup = new Wakeup();
+  private readonly listener: TCPSocketListener<ProxyConn>;
+  constructor(upstreamPort: number) {
+    const proxy = this;
+    this.listener = Bun.listen<ProxyConn>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        binaryType: "uint8array",
+        open(client) {
+          const conn: ProxyConn = { owner: null, stalled: false, inFlight: false, heartbeats: 0, waitingSeen: false, violations: [], client, upstream: null, toUpstream: [], fromClient: new Uint8Array(0), fromServer: new Uint8Array(0), closed: false };
+          client.data = conn;
+          proxy.conns.push(conn);
+          void Bun.connect({
+            hostname: "127.0.0.1",
+            port: upstreamPort,
+            socket: {
+              binaryType: "uint8array",
+              open(up) {
+                conn.upstream = up;
+                for (const chunk of conn.toUpstream) up.write(chunk);
+                conn.toUpstream = [];
+                if (conn.closed) up.end();
+              },
+              data(_up, chunk: Uint8Array) {
+                conn.fromServer = concat(conn.fromServer, chunk);
+                const { list, rest } = frames(conn.fromServer);
+                conn.fromServer = rest;
+                if (conn.stalled) return;
+                for (const f of list) {
+                  if (f.flags & 1) conn.inFlight = false;
+                  if (f.type === 0x82) conn.waitingSeen = true;
+                }
+                conn.client.write(chunk);
+                proxy.wakeup.wake();
+              },
+              close() {
+                if (!conn.stalled) conn.client.end();
+              },
+              error() {},
+            },
+          }).catch(() => client.end());
+        },
+        data(client, chunk: Uint8Array) {
+          const conn = client.data;
+          conn.fromClient = concat(conn.fromClient, chunk);
+          const { list, rest } = frames(conn.fromClient);
+          conn.fromClient = rest;
+          for (const f of list) {
+            if (conn.inFlight) conn.violations.push(`frame 0x${f.type.toString(16)} sent while one was in flight`);
+            conn.inFlight = true;
+            if (f.type === 0x01 && f.body.length >= 8) {
+              const nameLength = (f.body[6]! << 8) | f.body[7]!;
+              conn.owner = new TextDecoder().decode(f.body.subarray(8 + nameLength));
+            } else if (f.type === 0x02) conn.heartbeats++;
+          }
+          proxy.wakeup.wake();
+          if (conn.stalled) return;
+          if (conn.upstream) conn.upstream.write(chunk);
+          else conn.toUpstream.push(chunk);
+        },
+        close(client) {
+          const conn = client.data;
+          conn.closed = true;
+          conn.upstream?.end();
+          proxy.wakeup.wake();
+        },
+        error() {},
+      },
+    });
+  }
+  get port(): number {
+    return this.listener.port;
+  }
+  conn(owner: string): ProxyConn | undefined {
+    return this.conns.find((c) => c.owner === owner);
+  }
+  stop(): void {
+    for (const c of this.conns) {
+      c.client.end();
+      c.upstream?.end();
+    }
+    this.listener.stop(true);
+  }
+}
+
+// ---------------------------------------------------------------- scripted fake servers
+
+const SHUTTING_DOWN = (() => {
+  const msg = new TextEncoder().encode("server is shutting down; reconnect and claim again");
+  const frame = new Uint8Array(5 + msg.length);
+  frame.set([0xff, 0x00, 0, 1 + msg.length, 0x01]);
+  frame.set(msg, 5);
+  return frame;
+})();
+const FAKE_TOKEN = 9;
+const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
+
+/** "shutdown": SHUTTING_DOWN at accept, like a server that is stopping. "grant": ACQUIRED to the ACQUIRE and every HEARTBEAT, until shutdown(). */
+class FakeServer {
+  readonly sockets: Socket<{ buf: Uint8Array }>[] = [];
+  connections = 0;
+  private readonly listener: TCPSocketListener<{ buf: Uint8Array }>;
+  constructor(mode: "shutdown" | "grant") {
+    const fake = this;
+    this.listener = Bun.listen<{ buf: Uint8Array }>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        binaryType: "uint8array",
+        open(socket) {
+          fake.connections++;
+          socket.data = { buf: new Uint8Array(0) };
+          if (mode === "shutdown") {
+            socket.write(SHUTTING_DOWN);
+            socket.end();
+            return;
+          }
+          fake.sockets.push(socket);
+        },
+        data(socket, chunk: Uint8Array) {
+          const { list, rest } = frames(concat(socket.data.buf, chunk));
+          socket.data.buf = rest;
+          for (const _ of list) socket.write(ACQUIRED_REPLY);
+        },
+        close() {},
+        error() {},
+      },
+    });
+  }
+  get port(): number {
+    return this.listener.port;
+  }
+  shutdown(): void {
+    for (const s of this.sockets) {
+      s.write(SHUTTING_DOWN);
+      s.end();
+    }
+  }
+  stop(): void {
+    this.listener.stop(true);
+  }
+}
+
+// ---------------------------------------------------------------- the run
+
+let server: ChildServer;
+let listenPort = 0;
+let opsPort = 0;
+
+beforeAll(async () => {
+  server = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s"], { LOCKD_ADMIN_TOKEN: TOKEN });
+  ({ listenPort, opsPort } = await server.addresses());
+});
+
+afterAll(async () => {
+  await server?.[Symbol.asyncDispose]();
+  rmSync(goBuildDir, { recursive: true, force: true });
+});
+
+async function kick(lock: string, owner: string): Promise<void> {
+  const view = (await (await fetch(`http://127.0.0.1:${opsPort}/v1/locks?name=${encodeURIComponent(lock)}`)).json()) as any;
+  const entry = (view.locks ?? [view]).find((l: any) => l.name === lock);
+  const waiter = entry?.waiters?.find((w: any) => w.owner === owner);
+  if (!waiter) throw new Error(`no waiter with owner ${owner} on ${lock}: ${JSON.stringify(view)}`);
+  const res = await fetch(`http://127.0.0.1:${opsPort}/v1/sessions/${waiter.session}/kick`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } });
+  expect(res.status).toBe(200);
+}
+
+async function runScenario(kind: ClientKind, index: number, scenario: Scenario): Promise<void> {
+  const lock = `conformance/${kind.name}/${index}`;
+  const proxy = new Proxy(listenPort);
+  const fakeShutdown = new FakeServer("shutdown");
+  const fakeGrant = new FakeServer("grant");
+  const driver = await Driver.start(kind);
+  const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port, "fake-shutdown": fakeShutdown.port, "fake-grant": fakeGrant.port };
+  const tokens = new Map<string, bigint>();
+  const outcome = (id: string, ...kinds: string[]) => (e: DriverEvent) => e.id === id && kinds.includes(e.event);
+  try {
+    for (const step of scenario.steps) {
+      const id = step.as!;
+      const where = `${scenario.name}: ${JSON.stringify(step)}`;
+      switch (step.do ?? `expect ${step.expect}`) {
+        case "acquire": {
+          const servers = String(step.via ?? "server")
+            .split(",")
+            .map((v) => `127.0.0.1:${addressOf[v]}`)
+            .join(",");
+          const name = typeof step.nameLength === "number" ? "x".repeat(step.nameLength) : lock;
+          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id });
+          break;
+        }
+        case "release":
+          driver.send({ cmd: "release", id });
+          await driver.until(outcome(id, "released"), `${id} released`);
+          break;
+        case "check-held": {
+          const before = driver.events.length;
+          driver.send({ cmd: "held", id });
+          const e = await driver.until((e) => e.seq >= before && e.id === id && e.event === "held", `${id} held?`);
+          expect(e.held, where).toBe(step.held as boolean);
+          break;
+        }
+        case "stall":
+          proxy.conn(id)!.stalled = true;
+          break;
+        case "kick":
+          await kick(lock, id);
+          break;
+        case "fake-shutdown":
+          fakeGrant.shutdown();
+          break;
+        case "expect acquired": {
+          const e = await driver.until(outcome(id, "acquired", "error"), `${id} acquired`);
+          expect(e, where).toMatchObject({ event: "acquired" });
+          const token = BigInt(e.token as string);
+          expect(token > 0n, where).toBe(true);
+          tokens.set(id, token);
+          break;
+        }
+        case "expect error": {
+          const e = await driver.until(outcome(id, "acquired", "error"), `${id} error ${step.code}`);
+          expect({ event: e.event, code: e.code, class: e.class }, where).toEqual({ event: "error", code: step.code, class: step.class });
+          break;
+        }
+        case "expect lost": {
+          const e = await driver.until(outcome(id, "lost"), `${id} lost`);
+          expect(e.why, where).toBe(step.why);
+          if (step.serverCode !== undefined) expect(e.serverCode, where).toBe(step.serverCode);
+          break;
+        }
+        case "expect waiting":
+          await proxy.wakeup.until(() => proxy.conn(id)?.waitingSeen, WAIT_MS, () => `${id} WAITING through the proxy`);
+          break;
+        case "expect no-event":
+          expect(driver.find(outcome(id, "acquired", "error", "lost")), where).toBeUndefined();
+          break;
+        case "expect token-greater":
+          expect(tokens.get(id)! > tokens.get(step.than as string)!, where).toBe(true);
+          break;
+        case "expect heartbeats-at-least":
+          expect(proxy.conn(id)!.heartbeats, where).toBeGreaterThanOrEqual(step.count as number);
+          break;
+        case "expect order": {
+          const [firstEvent, firstId] = step.first as [string, string];
+          const [thenEvent, thenId] = step.then as [string, string];
+          const a = driver.find(outcome(firstId, firstEvent))!;
+          const b = driver.find(outcome(thenId, thenEvent))!;
+          expect(a.seq < b.seq, `${where}: ${JSON.stringify(driver.events)}`).toBe(true);
+          break;
+        }
+        case "expect fake-connections-at-least":
+          expect(fakeShutdown.connections, where).toBeGreaterThanOrEqual(step.count as number);
+          break;
+        case "expect no-connection":
+          expect(proxy.conn(id), where).toBeUndefined();
+          break;
+        default:
+          throw new Error(`unknown step ${JSON.stringify(step)}`);
+      }
+    }
+    for (const c of proxy.conns) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
+  } finally {
+    await driver.stop();
+    proxy.stop();
+    fakeShutdown.stop();
+    fakeGrant.stop();
+  }
+}
+
+for (const kind of CLIENTS) {
+  describe(`conformance: ${kind.name} client`, () => {
+    if (kind.skip) {
+      test.skip(`${kind.name}: skipped: ${kind.skip}`, () => {});
+      return;
+    }
+    beforeAll(async () => {
+      await kind.setup?.();
+    }, 120_000);
+    SCENARIOS.forEach((scenario, index) => {
+      test(scenario.name, () => runScenario(kind, index, scenario), 30_000);
+    });
+  });
+}
