@@ -9,7 +9,7 @@ import "fmt"
 type Error struct {
 	Code  string // LOCK_BUSY, WAIT_TIMEOUT, LOCK_LOST, SERVER_UNAVAILABLE, ABORTED, PROTOCOL_VIOLATION, or a server code name (KICKED, BAD_REQUEST, ...)
 	Class string // "server", "lock", "client"
-	// Why the lock was lost (Code LOCK_LOST): "server-error", "closed", "unconfirmed", "aborted", "released".
+	// Why the lock was lost (Code LOCK_LOST): "server-error", "closed", "unconfirmed", "protocol" (the server broke the protocol), "aborted", "released".
 	Why string
 	// ServerCode is the ERROR frame's code when the server sent one, else 0; ServerMessage its message.
 	ServerCode    byte

@@ -107,7 +107,10 @@ func (r *Reader) Push(chunk []byte) ([]Frame, error) {
 	for len(r.buf) >= 4 {
 		t, flags, n := r.buf[0], r.buf[1], int(binary.BigEndian.Uint16(r.buf[2:]))
 		if err := checkHeader(r.buf, t, n); err != nil {
-			return out, err
+			if err == errSpeaksTLS {
+				return out, err
+			}
+			return out, violationError{err}
 		}
 		if len(r.buf) < 4+n {
 			break

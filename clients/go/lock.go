@@ -230,7 +230,7 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 	}
 	violation := func(msg string) {
 		if s.lock != nil {
-			fail("closed", 0, "", fmt.Errorf("broken server: %s", msg))
+			s.end(&Error{Code: "LOCK_LOST", Class: "lock", Why: "protocol", Lock: s.name, Message: "the server broke the protocol: " + msg})
 		} else {
 			fail("violation", 0, "broken server: "+msg, nil)
 		}
@@ -241,27 +241,17 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 		case ev := <-s.events:
 			now := time.Now()
 			for _, f := range ev.frames {
-				switch f.Type {
-				case TypeError:
+				if f.Type == TypeError {
 					fail("server-error", f.Code, f.Message, nil)
 					return
-				case TypeAcquired:
-					if f.Token == 0 || (token != 0 && f.Token != token) {
-						violation(fmt.Sprintf("ACQUIRED with token %d (held token %d)", f.Token, token))
-						return
-					}
-					if token == 0 {
-						token = f.Token
-						hctx, cancel := context.WithCancel(s.holdCtx)
-						s.lock = &Lock{name: s.name, token: token, s: s, ctx: hctx, cancel: cancel}
-						holdDone = s.holdCtx.Done()
-						close(s.granted)
-					}
-				case TypeWaiting:
-					if token != 0 || !f.Reply() {
-						violation("WAITING after ACQUIRED, or without REPLY")
-						return
-					}
+				}
+				if f.Type == TypeWaiting && (token != 0 || !f.Reply()) {
+					violation("WAITING after ACQUIRED, or without REPLY")
+					return
+				}
+				if f.Type == TypeAcquired && (f.Token == 0 || (token != 0 && f.Token != token)) {
+					violation(fmt.Sprintf("ACQUIRED with token %d (held token %d)", f.Token, token))
+					return
 				}
 				if f.Reply() {
 					if !inFlight {
@@ -273,16 +263,33 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 					sample := now.Sub(s.pendingSend)
 					s.answered = true
 					s.confirmedSend = s.pendingSend // count from the send of the frame just answered
-					until := s.confirmedSend.Add(s.timeout)
 					s.mu.Unlock()
 					rtt = SmoothRTT(rtt, sample)
-					deadline.Reset(until.Sub(now))
 					hb.Reset(HeartbeatInterval(s.lease, rtt, s.minHB))
+				}
+				until := s.confirmedUntil()
+				if !now.Before(until) {
+					// Read after the deadline (this process was paused): it confirms nothing,
+					// and the server may have expired this session already.
+					fail("unconfirmed", 0, "", nil)
+					return
+				}
+				deadline.Reset(until.Sub(now))
+				if f.Type == TypeAcquired && token == 0 {
+					token = f.Token
+					hctx, cancel := context.WithCancel(s.holdCtx)
+					s.lock = &Lock{name: s.name, token: token, s: s, ctx: hctx, cancel: cancel}
+					holdDone = s.holdCtx.Done()
+					close(s.granted)
 				}
 			}
 			if ev.err != nil {
-				if ev.err == errSpeaksTLS || ev.err == errSpeaksHTTP {
+				if ev.err == errSpeaksTLS && s.lock == nil {
 					s.end(&Error{Code: "SERVER_UNAVAILABLE", Class: "server", Lock: s.name, Message: ev.err.Error()})
+					return
+				}
+				if isViolation(ev.err) {
+					violation(ev.err.Error())
 					return
 				}
 				fail("closed", 0, "", ev.err)
@@ -354,4 +361,12 @@ func (s *session) read() {
 			return
 		}
 	}
+}
+
+// violationError marks a Reader error: the server broke the protocol.
+type violationError struct{ error }
+
+func isViolation(err error) bool {
+	_, ok := err.(violationError)
+	return ok
 }

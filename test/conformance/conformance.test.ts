@@ -80,6 +80,8 @@ interface DriverEvent {
   readonly event: string;
   readonly [key: string]: unknown;
   seq: number;
+  /** performance.now() when the runner read it: only compared with other arrivals, never with a duration. */
+  arrived: number;
 }
 
 class Driver {
@@ -90,7 +92,7 @@ class Driver {
   private constructor(readonly proc: Subprocess<"pipe", "pipe", "pipe">) {
     void forEachLine(proc.stdout, (line) => {
       if (line.trim() === "") return;
-      this.events.push({ ...JSON.parse(line), seq: this.seq++ });
+      this.events.push({ ...JSON.parse(line), seq: this.seq++, arrived: performance.now() });
       this.wakeup.wake();
     });
     void forEachLine(proc.stderr, (line) => this.stderr.push(line));
@@ -132,6 +134,8 @@ class Driver {
 interface ProxyConn {
   owner: string | null;
   stalled: boolean;
+  /** Set: stall right after forwarding the next reply, then call it. */
+  stallAfterReply: (() => void) | null;
   inFlight: boolean;
   heartbeats: number;
   waitingSeen: boolean;
@@ -177,7 +181,7 @@ class Proxy {
       socket: {
         binaryType: "uint8array",
         open(client) {
-          const conn: ProxyConn = { owner: null, stalled: false, inFlight: false, heartbeats: 0, waitingSeen: false, violations: [], client, upstream: null, toUpstream: [], fromClient: new Uint8Array(0), fromServer: new Uint8Array(0), closed: false };
+          const conn: ProxyConn = { owner: null, stalled: false, stallAfterReply: null, inFlight: false, heartbeats: 0, waitingSeen: false, violations: [], client, upstream: null, toUpstream: [], fromClient: new Uint8Array(0), fromServer: new Uint8Array(0), closed: false };
           client.data = conn;
           proxy.conns.push(conn);
           void Bun.connect({
@@ -196,11 +200,19 @@ class Proxy {
                 const { list, rest } = frames(conn.fromServer);
                 conn.fromServer = rest;
                 if (conn.stalled) return;
+                let replied = false;
                 for (const f of list) {
-                  if (f.flags & 1) conn.inFlight = false;
+                  if (f.flags & 1) {
+                    conn.inFlight = false;
+                    replied = true;
+                  }
                   if (f.type === 0x82) conn.waitingSeen = true;
                 }
                 conn.client.write(chunk);
+                if (replied && conn.stallAfterReply) {
+                  conn.stalled = true;
+                  conn.stallAfterReply();
+                }
                 proxy.wakeup.wake();
               },
               close() {
@@ -265,21 +277,34 @@ const SHUTTING_DOWN = (() => {
 const FAKE_TOKEN = 9;
 const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
 
-/** "shutdown": SHUTTING_DOWN at accept, like a server that is stopping. "grant": ACQUIRED to the ACQUIRE and every HEARTBEAT, until shutdown(). */
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply"] as const;
+type FakeMode = (typeof FAKE_MODES)[number];
+
+/**
+ * A scripted server, one behaviour per mode:
+ * - shutdown: SHUTTING_DOWN at accept, like a server that is stopping;
+ * - grant: ACQUIRED (token 9) to the ACQUIRE and every HEARTBEAT, SHUTTING_DOWN on shutdown();
+ * - silent: accepts and reads, never answers;
+ * - unknown-frame: answers the ACQUIRE with a frame of type 0x7f;
+ * - http: answers with an HTTP response (an ops port);
+ * - tls: answers with a TLS alert record (a TLS port);
+ * - token-change: grants token 9, answers the first HEARTBEAT with token 10;
+ * - double-reply: answers the ACQUIRE with two ACQUIRED replies (a reply with nothing in flight).
+ */
 class FakeServer {
-  readonly sockets: Socket<{ buf: Uint8Array }>[] = [];
+  readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
   connections = 0;
-  private readonly listener: TCPSocketListener<{ buf: Uint8Array }>;
-  constructor(mode: "shutdown" | "grant") {
+  private readonly listener: TCPSocketListener<{ buf: Uint8Array; frames: number }>;
+  constructor(readonly mode: FakeMode) {
     const fake = this;
-    this.listener = Bun.listen<{ buf: Uint8Array }>({
+    this.listener = Bun.listen<{ buf: Uint8Array; frames: number }>({
       hostname: "127.0.0.1",
       port: 0,
       socket: {
         binaryType: "uint8array",
         open(socket) {
           fake.connections++;
-          socket.data = { buf: new Uint8Array(0) };
+          socket.data = { buf: new Uint8Array(0), frames: 0 };
           if (mode === "shutdown") {
             socket.write(SHUTTING_DOWN);
             socket.end();
@@ -290,7 +315,31 @@ class FakeServer {
         data(socket, chunk: Uint8Array) {
           const { list, rest } = frames(concat(socket.data.buf, chunk));
           socket.data.buf = rest;
-          for (const _ of list) socket.write(ACQUIRED_REPLY);
+          for (const _ of list) {
+            const n = socket.data.frames++;
+            switch (mode) {
+              case "grant":
+                socket.write(ACQUIRED_REPLY);
+                break;
+              case "unknown-frame":
+                socket.write(new Uint8Array([0x7f, 0x01, 0, 0]));
+                break;
+              case "http":
+                socket.write(new TextEncoder().encode("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n"));
+                socket.end();
+                break;
+              case "tls":
+                socket.write(new Uint8Array([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46]));
+                socket.end();
+                break;
+              case "token-change":
+                socket.write(n === 0 ? ACQUIRED_REPLY : new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN + 1]));
+                break;
+              case "double-reply":
+                socket.write(concat(ACQUIRED_REPLY, ACQUIRED_REPLY));
+                break;
+            }
+          }
         },
         close() {},
         error() {},
@@ -307,7 +356,53 @@ class FakeServer {
     }
   }
   stop(): void {
+    for (const s of this.sockets) s.end();
     this.listener.stop(true);
+  }
+}
+
+// ---------------------------------------------------------------- the witness
+
+/**
+ * A raw session on the real server that sends one ACQUIRE (lease `leaseMs`)
+ * when started and then stays silent: the server ends it at lease expiry, and
+ * `endedAt` is when the runner saw that. Used as the server's clock: a client
+ * that gives up at 0.8 x lease must report its loss before a witness with
+ * 0.9 x lease started at the same moment expires.
+ */
+class Witness {
+  endedAt: number | null = null;
+  private socket: Socket<undefined> | null = null;
+  constructor(private readonly wakeup: Wakeup) {}
+  async open(port: number): Promise<void> {
+    const witness = this;
+    this.socket = await Bun.connect({
+      hostname: "127.0.0.1",
+      port,
+      socket: {
+        data() {},
+        close() {
+          witness.endedAt ??= performance.now();
+          witness.wakeup.wake();
+        },
+        error() {},
+      },
+    });
+  }
+  start(lock: string, leaseMs: number): void {
+    const name = new TextEncoder().encode(lock);
+    const frame = new Uint8Array(12 + name.length);
+    const view = new DataView(frame.buffer);
+    frame[0] = 0x01;
+    view.setUint16(2, 8 + name.length);
+    frame[4] = 1;
+    view.setUint32(6, leaseMs);
+    view.setUint16(10, name.length);
+    frame.set(name, 12);
+    this.socket!.write(frame);
+  }
+  stop(): void {
+    this.socket?.end();
   }
 }
 
@@ -339,11 +434,13 @@ async function kick(lock: string, owner: string): Promise<void> {
 async function runScenario(kind: ClientKind, index: number, scenario: Scenario): Promise<void> {
   const lock = `conformance/${kind.name}/${index}`;
   const proxy = new Proxy(listenPort);
-  const fakeShutdown = new FakeServer("shutdown");
-  const fakeGrant = new FakeServer("grant");
+  const fakes = new Map(FAKE_MODES.map((mode) => [mode, new FakeServer(mode)] as const));
   const driver = await Driver.start(kind);
-  const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port, "fake-shutdown": fakeShutdown.port, "fake-grant": fakeGrant.port };
+  const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port };
+  for (const [mode, fake] of fakes) addressOf[`fake-${mode}`] = fake.port;
   const tokens = new Map<string, bigint>();
+  const witnessWakeup = new Wakeup();
+  const witness = new Witness(witnessWakeup);
   const outcome = (id: string, ...kinds: string[]) => (e: DriverEvent) => e.id === id && kinds.includes(e.event);
   try {
     for (const step of scenario.steps) {
@@ -353,7 +450,10 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "acquire": {
           const servers = String(step.via ?? "server")
             .split(",")
-            .map((v) => `127.0.0.1:${addressOf[v]}`)
+            .map((v) => {
+              if (addressOf[v] === undefined) throw new Error(`unknown address ${v} in ${where}`);
+              return `127.0.0.1:${addressOf[v]}`;
+            })
             .join(",");
           const name = typeof step.nameLength === "number" ? "x".repeat(step.nameLength) : lock;
           driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id });
@@ -373,11 +473,19 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "stall":
           proxy.conn(id)!.stalled = true;
           break;
+        case "stall-after-reply": {
+          // The client's last answered frame is the one just before this reply, so its
+          // loss is due 0.8 x lease after (about) now; the witness expires 0.9 x lease after now.
+          await witness.open(listenPort);
+          const conn = proxy.conn(id)!;
+          conn.stallAfterReply = () => witness.start(`${lock}/witness`, step.witnessLease as number);
+          break;
+        }
         case "kick":
           await kick(lock, id);
           break;
         case "fake-shutdown":
-          fakeGrant.shutdown();
+          fakes.get("grant")!.shutdown();
           break;
         case "expect acquired": {
           const e = await driver.until(outcome(id, "acquired", "error"), `${id} acquired`);
@@ -418,8 +526,14 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
           expect(a.seq < b.seq, `${where}: ${JSON.stringify(driver.events)}`).toBe(true);
           break;
         }
+        case "expect lost-before-witness": {
+          const lost = await driver.until(outcome(id, "lost"), `${id} lost`);
+          const ended = await witnessWakeup.until(() => witness.endedAt, WAIT_MS, () => "the witness session's expiry");
+          expect(lost.arrived < ended, `${where}: the client reported the loss after a session with ${step.witnessLease} ms lease, started at the stall, expired`).toBe(true);
+          break;
+        }
         case "expect fake-connections-at-least":
-          expect(fakeShutdown.connections, where).toBeGreaterThanOrEqual(step.count as number);
+          expect(fakes.get(step.fake as FakeMode)!.connections, where).toBeGreaterThanOrEqual(step.count as number);
           break;
         case "expect no-connection":
           expect(proxy.conn(id), where).toBeUndefined();
@@ -431,9 +545,9 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
     for (const c of proxy.conns) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
   } finally {
     await driver.stop();
+    witness.stop();
     proxy.stop();
-    fakeShutdown.stop();
-    fakeGrant.stop();
+    for (const fake of fakes.values()) fake.stop();
   }
 }
 

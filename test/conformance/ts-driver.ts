@@ -24,13 +24,16 @@ async function acquire(cmd: Record<string, any>): Promise<void> {
     const lock = await client.acquire(cmd.name, { lease: cmd.lease, try: cmd.try ?? false, ...(cmd.wait != null ? { wait: cmd.wait } : {}) });
     locks.set(id, lock);
     out({ id, event: "acquired", token: lock.token.toString() });
-    lock.signal.addEventListener("abort", () => {
+    const onAbort = () => {
       const reason = lock.signal.reason;
       if (reason instanceof LockLostError && reason.why === "released") return;
       const why = reason instanceof LockLostError ? reason.why : "closed";
       const code = reason instanceof LockLostError && reason.serverCode !== undefined ? errorCodeName(reason.serverCode) : null;
       out({ id, event: "lost", why, serverCode: code });
-    });
+    };
+    // A loss in the same read as the grant aborts before acquire() resolves.
+    if (lock.signal.aborted) onAbort();
+    else lock.signal.addEventListener("abort", onAbort, { once: true });
   } catch (error) {
     out(errorEvent(id, error));
   }

@@ -22,7 +22,7 @@ from .errors import (
     WaitTimeoutError,
     server_error,
 )
-from .frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, ProtocolViolation, Reader, SpeaksHTTP, SpeaksTLS, class_of_code, code_name, encode_acquire
+from .frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, ProtocolViolation, Reader, SpeaksTLS, class_of_code, code_name, encode_acquire
 from .schedule import MIN_HEARTBEAT_INTERVAL, client_timeout, heartbeat_interval, smooth_rtt
 
 DEFAULT_SERVER = "127.0.0.1:7700"
@@ -155,7 +155,7 @@ class _Session:
 
     def _fail(self, why: str, detail: str, code: int | None = None, message: str = "") -> None:
         if self.lock is not None:
-            self._end(LockLostError(self.name, why, detail, code, message))
+            self._end(LockLostError(self.name, "protocol" if why == "violation" else why, detail, code, message))
         elif why == "server-error":
             assert code is not None
             if class_of_code(code) == "server" or code == 0x10:
@@ -255,38 +255,42 @@ class _Session:
                     return
                 try:
                     frames = reader.push(chunk)
-                except (SpeaksTLS, SpeaksHTTP) as e:
-                    self._end(ServerUnavailableError(str(e), lock=self.name) if self.lock is None else LockLostError(self.name, "closed", str(e)))
+                except SpeaksTLS as e:
+                    self._end(ServerUnavailableError(str(e), lock=self.name) if self.lock is None else LockLostError(self.name, "protocol", str(e)))
                     return
                 except ProtocolViolation as e:
-                    self._fail("violation" if self.lock is None else "closed", str(e))
+                    self._fail("violation", str(e))
                     return
                 now = time.monotonic()
                 for f in frames:
                     if f.type == ERROR:
                         self._fail("server-error", f"the server sent ERROR {code_name(f.code)}: {f.message}", f.code, f.message)
                         return
-                    if f.type == ACQUIRED:
-                        if f.token == 0 or (token and f.token != token):
-                            self._fail("violation" if self.lock is None else "closed", f"ACQUIRED with token {f.token} (held {token})")
-                            return
-                        if not token:
-                            token = f.token
-                            with self.cv:
-                                self.lock = Lock(self, token)
-                                self.cv.notify_all()
-                    elif f.type == WAITING and (token or not f.reply):
-                        self._fail("violation" if self.lock is None else "closed", "WAITING after ACQUIRED, or without REPLY")
+                    if f.type == ACQUIRED and (f.token == 0 or (token and f.token != token)):
+                        self._fail("violation", f"ACQUIRED with token {f.token} (held {token})")
+                        return
+                    if f.type == WAITING and (token or not f.reply):
+                        self._fail("violation", "WAITING after ACQUIRED, or without REPLY")
                         return
                     if f.reply:
                         if not in_flight:
-                            self._fail("violation" if self.lock is None else "closed", "a reply with nothing in flight")
+                            self._fail("violation", "a reply with nothing in flight")
                             return
                         in_flight = False
                         self.answered = True
                         rtt = smooth_rtt(rtt, now - pending_send)
                         self._confirmed_send = pending_send  # count from the send of the frame just answered
                         next_hb = now + heartbeat_interval(self.lease, rtt, minimum)
+                    if now >= self.confirmed_until():
+                        # Read after the deadline (this process was paused): it confirms nothing,
+                        # and the server may have expired this session already.
+                        self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
+                        return
+                    if f.type == ACQUIRED and not token:
+                        token = f.token
+                        with self.cv:
+                            self.lock = Lock(self, token)
+                            self.cv.notify_all()
         finally:
             sel.close()
 

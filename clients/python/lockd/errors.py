@@ -50,7 +50,7 @@ class LockRequestError(LockError):
 
 
 class LockLostError(LockError):
-    """The held lock was lost. ``why``: 'server-error' (``server_code`` set), 'closed', 'unconfirmed', 'aborted', 'released'."""
+    """The held lock was lost. ``why``: 'server-error' (``server_code`` set), 'closed', 'unconfirmed', 'protocol' (the server broke the protocol), 'aborted', 'released'."""
     code = "LOCK_LOST"
 
     def __init__(self, lock: str, why: str, detail: str, server_code: int | None = None, server_message: str = "") -> None:
