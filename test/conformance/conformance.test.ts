@@ -484,6 +484,11 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "kick":
           await kick(lock, id);
           break;
+        case "force-release": {
+          const res = await fetch(`http://127.0.0.1:${opsPort}/v1/locks/force-release?name=${encodeURIComponent(lock)}`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } });
+          expect(res.status, where).toBe(200);
+          break;
+        }
         case "fake-shutdown":
           fakes.get("grant")!.shutdown();
           break;
@@ -506,6 +511,9 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
           if (step.serverCode !== undefined) expect(e.serverCode, where).toBe(step.serverCode);
           break;
         }
+        case "expect closed-at-proxy":
+          await proxy.wakeup.until(() => proxy.conn(id)?.closed, WAIT_MS, () => `${id} closing its connection through the proxy`);
+          break;
         case "expect waiting":
           await proxy.wakeup.until(() => proxy.conn(id)?.waitingSeen, WAIT_MS, () => `${id} WAITING through the proxy`);
           break;
