@@ -55,7 +55,7 @@ export const CLIENTS: ClientKind[] = [
     command: [join(goBuildDir, "lockd-conformance")],
     cwd: join(ROOT, "clients/go"),
     async setup() {
-      const build = Bun.spawn([goBin!, "build", "-o", join(goBuildDir, "lockd-conformance"), "./cmd/lockd-conformance"], {
+      const build = Bun.spawn([goBin!, "build", ...(process.env.LOCKD_GO_RACE ? ["-race"] : []), "-o", join(goBuildDir, "lockd-conformance"), "./cmd/lockd-conformance"], {
         cwd: join(ROOT, "clients/go"),
         stdout: "pipe",
         stderr: "pipe",
@@ -88,6 +88,7 @@ class Driver {
   readonly events: DriverEvent[] = [];
   readonly stderr: string[] = [];
   private readonly wakeup = new Wakeup();
+  private readonly stderrRead: Promise<void>;
   private seq = 0;
   private constructor(readonly proc: Subprocess<"pipe", "pipe", "pipe">) {
     void forEachLine(proc.stdout, (line) => {
@@ -95,7 +96,7 @@ class Driver {
       this.events.push({ ...JSON.parse(line), seq: this.seq++, arrived: performance.now() });
       this.wakeup.wake();
     });
-    void forEachLine(proc.stderr, (line) => this.stderr.push(line));
+    this.stderrRead = forEachLine(proc.stderr, (line) => this.stderr.push(line));
     void proc.exited.then(() => this.wakeup.wake());
   }
 
@@ -125,6 +126,7 @@ class Driver {
     } catch {}
     const timer = setTimeout(() => this.proc.kill("SIGKILL"), 5000);
     await this.proc.exited;
+    await this.stderrRead;
     clearTimeout(timer);
   }
 }
@@ -551,6 +553,9 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
       }
     }
     for (const c of proxy.conns) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
+    await driver.stop();
+    // A crash, an uncaught exception or (with LOCKD_GO_RACE=1) a data race in the driver fails the scenario.
+    expect(driver.stderr.join("\n"), `${scenario.name}: the driver's stderr`).not.toMatch(/DATA RACE|panic:|Traceback|Unhandled|error:/);
   } finally {
     await driver.stop();
     witness.stop();
