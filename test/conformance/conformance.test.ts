@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Socket, Subprocess, TCPSocketListener } from "bun";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ChildServer } from "../fixtures/ops-child.ts";
@@ -279,7 +279,7 @@ const SHUTTING_DOWN = (() => {
 const FAKE_TOKEN = 9;
 const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
 
-const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply"] as const;
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant"] as const;
 type FakeMode = (typeof FAKE_MODES)[number];
 
 /**
@@ -291,11 +291,14 @@ type FakeMode = (typeof FAKE_MODES)[number];
  * - http: answers with an HTTP response (an ops port);
  * - tls: answers with a TLS alert record (a TLS port);
  * - token-change: grants token 9, answers the first HEARTBEAT with token 10;
- * - double-reply: answers the ACQUIRE with two ACQUIRED replies (a reply with nothing in flight).
+ * - double-reply: answers the ACQUIRE with two ACQUIRED replies (a reply with nothing in flight);
+ * - late-grant: answers every frame with WAITING, and pushes ACQUIRED (token 9) on push().
  */
 class FakeServer {
   readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
   connections = 0;
+  answered = 0;
+  readonly wakeup = new Wakeup();
   private readonly listener: TCPSocketListener<{ buf: Uint8Array; frames: number }>;
   constructor(readonly mode: FakeMode) {
     const fake = this;
@@ -340,8 +343,13 @@ class FakeServer {
               case "double-reply":
                 socket.write(concat(ACQUIRED_REPLY, ACQUIRED_REPLY));
                 break;
+              case "late-grant":
+                socket.write(new Uint8Array([0x82, 0x01, 0, 0]));
+                break;
             }
+            fake.answered++;
           }
+          fake.wakeup.wake();
         },
         close() {},
         error() {},
@@ -356,6 +364,9 @@ class FakeServer {
       s.write(SHUTTING_DOWN);
       s.end();
     }
+  }
+  push(): void {
+    for (const s of this.sockets) s.write(new Uint8Array([0x81, 0x00, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]));
   }
   stop(): void {
     for (const s of this.sockets) s.end();
@@ -405,6 +416,25 @@ class Witness {
   }
   stop(): void {
     this.socket?.end();
+  }
+}
+
+/** Resolve once every thread of `pid` is stopped (state T in /proc): a signal is delivered asynchronously. */
+async function stopped(pid: number): Promise<void> {
+  const deadline = performance.now() + 5000;
+  for (;;) {
+    const tasks = readdirSync(`/proc/${pid}/task`);
+    const states = tasks.map((t) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, "utf8");
+        return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+      } catch {
+        return "T"; // the thread is gone
+      }
+    });
+    if (states.every((s) => s === "T" || s === "t")) return;
+    if (performance.now() > deadline) throw new Error(`process ${pid} did not stop: thread states ${states.join("")}`);
+    await Bun.sleep(1); // no event for "stopped" short of ptrace
   }
 }
 
@@ -489,6 +519,28 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "force-release": {
           const res = await fetch(`http://127.0.0.1:${opsPort}/v1/locks/force-release?name=${encodeURIComponent(lock)}`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } });
           expect(res.status, where).toBe(200);
+          break;
+        }
+        case "pause-and-push": {
+          // The client process is frozen (SIGSTOP) for longer than its lease while the
+          // late-grant fake pushes the grant: on waking, it reads a grant after its deadline.
+          driver.proc.kill("SIGSTOP");
+          try {
+            await stopped(driver.proc.pid);
+            fakes.get("late-grant")!.push();
+            await Bun.sleep(step.pauseMs as number); // the pause is what is tested, not a wait for an event
+          } finally {
+            driver.proc.kill("SIGCONT");
+          }
+          break;
+        }
+        case "expect fake-answered": {
+          const fake = fakes.get(step.fake as FakeMode)!;
+          await fake.wakeup.until(() => fake.answered >= (step.count as number), WAIT_MS, () => `${step.fake} answering ${step.count} frames`);
+          break;
+        }
+        case "expect token-not": {
+          expect(tokens.get(id)!.toString(), where).not.toBe(step.token as string);
           break;
         }
         case "fake-shutdown":

@@ -14,6 +14,9 @@ const blocks = (lang: string) => [...text.matchAll(new RegExp("^```" + lang + "\
 const goBin = Bun.which("go");
 const python = Bun.which("python3");
 
+if (!goBin) console.warn("docs/clients.md: SKIPPING the Go example: `go` is not on PATH");
+if (!python) console.warn("docs/clients.md: SKIPPING the Python examples: `python3` is not on PATH");
+
 let server: ChildServer;
 let address = "";
 beforeAll(async () => {
