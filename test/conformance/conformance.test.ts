@@ -8,17 +8,14 @@
  * whose toolchain is missing is skipped, and the output says so and why.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Socket, Subprocess, TCPSocketListener } from "bun";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import type { Socket, TCPSocketListener } from "bun";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { Wakeup } from "../helpers/events.ts";
-import { forEachLine } from "../helpers/lines.ts";
+import { CLIENTS, Driver, WAIT_MS, warnSkips, type ClientKind, type DriverEvent } from "./clients.ts";
 
-const ROOT = join(import.meta.dir, "../..");
 const TOKEN = "conformance-admin";
-const WAIT_MS = 10_000;
 
 interface Step {
   readonly do?: string;
@@ -31,105 +28,6 @@ interface Scenario {
   readonly steps: readonly Step[];
 }
 const SCENARIOS: readonly Scenario[] = JSON.parse(readFileSync(join(import.meta.dir, "scenarios.json"), "utf8")).scenarios;
-
-// ---------------------------------------------------------------- clients
-
-interface ClientKind {
-  readonly name: string;
-  /** null when runnable, else why not. */
-  skip: string | null;
-  command: string[];
-  cwd: string;
-  setup?(): Promise<void>;
-}
-
-const goBin = Bun.which("go");
-const python = Bun.which("python3");
-const goBuildDir = mkdtempSync(join(tmpdir(), "lockd-conformance-go-"));
-
-export const CLIENTS: ClientKind[] = [
-  { name: "ts", skip: null, command: [process.execPath, join(import.meta.dir, "ts-driver.ts")], cwd: ROOT },
-  {
-    name: "go",
-    skip: goBin ? null : "`go` is not on PATH (install Debian's golang-go; .ci/run does)",
-    command: [join(goBuildDir, "lockd-conformance")],
-    cwd: join(ROOT, "clients/go"),
-    async setup() {
-      const build = Bun.spawn([goBin!, "build", ...(process.env.LOCKD_GO_RACE ? ["-race"] : []), "-o", join(goBuildDir, "lockd-conformance"), "./cmd/lockd-conformance"], {
-        cwd: join(ROOT, "clients/go"),
-        stdout: "pipe",
-        stderr: "pipe",
-        env: { ...process.env, GOFLAGS: "-mod=mod", GOPROXY: "off" },
-      });
-      const [err, code] = await Promise.all([new Response(build.stderr).text(), build.exited]);
-      if (code !== 0) throw new Error(`go build of the conformance driver failed:\n${err}`);
-    },
-  },
-  {
-    name: "python",
-    skip: python ? null : "`python3` is not on PATH",
-    command: [python ?? "python3", "-m", "lockd.conformance_driver"],
-    cwd: join(ROOT, "clients/python"),
-  },
-];
-
-for (const c of CLIENTS) if (c.skip) console.warn(`conformance: SKIPPING the ${c.name} client: ${c.skip}`);
-
-interface DriverEvent {
-  readonly id?: string;
-  readonly event: string;
-  readonly [key: string]: unknown;
-  seq: number;
-  /** performance.now() when the runner read it: only compared with other arrivals, never with a duration. */
-  arrived: number;
-}
-
-class Driver {
-  readonly events: DriverEvent[] = [];
-  readonly stderr: string[] = [];
-  private readonly wakeup = new Wakeup();
-  private readonly stderrRead: Promise<void>;
-  private seq = 0;
-  private constructor(readonly proc: Subprocess<"pipe", "pipe", "pipe">) {
-    void forEachLine(proc.stdout, (line) => {
-      if (line.trim() === "") return;
-      this.events.push({ ...JSON.parse(line), seq: this.seq++, arrived: performance.now() });
-      this.wakeup.wake();
-    });
-    this.stderrRead = forEachLine(proc.stderr, (line) => this.stderr.push(line));
-    void proc.exited.then(() => this.wakeup.wake());
-  }
-
-  static async start(kind: ClientKind): Promise<Driver> {
-    const proc = Bun.spawn(kind.command, { cwd: kind.cwd, stdin: "pipe", stdout: "pipe", stderr: "pipe", env: { ...process.env, PYTHONDONTWRITEBYTECODE: "1" } });
-    const driver = new Driver(proc);
-    await driver.until((e) => e.event === "ready", "the ready line");
-    return driver;
-  }
-
-  send(cmd: Record<string, unknown>): void {
-    this.proc.stdin.write(JSON.stringify(cmd) + "\n");
-    this.proc.stdin.flush();
-  }
-
-  find(match: (e: DriverEvent) => boolean): DriverEvent | undefined {
-    return this.events.find(match);
-  }
-
-  until(match: (e: DriverEvent) => boolean, what: string, ms = WAIT_MS): Promise<DriverEvent> {
-    return this.wakeup.until(() => this.find(match), ms, () => `driver event: ${what}; events so far ${JSON.stringify(this.events)}; stderr ${this.stderr.join("\n")}`);
-  }
-
-  async stop(): Promise<void> {
-    try {
-      this.proc.stdin.end();
-    } catch {}
-    const timer = setTimeout(() => this.proc.kill("SIGKILL"), 5000);
-    await this.proc.exited;
-    await this.stderrRead;
-    clearTimeout(timer);
-  }
-}
 
 // ---------------------------------------------------------------- the recording proxy
 
@@ -451,7 +349,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.[Symbol.asyncDispose]();
-  rmSync(goBuildDir, { recursive: true, force: true });
 });
 
 async function kick(lock: string, owner: string): Promise<void> {
@@ -616,6 +513,7 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
   }
 }
 
+warnSkips();
 for (const kind of CLIENTS) {
   describe(`conformance: ${kind.name} client`, () => {
     if (kind.skip) {
@@ -623,7 +521,7 @@ for (const kind of CLIENTS) {
       return;
     }
     beforeAll(async () => {
-      await kind.setup?.();
+      await kind.setup();
     }, 120_000);
     SCENARIOS.forEach((scenario, index) => {
       test(scenario.name, () => runScenario(kind, index, scenario), 30_000);
