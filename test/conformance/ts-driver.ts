@@ -3,6 +3,7 @@
  * stdin, drives `src/client`, writes events (JSON lines) on stdout. The line
  * protocol is in README.md beside this file.
  */
+import { readFileSync } from "node:fs";
 import { errorCodeName } from "../../src/protocol/constants.ts";
 import { LockClient, LockError, LockLostError, type Lock } from "../../src/client/index.ts";
 
@@ -19,7 +20,10 @@ function errorEvent(id: string, error: unknown): Record<string, unknown> {
 
 async function acquire(cmd: Record<string, any>): Promise<void> {
   const id: string = cmd.id;
-  const client = new LockClient({ servers: cmd.servers, owner: cmd.owner ?? id });
+  const tls = cmd.tls
+    ? { ca: readFileSync(cmd.tls.ca, "utf8"), ...(cmd.tls.cert ? { cert: readFileSync(cmd.tls.cert, "utf8"), key: readFileSync(cmd.tls.key, "utf8") } : {}) }
+    : undefined;
+  const client = new LockClient({ servers: cmd.servers, owner: cmd.owner ?? id, ...(tls ? { tls } : {}) });
   try {
     const lock = await client.acquire(cmd.name, { lease: cmd.lease, try: cmd.try ?? false, ...(cmd.wait != null ? { wait: cmd.wait } : {}) });
     locks.set(id, lock);

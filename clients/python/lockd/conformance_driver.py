@@ -4,6 +4,7 @@ JSON lines on stdout. Run as ``python3 -m lockd.conformance_driver``."""
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import threading
 
@@ -23,7 +24,12 @@ def out(event: dict) -> None:
 def acquire(cmd: dict) -> None:
     ident = cmd["id"]
     try:
-        client = Client(cmd["servers"], owner=cmd.get("owner") or ident)
+        tls = None
+        if cmd.get("tls"):
+            tls = ssl.create_default_context(cafile=cmd["tls"]["ca"])
+            if cmd["tls"].get("cert"):
+                tls.load_cert_chain(cmd["tls"]["cert"], cmd["tls"]["key"])
+        client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls)
         wait = cmd.get("wait")
         lock = client.acquire(cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")))
     except LockError as e:

@@ -6,6 +6,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"os"
@@ -25,6 +27,32 @@ type command struct {
 	Try     bool   `json:"try"`
 	Wait    *int64 `json:"wait"`
 	Owner   string `json:"owner"`
+	TLS     *struct {
+		CA   string `json:"ca"`
+		Cert string `json:"cert"`
+		Key  string `json:"key"`
+	} `json:"tls"`
+}
+
+func tlsConfig(c command) (*tls.Config, error) {
+	if c.TLS == nil {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(c.TLS.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	cfg := &tls.Config{RootCAs: pool}
+	if c.TLS.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLS.Cert, c.TLS.Key)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 var (
@@ -53,7 +81,12 @@ func errorEvent(id string, err error) map[string]interface{} {
 }
 
 func acquire(c command) {
-	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner}
+	cfg, err := tlsConfig(c)
+	if err != nil {
+		out(errorEvent(c.ID, err))
+		return
+	}
+	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg}
 	opts := lockd.Options{Lease: time.Duration(c.Lease) * time.Millisecond, Try: c.Try}
 	if c.Wait != nil {
 		opts.Wait = time.Duration(*c.Wait) * time.Millisecond
