@@ -156,24 +156,20 @@ func (c *Client) Acquire(ctx context.Context, name string, opts Options) (*Lock,
 			return nil, unavailable()
 		}
 		idx = (idx + 1) % len(addrs)
-		var pause time.Duration
-		if failures%len(addrs) != 0 {
-			pause = 10*time.Millisecond + time.Duration(rand.Int63n(int64(40*time.Millisecond)))
-		} else if !answeredEver && !c.RetryFirstConnect {
-			pause = 0
-		} else {
-			k := failures / len(addrs)
-			base := 2 * time.Second
-			if k < 6 {
-				base = 50 * time.Millisecond << uint(k)
+		var pause time.Duration // the first round, before any answer, tries each address once without pauses
+		if answeredEver || c.RetryFirstConnect {
+			if failures%len(addrs) != 0 {
+				pause = 10*time.Millisecond + time.Duration(rand.Int63n(int64(40*time.Millisecond)))
+			} else {
+				base := 2 * time.Second
+				if k := failures / len(addrs); k < 6 {
+					base = 50 * time.Millisecond << uint(k)
+				}
+				if base > 2*time.Second {
+					base = 2 * time.Second
+				}
+				pause = base/2 + time.Duration(rand.Int63n(int64(base/2)))
 			}
-			if base > 2*time.Second {
-				base = 2 * time.Second
-			}
-			pause = base/2 + time.Duration(rand.Int63n(int64(base/2)))
-		}
-		if !answeredEver && !c.RetryFirstConnect {
-			pause = 0 // the first round tries each address once, without pauses
 		}
 		t := time.NewTimer(pause)
 		select {
