@@ -1,0 +1,239 @@
+// Package lockd is a client for the lockd lock server (protocol version 1,
+// docs/protocol.md). One claim is one TCP connection: Acquire returns a
+// *Lock once the server grants it, and Lock.Context() is cancelled the
+// moment ownership is no longer confirmed (an ERROR, the connection closing,
+// or 0.8 x lease since the send of the last frame the server answered).
+package lockd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults, the same as the TypeScript client's.
+const (
+	DefaultServer    = "127.0.0.1:7700"
+	DefaultLease     = 5 * time.Second
+	DefaultReconnect = 30 * time.Second
+)
+
+// Client holds the settings shared by claims. The zero value is usable:
+// LOCKD_SERVER, else 127.0.0.1:7700.
+type Client struct {
+	// Servers is an address list ("a:7700,b:7700" or one address); empty: LOCKD_SERVER, else DefaultServer.
+	Servers string
+	// Owner is the label operators see; default "HOST/pid-PID".
+	Owner string
+	// TLS, when set, wraps every connection (set Certificates for mutual TLS).
+	TLS *tls.Config
+	// Reconnect bounds how long a claim that is not held yet keeps reconnecting through server trouble (default 30 s).
+	Reconnect time.Duration
+	// RetryFirstConnect retries (within Reconnect) also before any server has answered the claim.
+	RetryFirstConnect bool
+	// MinHeartbeatInterval is the floor of the heartbeat interval (default 1 ms).
+	MinHeartbeatInterval time.Duration
+	// Dial replaces the TCP dialer (tests, proxies).
+	Dial func(ctx context.Context, address string) (net.Conn, error)
+}
+
+// Options of one claim.
+type Options struct {
+	Lease time.Duration // default 5 s; heartbeats go every ~Lease/4
+	Wait  time.Duration // > 0: give up waiting after this (WAIT_TIMEOUT); 0: no limit
+	Try   bool          // do not queue: LOCK_BUSY if held
+	Owner string        // overrides the client's owner
+}
+
+// Dial returns a client for an address list (see Client.Servers).
+func Dial(servers string) *Client { return &Client{Servers: servers} }
+
+func (c *Client) addresses() ([]string, error) {
+	s := c.Servers
+	if s == "" {
+		s = os.Getenv("LOCKD_SERVER")
+	}
+	if s == "" {
+		s = DefaultServer
+	}
+	var out []string
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if strings.HasPrefix(part, ":") {
+			part = "127.0.0.1" + part
+		}
+		if _, _, err := net.SplitHostPort(part); err != nil {
+			return nil, &Error{Code: "BAD_REQUEST", Class: "client", Message: fmt.Sprintf("element %d of %q (%q) is not HOST:PORT", i+1, s, part), Err: err}
+		}
+		out = append(out, part)
+	}
+	return out, nil
+}
+
+func (c *Client) owner(o Options) string {
+	if o.Owner != "" {
+		return o.Owner
+	}
+	if c.Owner != "" {
+		return c.Owner
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/pid-%d", host, os.Getpid())
+}
+
+// Acquire claims the lock name and returns once it is granted. ctx cancels
+// the wait (ABORTED) and, once held, ends holding (the lock is released and
+// its Context cancelled). Errors are *Error.
+func (c *Client) Acquire(ctx context.Context, name string, opts Options) (*Lock, error) {
+	if opts.Lease == 0 {
+		opts.Lease = DefaultLease
+	}
+	leaseMs := uint64(opts.Lease / time.Millisecond)
+	frame, err := EncodeAcquire(name, c.owner(opts), leaseMs, opts.Try)
+	if err != nil {
+		return nil, &Error{Code: "BAD_REQUEST", Class: "client", Lock: name, Message: err.Error()}
+	}
+	addrs, err := c.addresses()
+	if err != nil {
+		return nil, err
+	}
+	reconnect := c.Reconnect
+	if reconnect == 0 {
+		reconnect = DefaultReconnect
+	}
+	waitCtx := ctx
+	if opts.Wait > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, opts.Wait)
+		defer cancel()
+	}
+	waitErr := func(last error) error {
+		if ctx.Err() != nil {
+			return &Error{Code: "ABORTED", Class: "client", Lock: name, Message: "the context was cancelled while waiting", Err: ctx.Err()}
+		}
+		return &Error{Code: "WAIT_TIMEOUT", Class: "lock", Lock: name, Message: fmt.Sprintf("not granted within %v", opts.Wait), Err: last}
+	}
+
+	idx, failures := 0, 0
+	answeredEver := false
+	var troubleSince time.Time
+	for {
+		s := c.start(ctx, waitCtx, addrs[idx], name, frame, opts)
+		granted, answered, lastErr := s.awaitGrant(waitCtx)
+		if granted {
+			return s.lock, nil
+		}
+		if waitCtx.Err() != nil {
+			return nil, waitErr(lastErr)
+		}
+		var le *Error
+		if errors.As(lastErr, &le) && !retryable(le) {
+			return nil, le
+		}
+		now := time.Now()
+		if answered {
+			answeredEver = true
+			failures = 0
+			troubleSince = now
+		}
+		if troubleSince.IsZero() {
+			troubleSince = now
+		}
+		failures++
+		unavailable := func() error {
+			return &Error{Code: "SERVER_UNAVAILABLE", Class: "server", Lock: name, Message: fmt.Sprintf("no server of %s could take the claim", strings.Join(addrs, ",")), Err: lastErr}
+		}
+		if !answeredEver && !c.RetryFirstConnect && failures >= len(addrs) {
+			return nil, unavailable()
+		}
+		if now.Sub(troubleSince) >= reconnect {
+			return nil, unavailable()
+		}
+		idx = (idx + 1) % len(addrs)
+		var pause time.Duration // the first round, before any answer, tries each address once without pauses
+		if answeredEver || c.RetryFirstConnect {
+			if failures%len(addrs) != 0 {
+				pause = 10*time.Millisecond + time.Duration(rand.Int63n(int64(40*time.Millisecond)))
+			} else {
+				base := 2 * time.Second
+				if k := failures / len(addrs); k < 6 {
+					base = 50 * time.Millisecond << uint(k)
+				}
+				if base > 2*time.Second {
+					base = 2 * time.Second
+				}
+				pause = base/2 + time.Duration(rand.Int63n(int64(base/2)))
+			}
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-waitCtx.Done():
+			t.Stop()
+			return nil, waitErr(lastErr)
+		}
+	}
+}
+
+// retryable: what a claim that is not held yet reconnects on (class 0x0_,
+// a closed, refused or silent connection, LEASE_EXPIRED of a stalled waiter).
+func retryable(e *Error) bool {
+	switch e.Code {
+	case "CLOSED", "UNCONFIRMED", "SHUTTING_DOWN", "OVERLOADED", "LEASE_EXPIRED":
+		return true
+	}
+	return e.ServerCode != 0 && e.ServerCode>>4 == 0
+}
+
+// WithLock acquires name, runs fn with a context cancelled on loss and the
+// fencing token, releases, and returns fn's error. If the lock is lost
+// while fn runs, fn's context is cancelled at once and WithLock returns the
+// LOCK_LOST *Error when fn returns. fn is never run twice.
+func (c *Client) WithLock(ctx context.Context, name string, opts Options, fn func(ctx context.Context, token uint64) error) error {
+	lock, err := c.Acquire(ctx, name, opts)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	ferr := fn(lock.Context(), lock.Token())
+	if lost := lock.Err(); lost != nil {
+		return lost
+	}
+	return ferr
+}
+
+func (c *Client) dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if c.Dial != nil {
+		return c.Dial(dctx, addr)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if c.TLS == nil {
+		return conn, nil
+	}
+	cfg := c.TLS.Clone()
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(addr)
+		cfg.ServerName = host
+	}
+	tconn := tls.Client(conn, cfg)
+	if err := tconn.HandshakeContext(dctx); err != nil {
+		conn.Close()
+		return nil, &Error{Code: "SERVER_UNAVAILABLE", Class: "server", Message: "TLS handshake with " + addr + " failed", Err: err}
+	}
+	return tconn, nil
+}

@@ -1,0 +1,59 @@
+package lockd
+
+import "fmt"
+
+// Error is every error of this package. Code is stable (the same names as
+// the TypeScript and Python clients); Class says whose problem it is:
+// "server" (a server condition; later may work), "lock" (the lock rules
+// said no), "client" (the request is wrong, or the caller cancelled).
+type Error struct {
+	Code  string // LOCK_BUSY, WAIT_TIMEOUT, LOCK_LOST, SERVER_UNAVAILABLE, ABORTED, PROTOCOL_VIOLATION, or a server code name (KICKED, BAD_REQUEST, ...)
+	Class string // "server", "lock", "client"
+	// Why the lock was lost (Code LOCK_LOST): "server-error", "closed", "unconfirmed", "protocol" (the server broke the protocol), "aborted", "released".
+	Why string
+	// ServerCode is the ERROR frame's code when the server sent one, else 0; ServerMessage its message.
+	ServerCode    byte
+	ServerMessage string
+	Lock          string
+	Message       string
+	Err           error // the underlying error, if any
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("lockd: %s (%s): %s: %v", e.Code, e.Lock, e.Message, e.Err)
+	}
+	return fmt.Sprintf("lockd: %s (%s): %s", e.Code, e.Lock, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches on Code, so errors.Is(err, lockd.ErrLockBusy) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code && (t.Why == "" || t.Why == e.Why)
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrLockBusy          = &Error{Code: "LOCK_BUSY"}
+	ErrWaitTimeout       = &Error{Code: "WAIT_TIMEOUT"}
+	ErrLockLost          = &Error{Code: "LOCK_LOST"}
+	ErrServerUnavailable = &Error{Code: "SERVER_UNAVAILABLE"}
+	ErrAborted           = &Error{Code: "ABORTED"}
+	ErrKicked            = &Error{Code: "KICKED"}
+	ErrBadRequest        = &Error{Code: "BAD_REQUEST"}
+)
+
+// ClassOfCode maps an ERROR code to its class by the high nibble; classes
+// above 0x2_ (undefined) are treated like 0x2_: the request will not work as is.
+func ClassOfCode(code byte) string {
+	switch code >> 4 {
+	case 0:
+		return "server"
+	case 1:
+		return "lock"
+	default:
+		return "client"
+	}
+}

@@ -1,0 +1,32 @@
+"""lockd: a client for the lockd lock server (protocol version 1), standard library only.
+
+Blocking::
+
+    from lockd import Client
+    client = Client("127.0.0.1:7700")
+    with client.lock("jobs/nightly", lease=5) as lock:
+        do_work(fencing_token=lock.token, stop=lock.lost)
+
+asyncio::
+
+    from lockd.aio import AsyncClient
+    async with AsyncClient("127.0.0.1:7700").lock("jobs/nightly") as lock:
+        await do_work(lock.token)   # this task is cancelled if the lock is lost
+"""
+from .client import DEFAULT_LEASE, DEFAULT_RECONNECT, DEFAULT_SERVER, Client, Lock, parse_addresses
+from .errors import (
+    LockAbortedError,
+    LockBusyError,
+    LockError,
+    LockLostError,
+    LockRequestError,
+    ServerUnavailableError,
+    WaitTimeoutError,
+)
+from .schedule import base_interval, client_timeout, heartbeat_interval, smooth_rtt
+
+__all__ = [
+    "Client", "Lock", "parse_addresses", "DEFAULT_LEASE", "DEFAULT_RECONNECT", "DEFAULT_SERVER",
+    "LockError", "LockBusyError", "WaitTimeoutError", "LockLostError", "ServerUnavailableError", "LockRequestError", "LockAbortedError",
+    "base_interval", "client_timeout", "heartbeat_interval", "smooth_rtt",
+]

@@ -1,0 +1,427 @@
+"""The blocking client: one claim is one TCP connection, served by one thread
+that owns the schedule, the reads and the writes (a permanent reader: it
+always selects on the socket)."""
+from __future__ import annotations
+
+import os
+import random
+import selectors
+import socket
+import ssl
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+from .errors import (
+    LockAbortedError,
+    LockError,
+    LockLostError,
+    LockRequestError,
+    ServerUnavailableError,
+    WaitTimeoutError,
+    server_error,
+)
+from .frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, ProtocolViolation, Reader, SpeaksTLS, class_of_code, code_name, encode_acquire
+from .schedule import MIN_HEARTBEAT_INTERVAL, client_timeout, heartbeat_interval, smooth_rtt
+
+DEFAULT_SERVER = "127.0.0.1:7700"
+DEFAULT_LEASE = 5.0
+DEFAULT_RECONNECT = 30.0
+T = TypeVar("T")
+
+
+def parse_addresses(servers: str) -> list[tuple[str, int]]:
+    """'HOST:PORT', '[IPv6]:PORT', ':PORT' (127.0.0.1), comma-separated."""
+    out = []
+    for i, part in enumerate(servers.split(","), 1):
+        part = part.strip()
+        host, sep, port = part.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise LockRequestError("BAD_REQUEST", f"element {i} of {servers!r} ({part!r}) is not HOST:PORT")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        out.append((host or "127.0.0.1", int(port)))
+    return out
+
+
+class _Retry(Exception):
+    """A claim not held yet met trouble it reconnects on."""
+
+    def __init__(self, detail: str, answered: bool) -> None:
+        super().__init__(detail)
+        self.answered = answered
+
+
+class Lock:
+    """A granted claim. ``lost`` is a threading.Event set the moment ownership is no
+    longer confirmed; ``error`` then says why (a LockLostError)."""
+
+    def __init__(self, session: "_Session", token: int) -> None:
+        self.name = session.name
+        self.token = token
+        self.lost = threading.Event()
+        self.error: LockLostError | None = None
+        self._session = session
+        self._callbacks: list[Callable[[LockLostError], None]] = []
+        self._cb_lock = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        """Whether ownership is still confirmed, reading the clock now (not trusting a timer)."""
+        if self.lost.is_set():
+            return False
+        if time.monotonic() >= self._session.confirmed_until():
+            self._session.request_stop(LockLostError(self.name, "unconfirmed", "no answer within 0.8 x lease"))
+            return False
+        return True
+
+    def on_lost(self, callback: Callable[[LockLostError], None]) -> None:
+        """Call ``callback(error)`` (from the session's thread) when the lock is lost; at once if it already is."""
+        with self._cb_lock:
+            if self.error is None:
+                self._callbacks.append(callback)
+                return
+        callback(self.error)
+
+    def _set_lost(self, error: LockLostError) -> None:
+        with self._cb_lock:
+            if self.error is not None:
+                return
+            self.error = error
+            callbacks, self._callbacks = self._callbacks, []
+        self.lost.set()
+        for cb in callbacks:
+            cb(error)
+
+    def release(self) -> None:
+        """Close the connection (the release); returns once closed. Calling it again is harmless."""
+        self._session.request_stop(LockLostError(self.name, "released", "released"))
+        self._session.done.wait()
+
+    def __enter__(self) -> "Lock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+class _Session:
+    def __init__(self, client: "Client", addr: tuple[str, int], name: str, frame: bytes, lease: float) -> None:
+        self.client = client
+        self.addr = addr
+        self.name = name
+        self.frame = frame
+        self.lease = lease
+        self.timeout = client_timeout(lease)
+        self.cv = threading.Condition()
+        self.done = threading.Event()
+        self.lock: Lock | None = None
+        self.outcome: BaseException | None = None
+        self.answered = False
+        self._stop: LockError | None = None
+        self._confirmed_send = time.monotonic()
+        self.sock: socket.socket | None = None
+        self.thread = threading.Thread(target=self._run, name=f"lockd {name}", daemon=True)
+        self.thread.start()
+
+    def confirmed_until(self) -> float:
+        return self._confirmed_send + self.timeout
+
+    def request_stop(self, err: LockError) -> None:
+        with self.cv:
+            if self._stop is None:
+                self._stop = err
+        sock = self.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the select; the close is the release anyway
+            except OSError:
+                pass
+
+    def _end(self, err: BaseException) -> None:
+        with self.cv:
+            if self.lock is not None and not isinstance(err, LockLostError):
+                err = LockLostError(self.name, "aborted", str(err))
+            self.outcome = err
+            if self.lock is not None:
+                self.lock._set_lost(err)  # the work is told first, then the connection closes
+            if self.sock is not None:
+                try:
+                    self.sock.close()
+                except OSError:
+                    pass
+            self.done.set()
+            self.cv.notify_all()
+
+    def _fail(self, why: str, detail: str, code: int | None = None, message: str = "") -> None:
+        if self.lock is not None:
+            self._end(LockLostError(self.name, "protocol" if why == "violation" else why, detail, code, message))
+        elif why == "server-error":
+            assert code is not None
+            if class_of_code(code) == "server" or code == 0x10:
+                self._end(_Retry(f"{code_name(code)}: {message}", self.answered))
+            else:
+                self._end(server_error(self.name, code, message))
+        elif why == "violation":
+            self._end(LockRequestError("PROTOCOL_VIOLATION", f"broken server at {self.addr[0]}:{self.addr[1]}: {detail}", lock=self.name))
+        else:
+            self._end(_Retry(detail, self.answered))
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(self.addr, timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.client.tls is not None:
+            sock = self.client.tls.wrap_socket(sock, server_hostname=self.client.server_hostname or self.addr[0])
+        return sock
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # never leave a claim without an outcome
+            if not self.done.is_set():
+                self._end(e if self.lock is None else LockLostError(self.name, "closed", repr(e)))
+
+    def _loop(self) -> None:
+        try:
+            sock = self._connect()
+        except ssl.SSLError as e:
+            self._end(ServerUnavailableError(f"TLS with {self.addr[0]}:{self.addr[1]} failed: {e}", lock=self.name))
+            return
+        except OSError as e:
+            self._end(_Retry(f"cannot connect to {self.addr[0]}:{self.addr[1]}: {e}", False))
+            return
+        with self.cv:
+            self.sock = sock
+            stop = self._stop
+        if stop is not None:
+            self._end(stop)
+            return
+        pending_send = time.monotonic()
+        self._confirmed_send = pending_send
+        try:
+            sock.settimeout(self.timeout)
+            sock.sendall(self.frame)
+        except OSError as e:
+            self._fail("closed", f"cannot send ACQUIRE: {e}")
+            return
+        in_flight = True
+        rtt: float | None = None
+        token = 0
+        next_hb: float | None = None
+        reader = Reader()
+        sel = selectors.DefaultSelector()
+        sel.register(sock, selectors.EVENT_READ)
+        minimum = self.client.min_heartbeat_interval
+        try:
+            while True:
+                with self.cv:
+                    stop = self._stop
+                if stop is not None:
+                    self._end(stop)
+                    return
+                now = time.monotonic()
+                deadline = self.confirmed_until()
+                if now >= deadline:
+                    self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
+                    return
+                if not in_flight and next_hb is not None and now >= next_hb:
+                    try:
+                        sock.settimeout(max(deadline - now, 0.001))
+                        sock.sendall(HEARTBEAT_FRAME)
+                    except OSError as e:
+                        self._fail("closed", f"cannot send HEARTBEAT: {e}")
+                        return
+                    pending_send = now
+                    in_flight = True
+                    continue
+                wait = deadline - now
+                if not in_flight and next_hb is not None:
+                    wait = min(wait, next_hb - now)
+                pending_tls = isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
+                if not pending_tls and not sel.select(max(wait, 0)):
+                    continue
+                try:
+                    sock.settimeout(self.timeout)
+                    chunk = sock.recv(65536)
+                except (OSError, ssl.SSLError) as e:
+                    self._fail("closed", f"connection failed: {e}")
+                    return
+                if not chunk:
+                    with self.cv:
+                        stop = self._stop
+                    if stop is not None:
+                        continue
+                    self._fail("closed", "the server closed the connection")
+                    return
+                try:
+                    frames = reader.push(chunk)
+                except SpeaksTLS as e:
+                    self._end(ServerUnavailableError(str(e), lock=self.name) if self.lock is None else LockLostError(self.name, "protocol", str(e)))
+                    return
+                except ProtocolViolation as e:
+                    self._fail("violation", str(e))
+                    return
+                now = time.monotonic()
+                for f in frames:
+                    if f.type == ERROR:
+                        self._fail("server-error", f"the server sent ERROR {code_name(f.code)}: {f.message}", f.code, f.message)
+                        return
+                    if f.type == ACQUIRED and (f.token == 0 or (token and f.token != token)):
+                        self._fail("violation", f"ACQUIRED with token {f.token} (held {token})")
+                        return
+                    if f.type == WAITING and (token or not f.reply):
+                        self._fail("violation", "WAITING after ACQUIRED, or without REPLY")
+                        return
+                    if f.reply:
+                        if not in_flight:
+                            self._fail("violation", "a reply with nothing in flight")
+                            return
+                        in_flight = False
+                        self.answered = True
+                        rtt = smooth_rtt(rtt, now - pending_send)
+                        self._confirmed_send = pending_send  # count from the send of the frame just answered
+                        next_hb = now + heartbeat_interval(self.lease, rtt, minimum)
+                    if now >= self.confirmed_until():
+                        # Read after the deadline (this process was paused): it confirms nothing,
+                        # and the server may have expired this session already.
+                        self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
+                        return
+                    if f.type == ACQUIRED and not token:
+                        token = f.token
+                        with self.cv:
+                            self.lock = Lock(self, token)
+                            self.cv.notify_all()
+        finally:
+            sel.close()
+
+
+class Client:
+    """Settings shared by claims. ``servers``: an address list ('a:7700,b:7700'); default
+    LOCKD_SERVER, else 127.0.0.1:7700. ``tls``: an ssl.SSLContext (load_cert_chain on it
+    for mutual TLS). Durations are in seconds."""
+
+    def __init__(
+        self,
+        servers: str | None = None,
+        owner: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        reconnect: float = DEFAULT_RECONNECT,
+        retry_first_connect: bool = False,
+        min_heartbeat_interval: float = MIN_HEARTBEAT_INTERVAL,
+    ) -> None:
+        self.servers = parse_addresses(servers or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER)
+        self.owner = owner or f"{socket.gethostname()}/pid-{os.getpid()}"
+        self.tls = tls
+        self.server_hostname = server_hostname
+        self.reconnect = reconnect
+        self.retry_first_connect = retry_first_connect
+        self.min_heartbeat_interval = min_heartbeat_interval
+
+    def acquire(
+        self,
+        name: str,
+        lease: float = DEFAULT_LEASE,
+        wait: float | None = None,
+        try_: bool = False,
+        owner: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Lock:
+        """Claim ``name``; return the Lock once granted. ``wait``: give up after this many
+        seconds (WaitTimeoutError); ``try_``: LockBusyError if held; ``cancel``: an Event
+        that aborts the wait (LockAbortedError)."""
+        try:
+            frame = encode_acquire(name, owner or self.owner, round(lease * 1000), try_)
+        except (ValueError, UnicodeError) as e:
+            raise LockRequestError("BAD_REQUEST", str(e), lock=name) from None
+        start = time.monotonic()
+        wait_until = start + wait if wait is not None else None
+        addrs = self.servers
+        idx = failures = 0
+        answered_ever = False
+        trouble_since: float | None = None
+        last = ""
+        while True:
+            session = _Session(self, addrs[idx], name, frame, lease)
+            outcome = self._await(session, wait_until, cancel)
+            if isinstance(outcome, Lock):
+                return outcome
+            if isinstance(outcome, (WaitTimeoutError, LockAbortedError)):
+                raise outcome
+            if not isinstance(outcome, _Retry):
+                raise outcome
+            last = str(outcome)
+            now = time.monotonic()
+            if outcome.answered:
+                answered_ever = True
+                failures = 0
+                trouble_since = now
+            if trouble_since is None:
+                trouble_since = now
+            failures += 1
+            n = len(addrs)
+            if not answered_ever and not self.retry_first_connect and failures >= n:
+                raise ServerUnavailableError(f"no server of {self._list()} took the claim: {last}", lock=name)
+            if now - trouble_since >= self.reconnect:
+                raise ServerUnavailableError(f"the servers {self._list()} stayed unavailable for {self.reconnect} s: {last}", lock=name)
+            idx = (idx + 1) % n
+            if not answered_ever and not self.retry_first_connect:
+                pause = 0.0
+            elif failures % n:
+                pause = 0.010 + random.random() * 0.040
+            else:
+                base = min(2.0, 0.050 * 2 ** (failures // n))
+                pause = base / 2 + random.random() * base / 2
+            if wait_until is not None and now + pause >= wait_until:
+                raise WaitTimeoutError(f"lock {name!r} not granted within {wait} s; last: {last}", lock=name)
+            if cancel is not None:
+                if cancel.wait(pause):
+                    raise LockAbortedError(f"claim of {name!r} cancelled", lock=name)
+            else:
+                time.sleep(pause)
+
+    def _list(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.servers)
+
+    def _await(self, s: _Session, wait_until: float | None, cancel: threading.Event | None) -> object:
+        with s.cv:
+            while s.lock is None and not s.done.is_set():
+                if cancel is not None and cancel.is_set():
+                    break
+                if wait_until is not None and time.monotonic() >= wait_until:
+                    break
+                step = 0.05 if cancel is not None else None
+                if wait_until is not None:
+                    left = wait_until - time.monotonic()
+                    step = left if step is None else min(step, left)
+                s.cv.wait(None if step is None else max(step, 0))
+            if s.lock is not None:
+                return s.lock
+            if s.done.is_set():
+                return s.outcome
+        if cancel is not None and cancel.is_set():
+            err: LockError = LockAbortedError(f"claim of {s.name!r} cancelled", lock=s.name)
+        else:
+            err = WaitTimeoutError(f"lock {s.name!r} not granted in time", lock=s.name)
+        s.request_stop(err)
+        s.done.wait()
+        return err
+
+    @contextmanager
+    def lock(self, name: str, **options) -> Iterator[Lock]:
+        """``with client.lock("name", lease=5) as lock:`` acquire, yield the Lock, release.
+        Check ``lock.lost`` (or ``lock.held``) in the work; pass ``lock.token`` to guarded writes."""
+        held = self.acquire(name, **options)
+        try:
+            yield held
+        finally:
+            held.release()
+
+    def with_lock(self, name: str, fn: Callable[[Lock], T], **options) -> T:
+        """Acquire, run ``fn(lock)``, release, return its result; raise the LockLostError
+        if the lock was lost while ``fn`` ran. ``fn`` is never run twice."""
+        with self.lock(name, **options) as held:
+            result = fn(held)
+            if held.error is not None:
+                raise held.error
+            return result

@@ -1,0 +1,75 @@
+"""The Python client's driver for the client conformance suite
+(test/conformance/README.md): commands as JSON lines on stdin, events as
+JSON lines on stdout. Run as ``python3 -m lockd.conformance_driver``."""
+from __future__ import annotations
+
+import json
+import ssl
+import sys
+import threading
+
+from . import Client, Lock, LockError
+from .frames import code_name
+
+_out = threading.Lock()
+_locks: dict[str, Lock] = {}
+
+
+def out(event: dict) -> None:
+    with _out:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+
+def acquire(cmd: dict) -> None:
+    ident = cmd["id"]
+    try:
+        tls = None
+        if cmd.get("tls"):
+            tls = ssl.create_default_context(cafile=cmd["tls"]["ca"])
+            if cmd["tls"].get("cert"):
+                tls.load_cert_chain(cmd["tls"]["cert"], cmd["tls"]["key"])
+        client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls)
+        wait = cmd.get("wait")
+        lock = client.acquire(cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")))
+    except LockError as e:
+        sc = code_name(e.server_code) if e.server_code is not None else None
+        out({"id": ident, "event": "error", "code": e.code, "class": e.error_class, "serverCode": sc, "message": str(e)})
+        return
+    _locks[ident] = lock
+    out({"id": ident, "event": "acquired", "token": str(lock.token)})
+
+    def lost(error) -> None:
+        if error.why != "released":
+            sc = code_name(error.server_code) if error.server_code is not None else None
+            out({"id": ident, "event": "lost", "why": error.why, "serverCode": sc})
+
+    lock.on_lost(lost)
+
+
+def main() -> None:
+    out({"event": "ready", "client": "python"})
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        cmd = json.loads(line)
+        ident = cmd.get("id")
+        if cmd["cmd"] == "acquire":
+            threading.Thread(target=acquire, args=(cmd,), daemon=True).start()
+        elif cmd["cmd"] == "release":
+            lock = _locks.get(ident)
+            if lock is not None:
+                lock.release()
+            out({"id": ident, "event": "released"})
+        elif cmd["cmd"] == "held":
+            lock = _locks.get(ident)
+            out({"id": ident, "event": "held", "held": lock is not None and lock.held})
+        else:
+            out({"id": ident, "event": "error", "code": "BAD_COMMAND", "class": "client", "serverCode": None, "message": f"unknown command {cmd['cmd']}"})
+    for lock in list(_locks.values()):
+        lock.release()
+
+
+if __name__ == "__main__":
+    main()

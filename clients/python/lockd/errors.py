@@ -1,0 +1,69 @@
+"""Typed errors: every one has a stable ``code`` and an ``error_class`` ('server', 'lock', 'client'), like the TypeScript and Go clients."""
+from __future__ import annotations
+
+from .frames import class_of_code, code_name
+
+
+class LockError(Exception):
+    code = "LOCK_ERROR"
+    error_class = "client"
+
+    def __init__(self, message: str, *, lock: str = "", server_code: int | None = None, server_message: str = "") -> None:
+        super().__init__(message)
+        self.lock = lock
+        self.server_code = server_code
+        self.server_message = server_message
+
+
+class LockBusyError(LockError):
+    """``try_=True`` and the lock is held (ERROR LOCK_BUSY)."""
+    code = "LOCK_BUSY"
+    error_class = "lock"
+
+
+class WaitTimeoutError(LockError):
+    """``wait`` passed before the grant."""
+    code = "WAIT_TIMEOUT"
+    error_class = "lock"
+
+
+class ServerUnavailableError(LockError):
+    """No address took the claim, or the server stayed unavailable for ``reconnect`` seconds while waiting, or TLS is set up on one end only."""
+    code = "SERVER_UNAVAILABLE"
+    error_class = "server"
+
+
+class LockAbortedError(LockError):
+    """The caller cancelled the claim while it waited."""
+    code = "ABORTED"
+    error_class = "client"
+
+
+class LockRequestError(LockError):
+    """The request cannot succeed as is: a server ERROR (KICKED, BAD_REQUEST, ...), or PROTOCOL_VIOLATION for a broken server."""
+
+    def __init__(self, code: str, message: str, **kw) -> None:
+        super().__init__(message, **kw)
+        self.code = code
+        sc = kw.get("server_code")
+        self.error_class = class_of_code(sc) if sc is not None else "client"
+
+
+class LockLostError(LockError):
+    """The held lock was lost. ``why``: 'server-error' (``server_code`` set), 'closed', 'unconfirmed', 'protocol' (the server broke the protocol), 'aborted', 'released'."""
+    code = "LOCK_LOST"
+
+    def __init__(self, lock: str, why: str, detail: str, server_code: int | None = None, server_message: str = "") -> None:
+        super().__init__(f"lock {lock!r} lost ({why}): {detail}", lock=lock, server_code=server_code, server_message=server_message)
+        self.why = why
+        if server_code is not None:
+            self.error_class = class_of_code(server_code)
+        else:
+            self.error_class = "client" if why in ("aborted", "released") else "lock"
+
+
+def server_error(lock: str, code: int, message: str) -> LockError:
+    """The error for an ERROR frame that ended a claim before the grant."""
+    if code == 0x13:
+        return LockBusyError(f"lock {lock!r} is held", lock=lock, server_code=code, server_message=message)
+    return LockRequestError(code_name(code), f"server sent ERROR {code_name(code)}: {message}", lock=lock, server_code=code, server_message=message)

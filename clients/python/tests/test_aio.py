@@ -1,0 +1,100 @@
+"""The asyncio API against a scripted server on 127.0.0.1:0: a loss cancels the work task at once."""
+import asyncio
+import socket
+import threading
+import unittest
+
+from lockd import LockLostError
+from lockd.aio import AsyncClient
+
+GRANT = bytes.fromhex("81 01 00 08 00 00 00 00 00 00 00 05")
+SHUTTING_DOWN = bytes([0xFF, 0, 0, 5, 0x01]) + b"bye!"
+
+
+class ScriptedServer:
+    """Grants the first ACQUIRE with token 5, answers heartbeats, and sends SHUTTING_DOWN on shutdown()."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.conn: socket.socket | None = None
+        self.connected = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        self.conn = conn
+        self.connected.set()
+        buf = b""
+        while True:
+            try:
+                chunk = conn.recv(4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[2:4], "big"):
+                n = 4 + int.from_bytes(buf[2:4], "big")
+                buf = buf[n:]
+                try:
+                    conn.sendall(GRANT)
+                except OSError:
+                    return
+
+    def shutdown(self) -> None:
+        assert self.conn is not None
+        self.conn.sendall(SHUTTING_DOWN)
+        self.conn.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+class AsyncLoss(unittest.IsolatedAsyncioTestCase):
+    async def test_work_task_cancelled_on_loss(self):
+        server = ScriptedServer()
+        self.addCleanup(server.close)
+        client = AsyncClient(f"127.0.0.1:{server.port}")
+        cancelled = asyncio.Event()
+        held = []
+
+        async def body():
+            async with client.lock("jobs/x", lease=5) as lock:
+                held.append(lock)
+                self.assertEqual(lock.token, 5)
+                server.shutdown()
+                try:
+                    await asyncio.Event().wait()  # work that never ends by itself
+                except asyncio.CancelledError:
+                    cancelled.set()
+                    raise
+
+        task = asyncio.create_task(body())
+        timed_out = []
+        guard = asyncio.get_running_loop().call_later(10, lambda: (timed_out.append(True), task.cancel()))
+        with self.assertRaises(LockLostError) as caught:
+            await task
+        guard.cancel()
+        self.assertEqual(timed_out, [], "the work task was not cancelled by the loss")
+        lock = held[0]
+        self.assertTrue(cancelled.is_set())
+        self.assertEqual((caught.exception.why, caught.exception.server_code), ("server-error", 0x01))
+        self.assertTrue(lock.lost.is_set())
+        self.assertFalse(lock.held)
+
+    async def test_with_lock_returns_and_releases(self):
+        server = ScriptedServer()
+        self.addCleanup(server.close)
+        client = AsyncClient(f"127.0.0.1:{server.port}")
+
+        async def work(lock):
+            return lock.token * 2
+
+        async with asyncio.timeout(10):
+            self.assertEqual(await client.with_lock("jobs/y", work, lease=5), 10)
+
+
+if __name__ == "__main__":
+    unittest.main()

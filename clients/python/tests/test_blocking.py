@@ -1,0 +1,66 @@
+"""The blocking API against a scripted server on 127.0.0.1:0 that grants and then goes silent."""
+import queue
+import socket
+import threading
+import unittest
+
+from lockd import Client, LockLostError, ServerUnavailableError
+
+
+def silent_after_grant():
+    """Grant the first ACQUIRE with token 3, answer nothing after; report the HEARTBEATs seen before the close."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    heartbeats: queue.Queue = queue.Queue()
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            buf, count = b"", -1
+            while True:
+                try:
+                    chunk = conn.recv(4096)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    heartbeats.put(count)
+                    return
+                buf += chunk
+                while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[2:4], "big"):
+                    buf = buf[4 + int.from_bytes(buf[2:4], "big") :]
+                    if count == -1:
+                        conn.sendall(bytes.fromhex("81 01 00 08 00 00 00 00 00 00 00 03"))
+                    count += 1
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, heartbeats
+
+
+class Blocking(unittest.TestCase):
+    def test_silent_server_is_given_up_with_one_heartbeat_in_flight(self):
+        listener, heartbeats = silent_after_grant()
+        self.addCleanup(listener.close)
+        client = Client(f"127.0.0.1:{listener.getsockname()[1]}")
+        with client.lock("jobs/x", lease=0.2) as lock:
+            self.assertEqual(lock.token, 3)
+            self.assertTrue(lock.lost.wait(5), "lock.lost was not set")
+            self.assertEqual(lock.error.why, "unconfirmed")
+            self.assertFalse(lock.held)
+        self.assertEqual(heartbeats.get(timeout=5), 1)
+
+    def test_with_lock_raises_the_loss(self):
+        listener, _ = silent_after_grant()
+        self.addCleanup(listener.close)
+        client = Client(f"127.0.0.1:{listener.getsockname()[1]}")
+        with self.assertRaises(LockLostError):
+            client.with_lock("jobs/y", lambda lock: lock.lost.wait(5), lease=0.2)
+
+    def test_refused_addresses_are_unavailable(self):
+        s = socket.create_server(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        with self.assertRaises(ServerUnavailableError):
+            Client(f"127.0.0.1:{port},127.0.0.1:{port}").acquire("x")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,73 @@
+"""The codec on the test vectors of docs/protocol.md sections 9 and 10, and the schedule's worked numbers."""
+import unittest
+
+from lockd.errors import LockBusyError, LockRequestError, server_error
+from lockd.frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, Frame, ProtocolViolation, Reader, SpeaksHTTP, SpeaksTLS, class_of_code, encode_acquire
+from lockd.schedule import client_timeout, heartbeat_interval, smooth_rtt
+
+
+def h(s: str) -> bytes:
+    return bytes.fromhex(s)
+
+
+class Vectors(unittest.TestCase):
+    def test_encode(self):
+        self.assertEqual(encode_acquire("jobs/nightly", "", 5000), h("01 00 00 14 01 00 00 00 13 88 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79"))
+        self.assertEqual(
+            encode_acquire("jobs/nightly", "host-12/pid-4411", 5000),
+            h("01 00 00 24 01 00 00 00 13 88 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79 68 6f 73 74 2d 31 32 2f 70 69 64 2d 34 34 31 31"),
+        )
+        self.assertEqual(encode_acquire("jobs/nightly", "", 5000, try_=True)[5], 0x01)
+        self.assertEqual(HEARTBEAT_FRAME, h("02 00 00 00"))
+        with self.assertRaises(ValueError):
+            encode_acquire("x", "", 0)
+
+    def test_decode(self):
+        cases = [
+            ("81 01 00 08 00 00 00 00 00 00 00 01", Frame(ACQUIRED, 1, token=1)),
+            ("81 00 00 08 00 00 00 00 00 00 00 07", Frame(ACQUIRED, 0, token=7)),
+            ("82 01 00 00", Frame(WAITING, 1)),
+            ("ff 00 00 0d 13 6c 6f 63 6b 20 69 73 20 68 65 6c 64", Frame(ERROR, 0, code=0x13, message="lock is held")),
+            ("81 00 00 08 00 00 01 00 00 00 00 05", Frame(ACQUIRED, 0, token=2**40 + 5)),
+        ]
+        for hexa, want in cases:
+            self.assertEqual(Reader().push(h(hexa)), [want], hexa)
+
+    def test_split_and_coalesced(self):
+        stream = h("82 01 00 00 81 00 00 08 00 00 00 00 00 00 00 02 81 01 00 08 00 00 00 00 00 00 00 02")
+        want = [Frame(WAITING, 1), Frame(ACQUIRED, 0, token=2), Frame(ACQUIRED, 1, token=2)]
+        r = Reader()
+        got = []
+        for i in range(len(stream)):
+            got += r.push(stream[i : i + 1])
+        self.assertEqual(got, want)
+        self.assertEqual(Reader().push(stream), want)
+
+    def test_rejects(self):
+        for hexa in ["81 01 00 07", "82 01 00 01", "ff 00 00 00", "07 00 00 00"]:
+            with self.assertRaises(ProtocolViolation, msg=hexa):
+                Reader().push(h(hexa))
+        with self.assertRaises(SpeaksTLS):
+            Reader().push(h("15 03 03 00 02"))
+        with self.assertRaises(SpeaksHTTP):
+            Reader().push(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+class Schedule(unittest.TestCase):
+    def test_table(self):
+        for lease, rtt, interval, timeout in [(5.0, 0, 1.25, 4.0), (5.0, 0.01, 1.23, 4.0), (1.0, 0.05, 0.15, 0.8), (1.0, 0.2, 0.001, 0.8), (0.002, 0, 0.0005, 0.0016)]:
+            self.assertAlmostEqual(heartbeat_interval(lease, rtt), interval)
+            self.assertAlmostEqual(client_timeout(lease), timeout)
+        self.assertAlmostEqual(smooth_rtt(0.010, 0.020), 0.012)
+        self.assertEqual(smooth_rtt(None, 0.007), 0.007)
+
+    def test_classes(self):
+        self.assertEqual([class_of_code(c) for c in (0x01, 0x12, 0x21, 0x35)], ["server", "lock", "client", "client"])
+        self.assertIsInstance(server_error("x", 0x13, "lock is held"), LockBusyError)
+        kicked = server_error("x", 0x12, "removed")
+        self.assertIsInstance(kicked, LockRequestError)
+        self.assertEqual((kicked.code, kicked.error_class), ("KICKED", "lock"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,530 @@
+/**
+ * The client-conformance suite: every scenario of scenarios.json, run
+ * against every client (TypeScript, Go, Python) through its driver (a
+ * program speaking the line protocol of README.md), with a real `lockd
+ * serve` on 127.0.0.1:0, a recording proxy in front of it (which can stall
+ * one connection: a server that stops answering) and scripted fake servers
+ * (SHUTTING_DOWN at accept; a grant followed by SHUTTING_DOWN). A client
+ * whose toolchain is missing is skipped, and the output says so and why.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Socket, TCPSocketListener } from "bun";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ChildServer } from "../fixtures/ops-child.ts";
+import { Wakeup } from "../helpers/events.ts";
+import { CLIENTS, Driver, WAIT_MS, warnSkips, type ClientKind, type DriverEvent } from "./clients.ts";
+
+const TOKEN = "conformance-admin";
+
+interface Step {
+  readonly do?: string;
+  readonly expect?: string;
+  readonly as?: string;
+  readonly [key: string]: unknown;
+}
+interface Scenario {
+  readonly name: string;
+  readonly steps: readonly Step[];
+}
+const SCENARIOS: readonly Scenario[] = JSON.parse(readFileSync(join(import.meta.dir, "scenarios.json"), "utf8")).scenarios;
+
+// ---------------------------------------------------------------- the recording proxy
+
+interface ProxyConn {
+  owner: string | null;
+  stalled: boolean;
+  /** Set: stall right after forwarding the next reply, then call it. */
+  stallAfterReply: (() => void) | null;
+  inFlight: boolean;
+  heartbeats: number;
+  waitingSeen: boolean;
+  violations: string[];
+  client: Socket<ProxyConn>;
+  upstream: Socket<unknown> | null;
+  toUpstream: Uint8Array[];
+  fromClient: Uint8Array;
+  fromServer: Uint8Array;
+  closed: boolean;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  if (a.length === 0) return b;
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+/** Split complete frames off `buf`; returns the frames and what is left. */
+function frames(buf: Uint8Array): { list: { type: number; flags: number; body: Uint8Array }[]; rest: Uint8Array } {
+  const list: { type: number; flags: number; body: Uint8Array }[] = [];
+  let at = 0;
+  while (buf.length - at >= 4) {
+    const length = (buf[at + 2]! << 8) | buf[at + 3]!;
+    if (buf.length - at < 4 + length) break;
+    list.push({ type: buf[at]!, flags: buf[at + 1]!, body: buf.slice(at + 4, at + 4 + length) });
+    at += 4 + length;
+  }
+  return { list, rest: buf.slice(at) };
+}
+
+class Proxy {
+  readonly conns: ProxyConn[] = [];
+  readonly wakeup = new Wakeup();
+  private readonly listener: TCPSocketListener<ProxyConn>;
+  constructor(upstreamPort: number) {
+    const proxy = this;
+    this.listener = Bun.listen<ProxyConn>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        binaryType: "uint8array",
+        open(client) {
+          const conn: ProxyConn = { owner: null, stalled: false, stallAfterReply: null, inFlight: false, heartbeats: 0, waitingSeen: false, violations: [], client, upstream: null, toUpstream: [], fromClient: new Uint8Array(0), fromServer: new Uint8Array(0), closed: false };
+          client.data = conn;
+          proxy.conns.push(conn);
+          void Bun.connect({
+            hostname: "127.0.0.1",
+            port: upstreamPort,
+            socket: {
+              binaryType: "uint8array",
+              open(up) {
+                conn.upstream = up;
+                for (const chunk of conn.toUpstream) up.write(chunk);
+                conn.toUpstream = [];
+                if (conn.closed) up.end();
+              },
+              data(_up, chunk: Uint8Array) {
+                conn.fromServer = concat(conn.fromServer, chunk);
+                const { list, rest } = frames(conn.fromServer);
+                conn.fromServer = rest;
+                if (conn.stalled) return;
+                let replied = false;
+                for (const f of list) {
+                  if (f.flags & 1) {
+                    conn.inFlight = false;
+                    replied = true;
+                  }
+                  if (f.type === 0x82) conn.waitingSeen = true;
+                }
+                conn.client.write(chunk);
+                if (replied && conn.stallAfterReply) {
+                  conn.stalled = true;
+                  conn.stallAfterReply();
+                }
+                proxy.wakeup.wake();
+              },
+              close() {
+                if (!conn.stalled) conn.client.end();
+              },
+              error() {},
+            },
+          }).catch(() => client.end());
+        },
+        data(client, chunk: Uint8Array) {
+          const conn = client.data;
+          conn.fromClient = concat(conn.fromClient, chunk);
+          const { list, rest } = frames(conn.fromClient);
+          conn.fromClient = rest;
+          for (const f of list) {
+            if (conn.inFlight) conn.violations.push(`frame 0x${f.type.toString(16)} sent while one was in flight`);
+            conn.inFlight = true;
+            if (f.type === 0x01 && f.body.length >= 8) {
+              const nameLength = (f.body[6]! << 8) | f.body[7]!;
+              conn.owner = new TextDecoder().decode(f.body.subarray(8 + nameLength));
+            } else if (f.type === 0x02) conn.heartbeats++;
+          }
+          proxy.wakeup.wake();
+          if (conn.stalled) return;
+          if (conn.upstream) conn.upstream.write(chunk);
+          else conn.toUpstream.push(chunk);
+        },
+        close(client) {
+          const conn = client.data;
+          conn.closed = true;
+          conn.upstream?.end();
+          proxy.wakeup.wake();
+        },
+        error() {},
+      },
+    });
+  }
+  get port(): number {
+    return this.listener.port;
+  }
+  conn(owner: string): ProxyConn | undefined {
+    return this.conns.find((c) => c.owner === owner);
+  }
+  stop(): void {
+    for (const c of this.conns) {
+      c.client.end();
+      c.upstream?.end();
+    }
+    this.listener.stop(true);
+  }
+}
+
+// ---------------------------------------------------------------- scripted fake servers
+
+const SHUTTING_DOWN = (() => {
+  const msg = new TextEncoder().encode("server is shutting down; reconnect and claim again");
+  const frame = new Uint8Array(5 + msg.length);
+  frame.set([0xff, 0x00, 0, 1 + msg.length, 0x01]);
+  frame.set(msg, 5);
+  return frame;
+})();
+const FAKE_TOKEN = 9;
+const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
+
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant"] as const;
+type FakeMode = (typeof FAKE_MODES)[number];
+
+/**
+ * A scripted server, one behaviour per mode:
+ * - shutdown: SHUTTING_DOWN at accept, like a server that is stopping;
+ * - grant: ACQUIRED (token 9) to the ACQUIRE and every HEARTBEAT, SHUTTING_DOWN on shutdown();
+ * - silent: accepts and reads, never answers;
+ * - unknown-frame: answers the ACQUIRE with a frame of type 0x7f;
+ * - http: answers with an HTTP response (an ops port);
+ * - tls: answers with a TLS alert record (a TLS port);
+ * - token-change: grants token 9, answers the first HEARTBEAT with token 10;
+ * - double-reply: answers the ACQUIRE with two ACQUIRED replies (a reply with nothing in flight);
+ * - late-grant: answers every frame with WAITING, and pushes ACQUIRED (token 9) on push().
+ */
+class FakeServer {
+  readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
+  connections = 0;
+  answered = 0;
+  readonly wakeup = new Wakeup();
+  private readonly listener: TCPSocketListener<{ buf: Uint8Array; frames: number }>;
+  constructor(readonly mode: FakeMode) {
+    const fake = this;
+    this.listener = Bun.listen<{ buf: Uint8Array; frames: number }>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        binaryType: "uint8array",
+        open(socket) {
+          fake.connections++;
+          socket.data = { buf: new Uint8Array(0), frames: 0 };
+          if (mode === "shutdown") {
+            socket.write(SHUTTING_DOWN);
+            socket.end();
+            return;
+          }
+          fake.sockets.push(socket);
+        },
+        data(socket, chunk: Uint8Array) {
+          const { list, rest } = frames(concat(socket.data.buf, chunk));
+          socket.data.buf = rest;
+          for (const _ of list) {
+            const n = socket.data.frames++;
+            switch (mode) {
+              case "grant":
+                socket.write(ACQUIRED_REPLY);
+                break;
+              case "unknown-frame":
+                socket.write(new Uint8Array([0x7f, 0x01, 0, 0]));
+                break;
+              case "http":
+                socket.write(new TextEncoder().encode("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n"));
+                socket.end();
+                break;
+              case "tls":
+                socket.write(new Uint8Array([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46]));
+                socket.end();
+                break;
+              case "token-change":
+                socket.write(n === 0 ? ACQUIRED_REPLY : new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN + 1]));
+                break;
+              case "double-reply":
+                socket.write(concat(ACQUIRED_REPLY, ACQUIRED_REPLY));
+                break;
+              case "late-grant":
+                socket.write(new Uint8Array([0x82, 0x01, 0, 0]));
+                break;
+            }
+            fake.answered++;
+          }
+          fake.wakeup.wake();
+        },
+        close() {},
+        error() {},
+      },
+    });
+  }
+  get port(): number {
+    return this.listener.port;
+  }
+  shutdown(): void {
+    for (const s of this.sockets) {
+      s.write(SHUTTING_DOWN);
+      s.end();
+    }
+  }
+  push(): void {
+    for (const s of this.sockets) s.write(new Uint8Array([0x81, 0x00, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]));
+  }
+  stop(): void {
+    for (const s of this.sockets) s.end();
+    this.listener.stop(true);
+  }
+}
+
+// ---------------------------------------------------------------- the witness
+
+/**
+ * A raw session on the real server that sends one ACQUIRE (lease `leaseMs`)
+ * when started and then stays silent: the server ends it at lease expiry, and
+ * `endedAt` is when the runner saw that. Used as the server's clock: a client
+ * that gives up at 0.8 x lease must report its loss before a witness with
+ * 0.9 x lease started at the same moment expires.
+ */
+class Witness {
+  endedAt: number | null = null;
+  private socket: Socket<undefined> | null = null;
+  constructor(private readonly wakeup: Wakeup) {}
+  async open(port: number): Promise<void> {
+    const witness = this;
+    this.socket = await Bun.connect({
+      hostname: "127.0.0.1",
+      port,
+      socket: {
+        data() {},
+        close() {
+          witness.endedAt ??= performance.now();
+          witness.wakeup.wake();
+        },
+        error() {},
+      },
+    });
+  }
+  start(lock: string, leaseMs: number): void {
+    const name = new TextEncoder().encode(lock);
+    const frame = new Uint8Array(12 + name.length);
+    const view = new DataView(frame.buffer);
+    frame[0] = 0x01;
+    view.setUint16(2, 8 + name.length);
+    frame[4] = 1;
+    view.setUint32(6, leaseMs);
+    view.setUint16(10, name.length);
+    frame.set(name, 12);
+    this.socket!.write(frame);
+  }
+  stop(): void {
+    this.socket?.end();
+  }
+}
+
+/** Resolve once every thread of `pid` is stopped (state T in /proc): a signal is delivered asynchronously. */
+async function stopped(pid: number): Promise<void> {
+  const deadline = performance.now() + 5000;
+  for (;;) {
+    const tasks = readdirSync(`/proc/${pid}/task`);
+    const states = tasks.map((t) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, "utf8");
+        return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+      } catch {
+        return "T"; // the thread is gone
+      }
+    });
+    if (states.every((s) => s === "T" || s === "t")) return;
+    if (performance.now() > deadline) throw new Error(`process ${pid} did not stop: thread states ${states.join("")}`);
+    await Bun.sleep(1); // no event for "stopped" short of ptrace
+  }
+}
+
+// ---------------------------------------------------------------- the run
+
+let server: ChildServer;
+let listenPort = 0;
+let opsPort = 0;
+
+beforeAll(async () => {
+  server = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s"], { LOCKD_ADMIN_TOKEN: TOKEN });
+  ({ listenPort, opsPort } = await server.addresses());
+});
+
+afterAll(async () => {
+  await server?.[Symbol.asyncDispose]();
+});
+
+async function kick(lock: string, owner: string): Promise<void> {
+  const view = (await (await fetch(`http://127.0.0.1:${opsPort}/v1/locks?name=${encodeURIComponent(lock)}`)).json()) as any;
+  const entry = (view.locks ?? [view]).find((l: any) => l.name === lock);
+  const waiter = entry?.waiters?.find((w: any) => w.owner === owner);
+  if (!waiter) throw new Error(`no waiter with owner ${owner} on ${lock}: ${JSON.stringify(view)}`);
+  const res = await fetch(`http://127.0.0.1:${opsPort}/v1/sessions/${waiter.session}/kick`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } });
+  expect(res.status).toBe(200);
+}
+
+async function runScenario(kind: ClientKind, index: number, scenario: Scenario): Promise<void> {
+  const lock = `conformance/${kind.name}/${index}`;
+  const proxy = new Proxy(listenPort);
+  const fakes = new Map(FAKE_MODES.map((mode) => [mode, new FakeServer(mode)] as const));
+  const driver = await Driver.start(kind);
+  const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port };
+  for (const [mode, fake] of fakes) addressOf[`fake-${mode}`] = fake.port;
+  const tokens = new Map<string, bigint>();
+  const witnessWakeup = new Wakeup();
+  const witness = new Witness(witnessWakeup);
+  const outcome = (id: string, ...kinds: string[]) => (e: DriverEvent) => e.id === id && kinds.includes(e.event);
+  try {
+    for (const step of scenario.steps) {
+      const id = step.as!;
+      const where = `${scenario.name}: ${JSON.stringify(step)}`;
+      switch (step.do ?? `expect ${step.expect}`) {
+        case "acquire": {
+          const servers = String(step.via ?? "server")
+            .split(",")
+            .map((v) => {
+              if (addressOf[v] === undefined) throw new Error(`unknown address ${v} in ${where}`);
+              return `127.0.0.1:${addressOf[v]}`;
+            })
+            .join(",");
+          const name = typeof step.nameLength === "number" ? "x".repeat(step.nameLength) : lock;
+          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id });
+          break;
+        }
+        case "release":
+          driver.send({ cmd: "release", id });
+          await driver.until(outcome(id, "released"), `${id} released`);
+          break;
+        case "check-held": {
+          const before = driver.events.length;
+          driver.send({ cmd: "held", id });
+          const e = await driver.until((e) => e.seq >= before && e.id === id && e.event === "held", `${id} held?`);
+          expect(e.held, where).toBe(step.held as boolean);
+          break;
+        }
+        case "stall":
+          proxy.conn(id)!.stalled = true;
+          break;
+        case "stall-after-reply": {
+          // The client's last answered frame is the one just before this reply, so its
+          // loss is due 0.8 x lease after (about) now; the witness expires 0.9 x lease after now.
+          await witness.open(listenPort);
+          const conn = proxy.conn(id)!;
+          conn.stallAfterReply = () => witness.start(`${lock}/witness`, step.witnessLease as number);
+          break;
+        }
+        case "kick":
+          await kick(lock, id);
+          break;
+        case "force-release": {
+          const res = await fetch(`http://127.0.0.1:${opsPort}/v1/locks/force-release?name=${encodeURIComponent(lock)}`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } });
+          expect(res.status, where).toBe(200);
+          break;
+        }
+        case "pause-and-push": {
+          // The client process is frozen (SIGSTOP) for longer than its lease while the
+          // late-grant fake pushes the grant: on waking, it reads a grant after its deadline.
+          driver.proc.kill("SIGSTOP");
+          try {
+            await stopped(driver.proc.pid);
+            fakes.get("late-grant")!.push();
+            await Bun.sleep(step.pauseMs as number); // the pause is what is tested, not a wait for an event
+          } finally {
+            driver.proc.kill("SIGCONT");
+          }
+          break;
+        }
+        case "expect fake-answered": {
+          const fake = fakes.get(step.fake as FakeMode)!;
+          await fake.wakeup.until(() => fake.answered >= (step.count as number), WAIT_MS, () => `${step.fake} answering ${step.count} frames`);
+          break;
+        }
+        case "expect token-not": {
+          expect(tokens.get(id)!.toString(), where).not.toBe(step.token as string);
+          break;
+        }
+        case "fake-shutdown":
+          fakes.get("grant")!.shutdown();
+          break;
+        case "expect acquired": {
+          const e = await driver.until(outcome(id, "acquired", "error"), `${id} acquired`);
+          expect(e, where).toMatchObject({ event: "acquired" });
+          const token = BigInt(e.token as string);
+          expect(token > 0n, where).toBe(true);
+          tokens.set(id, token);
+          break;
+        }
+        case "expect error": {
+          const e = await driver.until(outcome(id, "acquired", "error"), `${id} error ${step.code}`);
+          expect({ event: e.event, code: e.code, class: e.class }, where).toEqual({ event: "error", code: step.code, class: step.class });
+          break;
+        }
+        case "expect lost": {
+          const e = await driver.until(outcome(id, "lost"), `${id} lost`);
+          expect(e.why, where).toBe(step.why);
+          if (step.serverCode !== undefined) expect(e.serverCode, where).toBe(step.serverCode);
+          break;
+        }
+        case "expect closed-at-proxy":
+          await proxy.wakeup.until(() => proxy.conn(id)?.closed, WAIT_MS, () => `${id} closing its connection through the proxy`);
+          break;
+        case "expect waiting":
+          await proxy.wakeup.until(() => proxy.conn(id)?.waitingSeen, WAIT_MS, () => `${id} WAITING through the proxy`);
+          break;
+        case "expect no-event":
+          expect(driver.find(outcome(id, "acquired", "error", "lost")), where).toBeUndefined();
+          break;
+        case "expect token-greater":
+          expect(tokens.get(id)! > tokens.get(step.than as string)!, where).toBe(true);
+          break;
+        case "expect heartbeats-at-least":
+          expect(proxy.conn(id)!.heartbeats, where).toBeGreaterThanOrEqual(step.count as number);
+          break;
+        case "expect order": {
+          const [firstEvent, firstId] = step.first as [string, string];
+          const [thenEvent, thenId] = step.then as [string, string];
+          const a = driver.find(outcome(firstId, firstEvent))!;
+          const b = driver.find(outcome(thenId, thenEvent))!;
+          expect(a.seq < b.seq, `${where}: ${JSON.stringify(driver.events)}`).toBe(true);
+          break;
+        }
+        case "expect lost-before-witness": {
+          const lost = await driver.until(outcome(id, "lost"), `${id} lost`);
+          const ended = await witnessWakeup.until(() => witness.endedAt, WAIT_MS, () => "the witness session's expiry");
+          expect(lost.arrived < ended, `${where}: the client reported the loss after a session with ${step.witnessLease} ms lease, started at the stall, expired`).toBe(true);
+          break;
+        }
+        case "expect fake-connections-at-least":
+          expect(fakes.get(step.fake as FakeMode)!.connections, where).toBeGreaterThanOrEqual(step.count as number);
+          break;
+        case "expect no-connection":
+          expect(proxy.conn(id), where).toBeUndefined();
+          break;
+        default:
+          throw new Error(`unknown step ${JSON.stringify(step)}`);
+      }
+    }
+    for (const c of proxy.conns) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
+    await driver.stop();
+    // A crash, an uncaught exception or (with LOCKD_GO_RACE=1) a data race in the driver fails the scenario.
+    expect(driver.stderr.join("\n"), `${scenario.name}: the driver's stderr`).not.toMatch(/DATA RACE|panic:|Traceback|Unhandled|error:/);
+  } finally {
+    await driver.stop();
+    witness.stop();
+    proxy.stop();
+    for (const fake of fakes.values()) fake.stop();
+  }
+}
+
+warnSkips();
+for (const kind of CLIENTS) {
+  describe(`conformance: ${kind.name} client`, () => {
+    if (kind.skip) {
+      test.skip(`${kind.name}: skipped: ${kind.skip}`, () => {});
+      return;
+    }
+    beforeAll(async () => {
+      await kind.setup();
+    }, 120_000);
+    SCENARIOS.forEach((scenario, index) => {
+      test(scenario.name, () => runScenario(kind, index, scenario), 30_000);
+    });
+  });
+}
