@@ -1,0 +1,294 @@
+/**
+ * Abuse bench: what one misbehaving peer costs everyone else.
+ *
+ * For each attack (bench/lib/abuse-options.ts lists them; bench/abuse-attacker.ts
+ * carries them out) a fresh `lockd serve` child starts on 127.0.0.1 (port 0),
+ * and, each in its own process:
+ *
+ * - legit (bench/abuse-legit.ts): holders on the real client library, one
+ *   per --leases entry, and a prober timing fresh ACQUIREs and GET /readyz
+ *   at a steady rate, from source address 127.0.0.2;
+ * - crowd (bench/abuse-crowd.ts, attacks d and e only): thousands of idle
+ *   sessions holding locks, from 127.0.1.x;
+ * - the attacker, from 127.0.0.1.
+ *
+ * The prober runs --rest at rest (setup done, attacker connected but idle),
+ * then during --duration of attack, then --after; the server's RSS is read
+ * from /proc/PID/status before, during (peak of 4 samples a second) and
+ * after. Every process is killed at the end of its attack, on error, and on
+ * Ctrl-C/SIGTERM; the children also exit on their own when this process goes
+ * or after a bounded lifetime. Only 127.0.0.1 is ever connected to.
+ *
+ * Output: progress on stderr; on stdout the machine's conditions and one
+ * markdown table row per attack (ready to paste into docs/reliability.md).
+ * Exit 1 when a legitimate holder lost its lock during an attack, 2 on
+ * a usage or tool error.
+ */
+import { availableParallelism, loadavg } from "node:os";
+import { ATTACKS, USAGE, UsageError, parseAbuseArgs, type AbuseOptions, type AttackId } from "./lib/abuse-options.ts";
+import { LockdServe, stopAllServers } from "./lib/lockd-serve.ts";
+import { Child, stopAll } from "./lib/spawn.ts";
+import type { Summary } from "./lib/stats.ts";
+
+const here = (file: string) => new URL(file, import.meta.url).pathname;
+const LEGIT_SOURCE = "127.0.0.2";
+const err = (line: string) => process.stderr.write(`${line}\n`);
+
+interface PhaseReport {
+  acquire: Summary;
+  acquireFailures: Record<string, number>;
+  readyz: Summary;
+  readyzFailures: Record<string, number>;
+  skipped: number;
+  losses: { lease: number; why: string; code: string; heldMs: number }[];
+}
+
+interface AttackResult {
+  id: AttackId;
+  rest: PhaseReport;
+  attack: PhaseReport;
+  after: PhaseReport;
+  setup: PhaseReport | undefined;
+  rss: { before: number; peak: number; after: number };
+  fds: { before: number; peak: number };
+  attacker: { counters: Record<string, number>; open: number; wallMs: number };
+  serverExit: number | null;
+  crowd: string;
+}
+
+let cleaning: Promise<void> | null = null;
+async function cleanUp(): Promise<void> {
+  cleaning ??= Promise.all([stopAll(), stopAllServers()]).then(() => {});
+  await cleaning;
+}
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.on(signal, () => {
+    err(`\n${signal}: stopping every process this bench started`);
+    void cleanUp().then(() => process.exit(130));
+  });
+}
+
+async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackResult> {
+  const floods = id === "f" || id === "g";
+  const lifetime = String(options.restMs + options.durationMs + options.afterMs + options.probeTimeoutMs + 180_000);
+  const { server, port, opsPort, ignored } = await LockdServe.start({ args: options.serverArgs, ulimit: floods ? options.ulimit : 0 });
+  for (const flag of ignored) if (!ignoredOptions.includes(flag)) ignoredOptions.push(flag);
+  try {
+    const legit = new Child(
+      here("abuse-legit.ts"),
+      [String(port), String(opsPort), LEGIT_SOURCE, options.leasesMs.join(","), String(options.probeRate), String(options.probeTimeoutMs), lifetime],
+      "legit",
+    );
+    await legit.ready();
+    let crowd = "";
+    if (id === "d" || id === "e") {
+      const count = id === "d" ? options.sessions : options.locks;
+      const t0 = performance.now();
+      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), id === "d" ? "24" : "512", String(options.perSource), lifetime], "crowd");
+      const info = await child.ready();
+      crowd = `${info.granted} sessions open${id === "e" ? " (512-byte names)" : ""}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
+      err(`  ${id}: crowd of ${info.granted} sessions in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    }
+    const attacker = new Child(
+      here("abuse-attacker.ts"),
+      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : id === "e" ? options.listers : options.churners), String(options.flood)],
+      `attacker-${id}`,
+    );
+    await attacker.ready();
+
+    await legit.request("phase", { name: "rest" });
+    await Bun.sleep(options.restMs);
+    const before = { rss: server.rss(), fds: server.fds() };
+    const peak = { ...before };
+    const sampler = setInterval(() => {
+      peak.rss = Math.max(peak.rss, server.rss() || 0);
+      peak.fds = Math.max(peak.fds, server.fds() || 0);
+    }, 250);
+    await legit.request("phase", { name: "attack" });
+    err(`  ${id}: attacking for ${options.durationMs / 1000} s`);
+    let report: AttackResult["attacker"];
+    try {
+      report = await Promise.race([
+        attacker.request<AttackResult["attacker"]>("run", { durationMs: options.durationMs }),
+        Bun.sleep(options.durationMs + 30_000).then(() => ({ counters: { "attacker did not report": 1 }, open: 0, wallMs: NaN })),
+      ]);
+    } finally {
+      clearInterval(sampler);
+    }
+    await legit.request("phase", { name: "after" });
+    await attacker.stop();
+    await Bun.sleep(options.afterMs);
+    await legit.request("settle", { ms: options.probeTimeoutMs + 2000 });
+    const after = server.rss();
+    const phases = (await legit.request<{ phases: Record<string, PhaseReport> }>("report")).phases;
+    return {
+      id,
+      rest: phases.rest!,
+      attack: phases.attack!,
+      after: phases.after!,
+      setup: phases.setup,
+      rss: { before: before.rss, peak: peak.rss, after },
+      fds: { before: before.fds, peak: peak.fds },
+      attacker: report,
+      serverExit: server.exitCode,
+      crowd,
+    };
+  } finally {
+    await stopAll();
+    await server.stop();
+  }
+}
+
+// --- formatting ---------------------------------------------------------------------
+
+const mib = (bytes: number) => (Number.isFinite(bytes) ? (bytes / 1024 / 1024).toFixed(0) : "?");
+const num = (n: number) => Math.round(n).toLocaleString("en-US");
+
+function ms(value: number, timeoutMs: number): string {
+  if (!Number.isFinite(value)) return "-";
+  const text = value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2);
+  return value >= timeoutMs ? `≥${text}` : text;
+}
+
+/** "rest → attack ms (ratio×)" */
+function versus(rest: number, during: number, timeoutMs: number): string {
+  const ratio = during / rest;
+  const r = !Number.isFinite(ratio) ? "?" : ratio >= 100 ? ratio.toFixed(0) : ratio.toFixed(1);
+  return `${ms(rest, timeoutMs)} → ${ms(during, timeoutMs)} ms (${r}×)`;
+}
+
+function failures(counts: Record<string, number>, skipped = 0): string {
+  const parts = Object.entries(counts).map(([what, n]) => `${n} ${what}`);
+  if (skipped > 0) parts.push(`${skipped} not sent`);
+  return parts.length === 0 ? "0" : parts.join(", ");
+}
+
+function attackerView(result: AttackResult): string {
+  const c = result.attacker.counters;
+  const n = (key: string) => c[key] ?? 0;
+  const errors = Object.entries(c)
+    .filter(([k]) => k.startsWith("ERROR ") || k.startsWith("connect failed") || k.startsWith("HTTP ") || k === "attacker did not report")
+    .map(([k, v]) => `${k.replace("ERROR ", "")} ${num(v)}`)
+    .join(", ");
+  const sent = `${mib(n("bytes sent"))} MiB of heartbeats sent`;
+  const cut = n("connections cut");
+  const meanCut = cut > 0 ? `${(n("ms until cut (sum)") / cut / 1000).toFixed(2)} s` : "";
+  const seconds = result.attacker.wallMs / 1000;
+  switch (result.id) {
+    case "a":
+      return `${sent}, ${num(n("replies"))} replies read; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}${errors ? `; ${errors}` : ""}`;
+    case "b":
+      return `${sent}; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}`;
+    case "c":
+      return `${num(n("connects"))} connections, cut after ${meanCut || "-"} on average; ${sent}`;
+    case "d":
+    case "e":
+      return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${mib(n("bytes read"))} MiB read${errors ? `; ${errors}` : ""}; ${result.crowd}`;
+    case "f":
+    case "g":
+      return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}`;
+    case "h":
+      return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), ${num(n("ACQUIRED"))} ACQUIRED${errors ? `; ${errors}` : ""}`;
+  }
+}
+
+function losses(result: AttackResult): { expired: number; lost: number; text: string } {
+  const all = [...result.attack.losses, ...result.after.losses];
+  const held = all.filter((l) => l.why !== "claim failed");
+  const reclaims = all.length - held.length;
+  const expired = held.filter((l) => l.code === "LEASE_EXPIRED").length;
+  const byLease = new Map<string, number>();
+  for (const l of held) {
+    const key = `${l.lease / 1000} s lease ${l.code || l.why}`;
+    byLease.set(key, (byLease.get(key) ?? 0) + 1);
+  }
+  const detail = [...byLease].map(([k, v]) => `${v}× ${k}`);
+  if (reclaims > 0) detail.push(`then ${reclaims} re-claims failed`);
+  const text = held.length === 0 && reclaims === 0 ? "0 / 0" : `**${expired} / ${held.length}** (${detail.join("; ")})`;
+  return { expired, lost: held.length + reclaims, text };
+}
+
+function row(result: AttackResult, options: AbuseOptions): string {
+  const t = options.probeTimeoutMs;
+  const { rest, attack } = result;
+  const cells = [
+    `${result.id}: ${ATTACKS[result.id]}`,
+    losses(result).text,
+    versus(rest.acquire.p50, attack.acquire.p50, t),
+    versus(rest.acquire.p99, attack.acquire.p99, t),
+    versus(rest.readyz.p50, attack.readyz.p50, t),
+    versus(rest.readyz.p99, attack.readyz.p99, t),
+    `${failures(attack.acquireFailures, attack.skipped)} / ${failures(attack.readyzFailures)}`,
+    `${mib(result.rss.before)} → ${mib(result.rss.peak)} → ${mib(result.rss.after)}`,
+    attackerView(result) + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
+  ];
+  return `| ${cells.map((c) => c.replace(/\|/g, "\\|")).join(" | ")} |`;
+}
+
+const HEAD = [
+  "attack",
+  "legit locks lost: LEASE_EXPIRED / all",
+  "fresh ACQUIRE p50: rest → attack",
+  "fresh ACQUIRE p99",
+  "/readyz p50",
+  "/readyz p99",
+  "probe failures (ACQUIRE / readyz)",
+  "server RSS MiB: before → peak → after",
+  "attacker's view",
+];
+
+const ignoredOptions: string[] = [];
+
+async function main(): Promise<number> {
+  let options: AbuseOptions | null;
+  try {
+    options = parseAbuseArgs(process.argv.slice(2));
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    err(`bench:abuse: ${error.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (options === null) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const load0 = loadavg();
+  const started = new Date();
+  err(`bench:abuse: attacks ${options.only.join(",")}, ${options.durationMs / 1000} s each after ${options.restMs / 1000} s at rest`);
+  const results: AttackResult[] = [];
+  for (const id of options.only) {
+    err(`attack ${id}: ${ATTACKS[id]}`);
+    const result = await runAttack(id, options);
+    results.push(result);
+    err(row(result, options));
+  }
+  const load1 = loadavg();
+
+  const out: string[] = [];
+  out.push(
+    `Machine: ${availableParallelism()} cores (server, attacker, prober and crowd share them); load average ${load0.map((l) => l.toFixed(2)).join(", ")} at the start, ${load1.map((l) => l.toFixed(2)).join(", ")} at the end; Bun ${Bun.version}; ${started.toISOString().slice(0, 16)}Z.`,
+  );
+  out.push(
+    `Run: \`npm run bench:abuse -- ${process.argv.slice(2).join(" ")}\`; each attack ${options.durationMs / 1000} s against ${options.restMs / 1000} s at rest on the same server; holders with leases ${options.leasesMs.map((l) => `${l / 1000} s`).join(", ")}; ${options.probeRate} probes/s, timeout ${options.probeTimeoutMs / 1000} s; server open-file limit ${options.ulimit || "inherited"} in f and g.`,
+  );
+  out.push(`Server options: ${options.serverArgs.length === 0 ? "defaults" : `\`${options.serverArgs.join(" ")}\``}${ignoredOptions.length > 0 ? `; NOT KNOWN to this server, so run without: ${ignoredOptions.join(", ")}` : ""}.`);
+  const setupLosses = results.flatMap((r) => [...(r.setup?.losses ?? []), ...r.rest.losses].map((l) => `${r.id}: ${l.lease / 1000} s lease ${l.code || l.why}`));
+  if (setupLosses.length > 0) out.push(`Losses before an attack began (setup or rest; not in the table): ${setupLosses.join("; ")}.`);
+  out.push("");
+  out.push(`| ${HEAD.join(" | ")} |`);
+  out.push(`|${HEAD.map(() => "---").join("|")}|`);
+  for (const result of results) out.push(row(result, options));
+  process.stdout.write(`\n${out.join("\n")}\n`);
+  return results.some((r) => losses(r).lost > 0) ? 1 : 0;
+}
+
+let code = 2;
+try {
+  code = await main();
+} catch (error) {
+  err(`bench:abuse: ${(error as Error).stack ?? error}`);
+  code = 2;
+} finally {
+  await cleanUp();
+}
+process.exit(code);
