@@ -142,6 +142,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
 // --- formatting ---------------------------------------------------------------------
 
 const mib = (bytes: number) => (Number.isFinite(bytes) ? (bytes / 1024 / 1024).toFixed(0) : "?");
+const size = (bytes: number) => (bytes >= 10 * 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(0)} MiB` : bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MiB` : `${(bytes / 1024).toFixed(0)} KiB`);
 const num = (n: number) => Math.round(n).toLocaleString("en-US");
 
 function ms(value: number, timeoutMs: number): string {
@@ -170,7 +171,7 @@ function attackerView(result: AttackResult): string {
     .filter(([k]) => k.startsWith("ERROR ") || k.startsWith("connect failed") || k.startsWith("HTTP ") || k === "attacker did not report")
     .map(([k, v]) => `${k.replace("ERROR ", "")} ${num(v)}`)
     .join(", ");
-  const sent = `${mib(n("bytes sent"))} MiB of heartbeats sent`;
+  const sent = `${size(n("bytes sent"))} of heartbeats sent`;
   const cut = n("connections cut");
   const meanCut = cut > 0 ? `${(n("ms until cut (sum)") / cut / 1000).toFixed(2)} s` : "";
   const seconds = result.attacker.wallMs / 1000;
@@ -183,12 +184,12 @@ function attackerView(result: AttackResult): string {
       return `${num(n("connects"))} connections, cut after ${meanCut || "-"} on average; ${sent}`;
     case "d":
     case "e":
-      return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${mib(n("bytes read"))} MiB read${errors ? `; ${errors}` : ""}; ${result.crowd}`;
+      return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}; ${result.crowd}`;
     case "f":
     case "g":
       return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}`;
     case "h":
-      return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), ${num(n("ACQUIRED"))} ACQUIRED${errors ? `; ${errors}` : ""}`;
+      return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), each closed right after its ACQUIRE${errors ? `; ${errors}` : ""}`;
   }
 }
 
