@@ -81,10 +81,12 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     );
     await legit.ready();
     let crowd = "";
+    let crowdPid = 0;
     if (id === "d" || id === "e") {
       const count = id === "d" ? options.sessions : options.locks;
       const t0 = performance.now();
       const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), id === "d" ? "24" : "512", String(options.perSource), lifetime], "crowd");
+      crowdPid = child.pid;
       const info = await child.ready();
       crowd = `${info.granted} sessions open${id === "e" ? " (512-byte names)" : ""}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
       err(`  ${id}: crowd of ${info.granted} sessions in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -95,6 +97,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       `attacker-${id}`,
     );
     await attacker.ready();
+    err(`  ${id}: pids server ${server.pid}, legit ${legit.pid}, attacker ${attacker.pid}${crowdPid > 0 ? `, crowd ${crowdPid}` : ""}`);
 
     await legit.request("phase", { name: "rest" });
     await Bun.sleep(options.restMs);
@@ -270,7 +273,7 @@ async function main(): Promise<number> {
     `Machine: ${availableParallelism()} cores (server, attacker, prober and crowd share them); load average ${load0.map((l) => l.toFixed(2)).join(", ")} at the start, ${load1.map((l) => l.toFixed(2)).join(", ")} at the end; Bun ${Bun.version}; ${started.toISOString().slice(0, 16)}Z.`,
   );
   out.push(
-    `Run: \`npm run bench:abuse -- ${process.argv.slice(2).join(" ")}\`; each attack ${options.durationMs / 1000} s against ${options.restMs / 1000} s at rest on the same server; holders with leases ${options.leasesMs.map((l) => `${l / 1000} s`).join(", ")}; ${options.probeRate} probes/s, timeout ${options.probeTimeoutMs / 1000} s; server open-file limit ${options.ulimit || "inherited"} in f and g.`,
+    `Run: \`npm run bench:abuse${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}\`; each attack ${options.durationMs / 1000} s against ${options.restMs / 1000} s at rest on the same server; holders with leases ${options.leasesMs.map((l) => `${l / 1000} s`).join(", ")}; ${options.probeRate} probes/s, timeout ${options.probeTimeoutMs / 1000} s; server open-file limit ${options.ulimit || "inherited"} in f and g.`,
   );
   out.push(`Server options: ${options.serverArgs.length === 0 ? "defaults" : `\`${options.serverArgs.join(" ")}\``}${ignoredOptions.length > 0 ? `; NOT KNOWN to this server, so run without: ${ignoredOptions.join(", ")}` : ""}.`);
   const setupLosses = results.flatMap((r) => [...(r.setup?.losses ?? []), ...r.rest.losses].map((l) => `${r.id}: ${l.lease / 1000} s lease ${l.code || l.why}`));
@@ -287,7 +290,8 @@ let code = 2;
 try {
   code = await main();
 } catch (error) {
-  err(`bench:abuse: ${(error as Error).stack ?? error}`);
+  // After a signal, the requests to the killed children fail: that is not news.
+  if (cleaning === null) err(`bench:abuse: ${(error as Error).stack ?? error}`);
   code = 2;
 } finally {
   await cleanUp();
