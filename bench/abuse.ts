@@ -54,6 +54,19 @@ interface AttackResult {
   attacker: { counters: Record<string, number>; open: number; wallMs: number };
   serverExit: number | null;
   crowd: string;
+  /** LEASE_EXPIRED the server sent from the attack's start to the end of --after (its /metrics). */
+  serverExpired: number;
+}
+
+/** The server's count of sessions it ended with LEASE_EXPIRED (NaN if /metrics does not answer in 10 s). */
+async function leaseExpiredCount(opsPort: number): Promise<number> {
+  try {
+    const response = await fetch(`http://127.0.0.1:${opsPort}/metrics`, { signal: AbortSignal.timeout(10_000) });
+    const match = /^lockd_session_ends_total\{reason="lease_expired"\} (\d+)$/m.exec(await response.text());
+    return match === null ? Number.NaN : Number(match[1]);
+  } catch {
+    return Number.NaN;
+  }
 }
 
 let cleaning: Promise<void> | null = null;
@@ -101,6 +114,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
 
     await legit.request("phase", { name: "rest" });
     await Bun.sleep(options.restMs);
+    const expiredBefore = await leaseExpiredCount(opsPort);
     const before = { rss: server.rss(), fds: server.fds() };
     const peak = { ...before };
     const sampler = setInterval(() => {
@@ -123,6 +137,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     await Bun.sleep(options.afterMs);
     await legit.request("settle", { ms: options.probeTimeoutMs + 2000 });
     const after = server.rss();
+    const serverExpired = (await leaseExpiredCount(opsPort)) - expiredBefore;
     const phases = (await legit.request<{ phases: Record<string, PhaseReport> }>("report")).phases;
     return {
       id,
@@ -135,6 +150,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       attacker: report,
       serverExit: server.exitCode,
       crowd,
+      serverExpired,
     };
   } finally {
     await stopAll();
@@ -196,11 +212,11 @@ function attackerView(result: AttackResult): string {
   }
 }
 
-function losses(result: AttackResult): { expired: number; lost: number; text: string } {
+/** Holds the legitimate holders lost during the attack or --after, and the cell that says so. */
+function losses(result: AttackResult): { lost: number; text: string } {
   const all = [...result.attack.losses, ...result.after.losses];
   const held = all.filter((l) => l.why !== "claim failed");
   const reclaims = all.length - held.length;
-  const expired = held.filter((l) => l.code === "LEASE_EXPIRED").length;
   const byLease = new Map<string, number>();
   for (const l of held) {
     const key = `${l.lease / 1000} s lease ${l.code || l.why}`;
@@ -208,8 +224,10 @@ function losses(result: AttackResult): { expired: number; lost: number; text: st
   }
   const detail = [...byLease].map(([k, v]) => `${v}× ${k}`);
   if (reclaims > 0) detail.push(`then ${reclaims} re-claims failed`);
-  const text = held.length === 0 && reclaims === 0 ? "0 / 0" : `**${expired} / ${held.length}** (${detail.join("; ")})`;
-  return { expired, lost: held.length + reclaims, text };
+  const expired = result.serverExpired;
+  if (expired !== 0) detail.push(`server sent LEASE_EXPIRED ${Number.isNaN(expired) ? "? times (no /metrics)" : `${expired}×`}`);
+  // Anything here fails the run: a lost hold, a failed re-claim, or an expiry the server counted.
+  return { lost: held.length + reclaims + (expired > 0 ? expired : 0), text: detail.length === 0 ? "0" : `**${held.length}** (${detail.join("; ")})` };
 }
 
 function row(result: AttackResult, options: AbuseOptions): string {
@@ -231,7 +249,7 @@ function row(result: AttackResult, options: AbuseOptions): string {
 
 const HEAD = [
   "attack",
-  "legit locks lost: LEASE_EXPIRED / all",
+  "legit holds lost (must be 0)",
   "fresh ACQUIRE p50: rest → attack",
   "fresh ACQUIRE p99",
   "/readyz p50",
