@@ -58,15 +58,22 @@ interface AttackResult {
   serverExpired: number;
 }
 
-/** The server's count of sessions it ended with LEASE_EXPIRED (NaN if /metrics does not answer in 10 s). */
+/**
+ * The server's count of sessions it ended with LEASE_EXPIRED, from /metrics;
+ * up to three tries of 10 s (after attack d the server may still be answering
+ * the scrapes it had already accepted). NaN if none answered.
+ */
 async function leaseExpiredCount(opsPort: number): Promise<number> {
-  try {
-    const response = await fetch(`http://127.0.0.1:${opsPort}/metrics`, { signal: AbortSignal.timeout(10_000) });
-    const match = /^lockd_session_ends_total\{reason="lease_expired"\} (\d+)$/m.exec(await response.text());
-    return match === null ? Number.NaN : Number(match[1]);
-  } catch {
-    return Number.NaN;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const response = await fetch(`http://127.0.0.1:${opsPort}/metrics`, { signal: AbortSignal.timeout(10_000) });
+      const match = /^lockd_session_ends_total\{reason="lease_expired"\} (\d+)$/m.exec(await response.text());
+      if (match !== null) return Number(match[1]);
+    } catch {
+      // timed out or refused: try again
+    }
   }
+  return Number.NaN;
 }
 
 let cleaning: Promise<void> | null = null;
