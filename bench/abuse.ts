@@ -51,6 +51,8 @@ interface AttackResult {
   setup: PhaseReport | undefined;
   rss: { before: number; peak: number; after: number };
   fds: { before: number; peak: number };
+  /** Server CPU during the attack, as a share of one core. */
+  cpu: number;
   attacker: { counters: Record<string, number>; open: number; wallMs: number };
   serverExit: number | null;
   crowd: string;
@@ -129,6 +131,8 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       peak.fds = Math.max(peak.fds, server.fds() || 0);
     }, 250);
     await legit.request("phase", { name: "attack" });
+    const cpu0 = server.cpuSeconds();
+    const t0 = performance.now();
     err(`  ${id}: attacking for ${options.durationMs / 1000} s`);
     let report: AttackResult["attacker"];
     try {
@@ -139,6 +143,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     } finally {
       clearInterval(sampler);
     }
+    const cpu = (server.cpuSeconds() - cpu0) / ((performance.now() - t0) / 1000);
     await legit.request("phase", { name: "after" });
     await attacker.stop();
     await Bun.sleep(options.afterMs);
@@ -154,6 +159,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       setup: phases.setup,
       rss: { before: before.rss, peak: peak.rss, after },
       fds: { before: before.fds, peak: peak.fds },
+      cpu,
       attacker: report,
       serverExit: server.exitCode,
       crowd,
@@ -248,6 +254,7 @@ function row(result: AttackResult, options: AbuseOptions): string {
     versus(rest.readyz.p50, attack.readyz.p50, t),
     versus(rest.readyz.p99, attack.readyz.p99, t),
     `${failures(attack.acquireFailures, attack.skipped)} / ${failures(attack.readyzFailures)}`,
+    Number.isFinite(result.cpu) ? `${(result.cpu * 100).toFixed(0)} %` : "?",
     `${mib(result.rss.before)} → ${mib(result.rss.peak)} → ${mib(result.rss.after)}`,
     attackerView(result) + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
   ];
@@ -262,6 +269,7 @@ const HEAD = [
   "/readyz p50",
   "/readyz p99",
   "probe failures (ACQUIRE / readyz)",
+  "server CPU (of one core)",
   "server RSS MiB: before → peak → after",
   "attacker's view",
 ];

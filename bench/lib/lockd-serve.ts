@@ -135,6 +135,17 @@ export class LockdServe {
     }
   }
 
+  /** CPU time (user + system) in seconds so far, from /proc/PID/stat (USER_HZ 100), or NaN. */
+  cpuSeconds(): number {
+    try {
+      const stat = readFileSync(`/proc/${this.pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return (Number(fields[11]) + Number(fields[12])) / 100;
+    } catch {
+      return Number.NaN;
+    }
+  }
+
   /** Open file descriptors (entries of /proc/PID/fd), or NaN. */
   fds(): number {
     try {
