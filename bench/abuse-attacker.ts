@@ -22,14 +22,15 @@
  * `prepare` connects what must exist before the clock starts (a's
  * ACQUIRED); `run` attacks for `durationMs` and answers with counters.
  *
- * Usage: bun bench/abuse-attacker.ts <a..h> <port> <opsPort> <lifetimeMs> <concurrency> <flood>
+ * Usage: bun bench/abuse-attacker.ts <a..h> <port> <opsPort> <lifetimeMs> <concurrency> <flood> [serverPid:dataDir]
  */
 import type { Socket, SocketHandler } from "bun";
 import { FrameReader, FrameType, HEARTBEAT_FRAME, encodeAcquire, errorCodeName, type FrameSink } from "../src/protocol/index.ts";
 import { ready, serveRequests } from "./lib/child.ts";
+import { exitWithBench } from "./lib/orphan.ts";
 import { SERVER_LIMITS } from "./lib/peer.ts";
 
-const [mode = "", portArg, opsPortArg, lifetimeArg = "600000", concurrencyArg = "200", floodArg = "4500"] = process.argv.slice(2);
+const [mode = "", portArg, opsPortArg, lifetimeArg = "600000", concurrencyArg = "200", floodArg = "4500", serverArg = ""] = process.argv.slice(2);
 const PORT = Number(portArg);
 const OPS_PORT = Number(opsPortArg);
 const CONCURRENCY = Math.max(1, Number(concurrencyArg));
@@ -38,8 +39,7 @@ const FLOOD = Math.max(1, Number(floodArg));
 const MAX_CONNECTIONS = 1_000_000;
 /** Connects in flight at once (floods): a listener that stops accepting would otherwise collect thousands. */
 const MAX_PENDING_CONNECTS = 256;
-setTimeout(() => process.exit(3), Number(lifetimeArg)).unref();
-process.on("disconnect", () => process.exit(0));
+exitWithBench(Number(lifetimeArg), serverArg);
 
 const counters: Record<string, number> = {};
 const bump = (key: string, n = 1) => (counters[key] = (counters[key] ?? 0) + n);

@@ -6,21 +6,21 @@
  * each), as many separate clients would, so a per-source session limit on
  * the server does not refuse them.
  *
- * Usage: bun bench/abuse-crowd.ts <port> <count> <nameBytes> <perSource> <lifetimeMs>
+ * Usage: bun bench/abuse-crowd.ts <port> <count> <nameBytes> <perSource> <lifetimeMs> [serverPid:dataDir]
  */
 import type { Socket } from "node:net";
 import { FrameType, encodeAcquire } from "../src/protocol/index.ts";
 import { ready, serveRequests } from "./lib/child.ts";
 import { connectFrom } from "./lib/net-source.ts";
+import { exitWithBench } from "./lib/orphan.ts";
 
-const [portArg, countArg, nameArg = "16", perSourceArg = "32", lifetimeArg = "600000"] = process.argv.slice(2);
+const [portArg, countArg, nameArg = "16", perSourceArg = "32", lifetimeArg = "600000", serverArg = ""] = process.argv.slice(2);
 const PORT = Number(portArg);
 const COUNT = Number(countArg);
 const NAME_BYTES = Math.max(8, Math.min(512, Number(nameArg)));
 const PER_SOURCE = Math.max(1, Number(perSourceArg));
 const LEASE_MS = 30 * 60_000;
-setTimeout(() => process.exit(3), Number(lifetimeArg)).unref();
-process.on("disconnect", () => process.exit(0));
+exitWithBench(Number(lifetimeArg), serverArg);
 
 const sockets: Socket[] = [];
 let granted = 0;

@@ -18,17 +18,18 @@
  * Requests (bench IPC): `phase` {name} labels the probes and losses from now
  * on; `report` returns everything per phase; `stop` ends the holders.
  *
- * Usage: bun bench/abuse-legit.ts <port> <opsPort> <source> <leases,ms> <probesPerSec> <probeTimeoutMs> <lifetimeMs>
+ * Usage: bun bench/abuse-legit.ts <port> <opsPort> <source> <leases,ms> <probesPerSec> <probeTimeoutMs> <lifetimeMs> [serverPid:dataDir]
  */
 import type { Socket } from "node:net";
 import { LockClient, LockLostError, type Lock } from "../src/client/index.ts";
 import { FrameReader, FrameType, encodeAcquire, errorCodeName, type FrameSink } from "../src/protocol/index.ts";
 import { ready, serveRequests } from "./lib/child.ts";
 import { connectFrom, httpGet, sourceConnector } from "./lib/net-source.ts";
+import { exitWithBench } from "./lib/orphan.ts";
 import { SERVER_LIMITS } from "./lib/peer.ts";
 import { summarize } from "./lib/stats.ts";
 
-const [portArg, opsPortArg, source = "127.0.0.2", leasesArg = "1000,5000", rateArg = "20", timeoutArg = "10000", lifetimeArg = "600000"] = process.argv.slice(2);
+const [portArg, opsPortArg, source = "127.0.0.2", leasesArg = "1000,5000", rateArg = "20", timeoutArg = "10000", lifetimeArg = "600000", serverArg = ""] = process.argv.slice(2);
 const PORT = Number(portArg);
 const OPS_PORT = Number(opsPortArg);
 const LEASES = leasesArg.split(",").map(Number);
@@ -38,8 +39,7 @@ const PROBE_TIMEOUT_MS = Number(timeoutArg);
 const MAX_IN_FLIGHT = 500;
 
 // Bounded lifetime, whatever the parent does.
-setTimeout(() => process.exit(3), Number(lifetimeArg)).unref();
-process.on("disconnect", () => process.exit(0));
+exitWithBench(Number(lifetimeArg), serverArg);
 
 interface PhaseStats {
   acquire: number[];

@@ -95,10 +95,12 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
   const lifetime = String(options.restMs + options.durationMs + options.afterMs + options.probeTimeoutMs + 180_000);
   const { server, port, opsPort, ignored } = await LockdServe.start({ args: options.serverArgs, ulimit: floods ? options.ulimit : 0 });
   for (const flag of ignored) if (!ignoredOptions.includes(flag)) ignoredOptions.push(flag);
+  // The children kill this server if the bench dies without doing so (bench/lib/orphan.ts).
+  const guard = `${server.pid}:${server.dataDir}`;
   try {
     const legit = new Child(
       here("abuse-legit.ts"),
-      [String(port), String(opsPort), LEGIT_SOURCE, options.leasesMs.join(","), String(options.probeRate), String(options.probeTimeoutMs), lifetime],
+      [String(port), String(opsPort), LEGIT_SOURCE, options.leasesMs.join(","), String(options.probeRate), String(options.probeTimeoutMs), lifetime, guard],
       "legit",
     );
     await legit.ready();
@@ -107,7 +109,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     if (id === "d" || id === "e") {
       const count = id === "d" ? options.sessions : options.locks;
       const t0 = performance.now();
-      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), id === "d" ? "24" : "512", String(options.perSource), lifetime], "crowd");
+      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), id === "d" ? "24" : "512", String(options.perSource), lifetime, guard], "crowd");
       crowdPid = child.pid;
       const info = await child.ready();
       crowd = `${info.granted} sessions open${id === "e" ? " (512-byte names)" : ""}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
@@ -115,7 +117,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     }
     const attacker = new Child(
       here("abuse-attacker.ts"),
-      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : id === "e" ? options.listers : options.churners), String(options.flood)],
+      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : id === "e" ? options.listers : options.churners), String(options.flood), guard],
       `attacker-${id}`,
     );
     await attacker.ready();

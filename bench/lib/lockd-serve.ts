@@ -37,7 +37,8 @@ export class LockdServe {
 
   private constructor(
     readonly proc: Subprocess<"ignore", "ignore", "pipe">,
-    private readonly dataDir: string,
+    /** Its own data directory (removed by stop()); also names it on its command line. */
+    readonly dataDir: string,
   ) {
     live.add(this);
     void forEachLine(proc.stderr, (line) => {
