@@ -295,11 +295,25 @@ async function main(): Promise<number> {
   const started = new Date();
   err(`bench:abuse: attacks ${options.only.join(",")}, ${options.durationMs / 1000} s each after ${options.restMs / 1000} s at rest`);
   const results: AttackResult[] = [];
+  const rows: string[] = [];
+  let failed = 0;
   for (const id of options.only) {
     err(`attack ${id}: ${ATTACKS[id]}`);
-    const result = await runAttack(id, options);
+    let result: AttackResult;
+    try {
+      result = await runAttack(id, options);
+    } catch (error) {
+      // One attack that cannot run (its setup failed) does not stop the others; its row says why.
+      if (cleaning !== null) throw error;
+      const message = (error as Error).message.split("\n")[0]!.slice(0, 300);
+      err(`  ${id}: FAILED: ${(error as Error).stack ?? error}`);
+      failed++;
+      rows.push(`| ${id}: ${ATTACKS[id]} | **the bench could not run this attack**: ${message.replace(/\|/g, "\\|")} |${" |".repeat(HEAD.length - 2)}`);
+      continue;
+    }
     results.push(result);
-    err(row(result, options));
+    rows.push(row(result, options));
+    err(rows.at(-1)!);
   }
   const load1 = loadavg();
 
@@ -316,8 +330,9 @@ async function main(): Promise<number> {
   out.push("");
   out.push(`| ${HEAD.join(" | ")} |`);
   out.push(`|${HEAD.map(() => "---").join("|")}|`);
-  for (const result of results) out.push(row(result, options));
+  out.push(...rows);
   process.stdout.write(`\n${out.join("\n")}\n`);
+  if (failed > 0) return 2;
   return results.some((r) => losses(r).lost > 0) ? 1 : 0;
 }
 
