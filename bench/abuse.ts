@@ -56,26 +56,41 @@ interface AttackResult {
   attacker: { counters: Record<string, number>; open: number; wallMs: number };
   serverExit: number | null;
   crowd: string;
-  /** LEASE_EXPIRED the server sent from the attack's start to the end of --after (its /metrics). */
-  serverExpired: number;
+  /** The server's counters from the attack's start to the end of --after (its /metrics). */
+  server: ServerCounters;
 }
 
+interface ServerCounters {
+  leaseExpired: number;
+  opened: number;
+  granted: number;
+  heartbeats: number;
+}
+
+const COUNTERS: Record<keyof ServerCounters, RegExp> = {
+  leaseExpired: /^lockd_session_ends_total\{reason="lease_expired"\} (\d+)$/m,
+  opened: /^lockd_sessions_opened_total (\d+)$/m,
+  granted: /^lockd_acquisitions_total\{path="immediate"\} (\d+)$/m,
+  heartbeats: /^lockd_heartbeats_total (\d+)$/m,
+};
+
 /**
- * The server's count of sessions it ended with LEASE_EXPIRED, from /metrics;
- * up to three tries of 10 s (after attack d the server may still be answering
- * the scrapes it had already accepted). NaN if none answered.
+ * The server's own counters, from /metrics; up to three tries of 10 s (after
+ * attack d the server may still be answering the scrapes it had already
+ * accepted). NaN for any it did not answer.
  */
-async function leaseExpiredCount(opsPort: number): Promise<number> {
+async function serverCounters(opsPort: number): Promise<ServerCounters> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const response = await fetch(`http://127.0.0.1:${opsPort}/metrics`, { signal: AbortSignal.timeout(10_000) });
-      const match = /^lockd_session_ends_total\{reason="lease_expired"\} (\d+)$/m.exec(await response.text());
-      if (match !== null) return Number(match[1]);
+      const text = await response.text();
+      const read = (key: keyof ServerCounters) => Number(COUNTERS[key].exec(text)?.[1] ?? Number.NaN);
+      if (response.ok) return { leaseExpired: read("leaseExpired"), opened: read("opened"), granted: read("granted"), heartbeats: read("heartbeats") };
     } catch {
       // timed out or refused: try again
     }
   }
-  return Number.NaN;
+  return { leaseExpired: Number.NaN, opened: Number.NaN, granted: Number.NaN, heartbeats: Number.NaN };
 }
 
 let cleaning: Promise<void> | null = null;
@@ -125,7 +140,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
 
     await legit.request("phase", { name: "rest" });
     await Bun.sleep(options.restMs);
-    const expiredBefore = await leaseExpiredCount(opsPort);
+    const counters0 = await serverCounters(opsPort);
     const before = { rss: server.rss(), fds: server.fds() };
     const peak = { ...before };
     const sampler = setInterval(() => {
@@ -151,7 +166,8 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     await Bun.sleep(options.afterMs);
     await legit.request("settle", { ms: options.probeTimeoutMs + 2000 });
     const after = server.rss();
-    const serverExpired = (await leaseExpiredCount(opsPort)) - expiredBefore;
+    const counters1 = await serverCounters(opsPort);
+    const delta = (key: keyof ServerCounters) => counters1[key] - counters0[key];
     const phases = (await legit.request<{ phases: Record<string, PhaseReport> }>("report")).phases;
     return {
       id,
@@ -165,7 +181,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       attacker: report,
       serverExit: server.exitCode,
       crowd,
-      serverExpired,
+      server: { leaseExpired: delta("leaseExpired"), opened: delta("opened"), granted: delta("granted"), heartbeats: delta("heartbeats") },
     };
   } finally {
     await stopAll();
@@ -177,7 +193,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
 
 const mib = (bytes: number) => (Number.isFinite(bytes) ? (bytes / 1024 / 1024).toFixed(0) : "?");
 const size = (bytes: number) => (bytes >= 10 * 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(0)} MiB` : bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MiB` : `${(bytes / 1024).toFixed(0)} KiB`);
-const num = (n: number) => Math.round(n).toLocaleString("en-US");
+const num = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "?");
 
 function ms(value: number, timeoutMs: number): string {
   if (!Number.isFinite(value)) return "-";
@@ -209,21 +225,24 @@ function attackerView(result: AttackResult): string {
   const cut = n("connections cut");
   const meanCut = cut > 0 ? `${(n("ms until cut (sum)") / cut / 1000).toFixed(2)} s` : "";
   const seconds = result.attacker.wallMs / 1000;
+  // The server's own counts over the same time (every client's, the attacker's by far the most).
+  const heartbeats = `server answered ${num(result.server.heartbeats)} heartbeats`;
+  const sessions = `server opened ${num(result.server.opened)} sessions, granted ${num(result.server.granted)}`;
   switch (result.id) {
     case "a":
-      return `${sent}, ${num(n("replies"))} replies read; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}${errors ? `; ${errors}` : ""}`;
+      return `${sent}, ${num(n("replies"))} replies read; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}${errors ? `; ${errors}` : ""}; ${heartbeats}`;
     case "b":
-      return `${sent}; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}`;
+      return `${sent}; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}; ${heartbeats}`;
     case "c":
-      return `${num(n("connects"))} connections, cut after ${meanCut || "-"} on average; ${sent}`;
+      return `${num(n("connects"))} connections, cut after ${meanCut || "-"} on average; ${sent}; ${heartbeats}`;
     case "d":
     case "e":
       return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}; ${result.crowd}`;
     case "f":
     case "g":
-      return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}`;
+      return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}${result.id === "g" ? `; ${sessions}` : ""}`;
     case "h":
-      return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), each closed right after its ACQUIRE${errors ? `; ${errors}` : ""}`;
+      return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), each closed right after its ACQUIRE${errors ? `; ${errors}` : ""}; ${sessions}`;
   }
 }
 
@@ -239,7 +258,7 @@ function losses(result: AttackResult): { lost: number; text: string } {
   }
   const detail = [...byLease].map(([k, v]) => `${v}× ${k}`);
   if (reclaims > 0) detail.push(`then ${reclaims} re-claims failed`);
-  const expired = result.serverExpired;
+  const expired = result.server.leaseExpired;
   if (expired !== 0) detail.push(`server sent LEASE_EXPIRED ${Number.isNaN(expired) ? "? times (no /metrics)" : `${expired}×`}`);
   // Anything here fails the run: a lost hold, a failed re-claim, or an expiry the server counted.
   return { lost: held.length + reclaims + (expired > 0 ? expired : 0), text: detail.length === 0 ? "0" : `**${held.length}** (${detail.join("; ")})` };
