@@ -11,6 +11,7 @@
  * - crowd (bench/abuse-crowd.ts, attacks d and e only): thousands of idle
  *   sessions holding locks, from 127.0.1.x;
  * - the attacker, from 127.0.0.1.
+ * This process reads the server's /metrics from 127.0.0.3.
  *
  * The prober runs --rest at rest (setup done, attacker connected but idle),
  * then during --duration of attack, then --after; the server's RSS is read
@@ -27,11 +28,14 @@
 import { availableParallelism, loadavg } from "node:os";
 import { ATTACKS, USAGE, UsageError, parseAbuseArgs, type AbuseOptions, type AttackId } from "./lib/abuse-options.ts";
 import { LockdServe, stopAllServers } from "./lib/lockd-serve.ts";
+import { httpGet } from "./lib/net-source.ts";
 import { Child, stopAll } from "./lib/spawn.ts";
 import type { Summary } from "./lib/stats.ts";
 
 const here = (file: string) => new URL(file, import.meta.url).pathname;
 const LEGIT_SOURCE = "127.0.0.2";
+/** The bench's own /metrics reads. */
+const BENCH_SOURCE = "127.0.0.3";
 const err = (line: string) => process.stderr.write(`${line}\n`);
 
 interface PhaseReport {
@@ -81,13 +85,12 @@ const COUNTERS: Record<keyof ServerCounters, RegExp> = {
  */
 async function serverCounters(opsPort: number): Promise<ServerCounters> {
   for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      const response = await fetch(`http://127.0.0.1:${opsPort}/metrics`, { signal: AbortSignal.timeout(10_000) });
-      const text = await response.text();
+    // A fresh connection each time (none stays open in a pool during the attack), from a source of its own.
+    const answer = await httpGet(BENCH_SOURCE, opsPort, "/metrics", 10_000, true);
+    if (answer.status === 200 && answer.text !== undefined) {
+      const text = answer.text;
       const read = (key: keyof ServerCounters) => Number(COUNTERS[key].exec(text)?.[1] ?? Number.NaN);
-      if (response.ok) return { leaseExpired: read("leaseExpired"), opened: read("opened"), granted: read("granted"), heartbeats: read("heartbeats") };
-    } catch {
-      // timed out or refused: try again
+      return { leaseExpired: read("leaseExpired"), opened: read("opened"), granted: read("granted"), heartbeats: read("heartbeats") };
     }
   }
   return { leaseExpired: Number.NaN, opened: Number.NaN, granted: Number.NaN, heartbeats: Number.NaN };

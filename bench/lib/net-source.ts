@@ -90,13 +90,16 @@ export interface HttpResult {
   readonly status: number;
   readonly bytes: number;
   readonly error?: string;
+  /** The whole answer (head and body) as latin1 text, when asked for. */
+  readonly text?: string;
 }
 
 /** GET `path` from 127.0.0.1:port on a fresh connection from `source`; gives up after `timeoutMs`. */
-export function httpGet(source: string, port: number, path: string, timeoutMs: number): Promise<HttpResult> {
+export function httpGet(source: string, port: number, path: string, timeoutMs: number, keepText = false): Promise<HttpResult> {
   return new Promise<HttpResult>((resolve) => {
     let bytes = 0;
     let head = "";
+    const chunks: Buffer[] = [];
     let done = false;
     const socket = net.connect({ host: "127.0.0.1", port, localAddress: source });
     const finish = (result: HttpResult) => {
@@ -110,12 +113,14 @@ export function httpGet(source: string, port: number, path: string, timeoutMs: n
     socket.once("connect", () => socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`));
     socket.on("data", (chunk: Buffer) => {
       bytes += chunk.length;
+      if (keepText) chunks.push(chunk);
       if (head.length < 64) head += chunk.toString("latin1", 0, Math.min(chunk.length, 64));
     });
     socket.once("error", (error: Error & { code?: string }) => finish({ status: 0, bytes, error: error.code ?? error.message }));
     socket.once("close", () => {
       const status = /^HTTP\/1\.[01] (\d{3})/.exec(head);
-      finish(status === null ? { status: 0, bytes, error: bytes === 0 ? "closed without an answer" : "bad answer" } : { status: Number(status[1]), bytes });
+      if (status === null) finish({ status: 0, bytes, error: bytes === 0 ? "closed without an answer" : "bad answer" });
+      else finish({ status: Number(status[1]), bytes, ...(keepText ? { text: Buffer.concat(chunks).toString("latin1") } : {}) });
     });
   });
 }
