@@ -16,7 +16,8 @@
  *   and as a sample at the timeout (a lower bound).
  *
  * Requests (bench IPC): `phase` {name} labels the probes and losses from now
- * on; `report` returns everything per phase; `stop` ends the holders.
+ * on; `settle` waits (bounded) for the probes in flight; `report` returns
+ * everything per phase; `stop` releases the holders' locks.
  *
  * Usage: bun bench/abuse-legit.ts <port> <opsPort> <source> <leases,ms> <probesPerSec> <probeTimeoutMs> <lifetimeMs> [serverPid:dataDir]
  */
