@@ -1,0 +1,324 @@
+/**
+ * The attacker for bench/abuse.ts (a child process; it connects from the
+ * default source, 127.0.0.1, with Bun.connect). One attack per process:
+ *
+ *   a  pipelined heartbeats, reading: one connection; after ACQUIRED it
+ *      writes HEARTBEAT frames (02 00 00 00) as fast as the socket takes
+ *      them and reads the replies. Not reopened once the server cuts it.
+ *   b  the same without reading (reads paused from the start; ACQUIRE and
+ *      the heartbeats go out back to back).
+ *   c  b in a loop: whenever the server cuts the connection, a new one.
+ *   d  `concurrency` keep-alive connections each asking GET /metrics again
+ *      as soon as the last answer is read.
+ *   e  the same with GET /v1/locks?limit=100000.
+ *   f  `flood` idle TCP connections to the ops port, reopened when closed.
+ *   g  `flood` idle TCP connections to the lock port (nothing sent),
+ *      reopened when closed.
+ *   h  `concurrency` loops of: connect, ACQUIRE (a lock of its own), close,
+ *      as fast as that goes.
+ *
+ * Every loop stops at the deadline and after a bounded number of
+ * connections; the process also exits on its own after `lifetimeMs`.
+ * `prepare` connects what must exist before the clock starts (a's
+ * ACQUIRED); `run` attacks for `durationMs` and answers with counters.
+ *
+ * Usage: bun bench/abuse-attacker.ts <a..h> <port> <opsPort> <lifetimeMs> <concurrency> <flood> [serverPid:dataDir]
+ */
+import type { Socket, SocketHandler } from "bun";
+import { FrameReader, FrameType, HEARTBEAT_FRAME, encodeAcquire, errorCodeName, type FrameSink } from "../src/protocol/index.ts";
+import { ready, serveRequests } from "./lib/child.ts";
+import { exitWithBench } from "./lib/orphan.ts";
+import { SERVER_LIMITS } from "./lib/peer.ts";
+
+const [mode = "", portArg, opsPortArg, lifetimeArg = "600000", concurrencyArg = "200", floodArg = "4500", serverArg = ""] = process.argv.slice(2);
+const PORT = Number(portArg);
+const OPS_PORT = Number(opsPortArg);
+const CONCURRENCY = Math.max(1, Number(concurrencyArg));
+const FLOOD = Math.max(1, Number(floodArg));
+/** The most connections any one run opens, whatever its duration. */
+const MAX_CONNECTIONS = 1_000_000;
+/** Connects in flight at once (floods): a listener that stops accepting would otherwise collect thousands. */
+const MAX_PENDING_CONNECTS = 256;
+exitWithBench(Number(lifetimeArg), serverArg);
+
+const counters: Record<string, number> = {};
+const bump = (key: string, n = 1) => (counters[key] = (counters[key] ?? 0) + n);
+let deadline = 0;
+let running = false;
+const sockets = new Set<Socket<Conn>>();
+const live = () => running && performance.now() < deadline;
+
+/** 64 KiB of HEARTBEAT frames. */
+const HEARTBEATS = new Uint8Array(64 * 1024);
+for (let i = 0; i < HEARTBEATS.length; i += 4) HEARTBEATS.set(HEARTBEAT_FRAME, i);
+
+class Conn implements FrameSink {
+  readonly reader = new FrameReader(SERVER_LIMITS);
+  granted = false;
+  offset = 0;
+  openedAt = performance.now();
+  closed = false;
+  onGranted: (() => void) | null = null;
+  onClosed: (() => void) | null = null;
+  /** HTTP: bytes of the answer still to read; -1 reading the head; -2 close-delimited. */
+  remaining = -1;
+  head = "";
+  path = "";
+
+  onFrame(type: number, _flags: number, bytes: Uint8Array, offset: number): boolean {
+    if (type === FrameType.ACQUIRED && !this.granted) {
+      this.granted = true;
+      bump("ACQUIRED");
+      this.onGranted?.();
+    } else if (type === FrameType.ERROR) {
+      bump(`ERROR ${errorCodeName(bytes[offset]!)}`);
+      return false;
+    } else bump("replies");
+    return true;
+  }
+}
+
+function gone(socket: Socket<Conn>): void {
+  const conn = socket.data;
+  if (conn.closed) return;
+  conn.closed = true;
+  sockets.delete(socket);
+  if (running) bump("closed by the server");
+  conn.onClosed?.();
+}
+
+const FRAMES: SocketHandler<Conn> = {
+  binaryType: "uint8array",
+  data(socket, chunk) {
+    bump("bytes read", chunk.length);
+    socket.data.reader.push(chunk, socket.data);
+  },
+  drain(socket) {
+    blast(socket);
+  },
+  end: gone,
+  close: gone,
+  error: gone,
+};
+
+const HTTP: SocketHandler<Conn> = {
+  binaryType: "uint8array",
+  data(socket, chunk) {
+    bump("bytes read", chunk.length);
+    httpData(socket, chunk);
+  },
+  end: gone,
+  close: gone,
+  error: gone,
+};
+
+async function connect(port: number, handler: SocketHandler<Conn>): Promise<Socket<Conn> | null> {
+  if (counters.connects !== undefined && counters.connects >= MAX_CONNECTIONS) return null;
+  bump("connects");
+  try {
+    const socket = await Bun.connect<Conn>({ hostname: "127.0.0.1", port, data: new Conn(), socket: handler });
+    sockets.add(socket);
+    return socket;
+  } catch (error) {
+    bump(`connect failed (${(error as { code?: string }).code ?? (error as Error).message})`);
+    return null;
+  }
+}
+
+function acquireFrame(): Uint8Array {
+  return encodeAcquire({ name: `abuse/attack/${process.pid}/${counters.connects ?? 0}`, leaseMs: 60_000, owner: "abuse-attacker", try: false });
+}
+
+// --- a, b, c: pipelined heartbeats ----------------------------------------------
+
+/** Write heartbeats until the socket takes no more (then `drain` calls again), yielding now and then. */
+function blast(socket: Socket<Conn>): void {
+  const conn = socket.data;
+  if (conn.closed || !conn.granted) return;
+  for (let round = 0; round < 16; round++) {
+    if (!live()) return;
+    const length = HEARTBEATS.length - conn.offset;
+    const written = socket.write(HEARTBEATS, conn.offset, length);
+    if (written < 0) return;
+    bump("bytes sent", written);
+    conn.offset = (conn.offset + written) % HEARTBEATS.length;
+    if (written < length) return; // the kernel is full: drain() resumes
+  }
+  setImmediate(() => blast(socket));
+}
+
+/** One pipelining connection; resolves when the server has cut it (or at the deadline). */
+async function pipeline(reading: boolean, prepared: Socket<Conn> | null): Promise<void> {
+  const socket = prepared ?? (await connect(PORT, FRAMES));
+  if (socket === null) return;
+  const conn = socket.data;
+  const closed = new Promise<void>((resolve) => (conn.onClosed = resolve));
+  if (!reading) {
+    socket.pause();
+    conn.granted = true; // nothing is read: send the heartbeats right behind the ACQUIRE
+    socket.write(acquireFrame());
+  }
+  const started = performance.now();
+  blast(socket);
+  await Promise.race([closed, Bun.sleep(Math.max(0, deadline - performance.now()))]);
+  if (conn.closed) {
+    bump("connections cut");
+    bump("ms until cut (sum)", performance.now() - started);
+  }
+}
+
+async function prepareA(): Promise<Socket<Conn>> {
+  const socket = await connect(PORT, FRAMES);
+  if (socket === null) throw new Error("attack a: cannot connect");
+  const granted = new Promise<void>((resolve) => (socket.data.onGranted = resolve));
+  socket.write(acquireFrame());
+  await Promise.race([granted, Bun.sleep(10_000).then(() => Promise.reject(new Error("attack a: no ACQUIRED in 10 s")))]);
+  return socket;
+}
+
+// --- d, e: concurrent ops requests ----------------------------------------------
+
+function httpRequest(socket: Socket<Conn>): void {
+  const conn = socket.data;
+  conn.remaining = -1;
+  conn.head = "";
+  socket.write(`GET ${conn.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+}
+
+function httpData(socket: Socket<Conn>, chunk: Uint8Array): void {
+  const conn = socket.data;
+  let pos = 0;
+  while (pos < chunk.length) {
+    if (conn.remaining === -2) return; // close-delimited: read until the close
+    if (conn.remaining === -1) {
+      const take = Math.min(chunk.length - pos, 4096);
+      const before = conn.head.length;
+      conn.head += Buffer.from(chunk.buffer, chunk.byteOffset + pos, take).toString("latin1");
+      const end = conn.head.indexOf("\r\n\r\n");
+      if (end < 0) {
+        pos += take;
+        if (conn.head.length > 16_384) socket.terminate();
+        continue;
+      }
+      pos += end + 4 - before;
+      const status = /^HTTP\/1\.[01] (\d{3})/.exec(conn.head)?.[1] ?? "???";
+      bump(`HTTP ${status}`);
+      const length = /\r\ncontent-length:\s*(\d+)/i.exec(conn.head);
+      conn.remaining = length === null ? -2 : Number(length[1]);
+    }
+    if (conn.remaining >= 0) {
+      const take = Math.min(conn.remaining, chunk.length - pos);
+      conn.remaining -= take;
+      pos += take;
+      if (conn.remaining === 0) {
+        bump("answers");
+        if (live()) httpRequest(socket);
+        else socket.terminate();
+        return;
+      }
+    }
+  }
+}
+
+async function requester(path: string): Promise<void> {
+  while (live()) {
+    const socket = await connect(OPS_PORT, HTTP);
+    if (socket === null) {
+      await Bun.sleep(10);
+      continue;
+    }
+    const closed = new Promise<void>((resolve) => (socket.data.onClosed = resolve));
+    socket.data.path = path;
+    httpRequest(socket);
+    await Promise.race([closed, Bun.sleep(Math.max(0, deadline - performance.now()))]);
+  }
+}
+
+// --- f, g: idle floods ------------------------------------------------------------
+
+async function flood(port: number): Promise<void> {
+  let pending = 0;
+  let maxOpen = 0;
+  const handler: SocketHandler<Conn> = { ...FRAMES, drain() {} };
+  await new Promise<void>((resolve) => {
+    const fill = () => {
+      if (!live()) return resolve();
+      while (sockets.size + pending < FLOOD && pending < MAX_PENDING_CONNECTS && live()) {
+        pending++;
+        void connect(port, handler).then((socket) => {
+          pending--;
+          maxOpen = Math.max(maxOpen, sockets.size);
+          if (socket !== null) socket.data.onClosed = () => setImmediate(fill);
+          setImmediate(fill);
+        });
+      }
+    };
+    fill();
+    setTimeout(resolve, Math.max(0, deadline - performance.now()));
+  });
+  counters["most open at once"] = maxOpen;
+}
+
+// --- h: connection flood ------------------------------------------------------------
+
+async function churn(): Promise<void> {
+  while (live()) {
+    const socket = await connect(PORT, FRAMES);
+    if (socket === null) {
+      await Bun.sleep(1);
+      continue;
+    }
+    const closed = new Promise<void>((resolve) => (socket.data.onClosed = resolve));
+    socket.write(acquireFrame());
+    socket.end();
+    await Promise.race([closed, Bun.sleep(Math.max(0, deadline - performance.now()))]);
+  }
+}
+
+// --- IPC -------------------------------------------------------------------------------
+
+let prepared: Socket<Conn> | null = null;
+if (mode === "a") prepared = await prepareA();
+else if (!"bcdefgh".includes(mode) || mode.length !== 1) throw new Error(`unknown attack ${JSON.stringify(mode)}`);
+
+serveRequests({
+  async run(request) {
+    const durationMs = Number(request.durationMs);
+    const t0 = performance.now();
+    deadline = t0 + durationMs;
+    running = true;
+    switch (mode) {
+      case "a":
+        await pipeline(true, prepared);
+        break;
+      case "b":
+        await pipeline(false, null);
+        break;
+      case "c":
+        while (live()) await pipeline(false, null);
+        break;
+      case "d":
+      case "e": {
+        const path = mode === "d" ? "/metrics" : "/v1/locks?limit=100000";
+        await Promise.all(Array.from({ length: CONCURRENCY }, () => requester(path)));
+        break;
+      }
+      case "f":
+        await flood(OPS_PORT);
+        break;
+      case "g":
+        await flood(PORT);
+        break;
+      case "h":
+        await Promise.all(Array.from({ length: CONCURRENCY }, () => churn()));
+        break;
+    }
+    // Whatever is left waiting returns at the deadline; stop everything.
+    await Bun.sleep(Math.max(0, deadline - performance.now()));
+    running = false;
+    const open = sockets.size;
+    for (const socket of sockets) socket.terminate();
+    return { counters, open, wallMs: performance.now() - t0 };
+  },
+});
+ready({ mode });

@@ -1,0 +1,131 @@
+/** Command line of bench/abuse.ts: parsed and checked here, so a test can hold it to its word. */
+import { parseDuration } from "../../src/config.ts";
+
+export const ATTACKS = {
+  a: "pipelined heartbeats, reading the replies (1 connection)",
+  b: "pipelined heartbeats, not reading (1 connection)",
+  c: "pipelined heartbeats, not reading, reconnecting in a loop",
+  d: "concurrent GET /metrics with many sessions open",
+  e: "concurrent GET /v1/locks?limit=100000, many 512-byte names",
+  f: "idle connections flooding the ops port",
+  g: "idle connections flooding the lock port",
+  h: "new connections: connect, ACQUIRE, close, in a loop",
+} as const;
+export type AttackId = keyof typeof ATTACKS;
+export const ATTACK_IDS = Object.keys(ATTACKS) as AttackId[];
+
+export interface AbuseOptions {
+  readonly only: readonly AttackId[];
+  readonly durationMs: number;
+  readonly restMs: number;
+  readonly afterMs: number;
+  readonly leasesMs: readonly number[];
+  readonly probeRate: number;
+  readonly probeTimeoutMs: number;
+  /** Crowd sessions for d (short names) and locks for e (512-byte names). */
+  readonly sessions: number;
+  readonly locks: number;
+  readonly scrapers: number;
+  readonly listers: number;
+  readonly flood: number;
+  readonly churners: number;
+  /** Soft open-file limit for the server in the descriptor floods (f, g); 0 = inherit. */
+  readonly ulimit: number;
+  readonly perSource: number;
+  /** Options for `lockd serve`, everything after `--`. */
+  readonly serverArgs: readonly string[];
+}
+
+export const USAGE = `Usage: npm run bench:abuse -- [options] [-- lockd serve options]
+
+Runs each attack against a fresh \`lockd serve\` child on 127.0.0.1 while
+holders (real client library) keep locks on schedule and a prober times
+fresh ACQUIREs and GET /readyz; prints one markdown table row per attack.
+
+Options:
+  --only a,c,h          attacks to run (default all: ${ATTACK_IDS.join(",")})
+  --duration 10s        length of each attack
+  --rest 5s             prober baseline before each attack (same server, same setup)
+  --after 3s            time after each attack in which losses still count
+  --leases 1s,1s,5s,5s  one legitimate holder per lease
+  --probe-rate 20       probes per second (each: one fresh ACQUIRE and one /readyz)
+  --probe-timeout 10s   a probe with no answer by then fails
+  --sessions 10000      open sessions during d
+  --locks 10000         held locks with 512-byte names during e
+  --scrapers 2000       concurrent /metrics requests (d)
+  --listers 50          concurrent /v1/locks requests (e)
+  --flood 4500          idle connections (f, g)
+  --churners 64         concurrent connect-ACQUIRE-close loops (h)
+  --ulimit 4096         server's open-file limit in f and g (0: inherit)
+  --per-source 32       crowd sessions per source address (127.0.1.x)
+  -h, --help            this text
+
+Options after \`--\` go to \`lockd serve\` in every attack, e.g.
+  npm run bench:abuse -- --only g,h -- --max-sessions-per-source 64
+A server that does not know an option is started without it, and the
+report says so.`;
+
+export class UsageError extends Error {}
+
+function positive(flag: string, text: string, integer = true): number {
+  const n = Number(text);
+  if (!(Number.isFinite(n) && n > 0 && (!integer || Number.isInteger(n)))) throw new UsageError(`${flag}: "${text}" is not a positive ${integer ? "whole " : ""}number`);
+  return n;
+}
+
+function durationOf(flag: string, text: string, min = 1): number {
+  const ms = parseDuration(text);
+  if (!(ms >= min)) throw new UsageError(`${flag}: "${text}" is not a duration of at least ${min} ms (examples: 500ms, 10s, 2m)`);
+  return ms;
+}
+
+/** Parse argv (without the program name); throws UsageError with a message naming the flag. Returns null for --help. */
+export function parseAbuseArgs(argv: readonly string[]): AbuseOptions | null {
+  const split = argv.indexOf("--");
+  const own = split < 0 ? argv : argv.slice(0, split);
+  const serverArgs = split < 0 ? [] : argv.slice(split + 1);
+  const values = new Map<string, string>();
+  for (let i = 0; i < own.length; i++) {
+    const arg = own[i]!;
+    if (arg === "-h" || arg === "--help") return null;
+    if (!arg.startsWith("--")) throw new UsageError(`unexpected argument ${JSON.stringify(arg)} (server options go after --)`);
+    const eq = arg.indexOf("=");
+    const flag = eq > 0 ? arg.slice(0, eq) : arg;
+    const value = eq > 0 ? arg.slice(eq + 1) : own[++i];
+    if (value === undefined) throw new UsageError(`${flag} needs a value`);
+    values.set(flag, value);
+  }
+  const known = ["--only", "--duration", "--rest", "--after", "--leases", "--probe-rate", "--probe-timeout", "--sessions", "--locks", "--scrapers", "--listers", "--flood", "--churners", "--ulimit", "--per-source"];
+  for (const flag of values.keys()) if (!known.includes(flag)) throw new UsageError(`unknown option ${flag} (lockd serve options go after --)`);
+  const get = (flag: string, fallback: string) => values.get(flag) ?? fallback;
+
+  const only = get("--only", ATTACK_IDS.join(","))
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+  for (const id of only) if (!(id in ATTACKS)) throw new UsageError(`--only: unknown attack ${JSON.stringify(id)} (known: ${ATTACK_IDS.join(",")})`);
+  if (only.length === 0) throw new UsageError("--only: name at least one attack");
+  const ulimitText = get("--ulimit", "4096");
+  const ulimit = ulimitText === "0" ? 0 : positive("--ulimit", ulimitText);
+  return {
+    only: ATTACK_IDS.filter((id) => only.includes(id)),
+    durationMs: durationOf("--duration", get("--duration", "10s"), 100),
+    restMs: durationOf("--rest", get("--rest", "5s"), 100),
+    afterMs: durationOf("--after", get("--after", "3s"), 0),
+    leasesMs: get("--leases", "1s,1s,5s,5s")
+      .split(",")
+      .filter((s) => s !== "")
+      .map((s) => durationOf("--leases", s, 100)),
+    probeRate: positive("--probe-rate", get("--probe-rate", "20"), false),
+    probeTimeoutMs: durationOf("--probe-timeout", get("--probe-timeout", "10s"), 100),
+    sessions: positive("--sessions", get("--sessions", "10000")),
+    locks: positive("--locks", get("--locks", "10000")),
+    scrapers: positive("--scrapers", get("--scrapers", "2000")),
+    listers: positive("--listers", get("--listers", "50")),
+    flood: positive("--flood", get("--flood", "4500")),
+    churners: positive("--churners", get("--churners", "64")),
+    ulimit,
+    perSource: positive("--per-source", get("--per-source", "32")),
+    serverArgs,
+  };
+}
