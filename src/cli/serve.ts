@@ -2,9 +2,11 @@
 import { helpRow, optionsHelp, parseOptions, SERVE_OPTIONS } from "../config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "../server/admin.ts";
-import { Daemon, ListenError } from "../server/daemon.ts";
+import { Daemon, type DaemonOptions, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
-import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
+import { FileTokens, readFloor, TokenStoreError } from "../server/tokens-file.ts";
+import { redactUrl } from "../server/coordinator-store.ts";
+import { instanceId, openCoordinator, resolveCoordinatorUrl } from "./coordinator.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -30,8 +32,16 @@ on the same level (two flags, or two variables) is an error.
 The data directory holds the fencing-token floor: keep it across restarts
 (tokens continue above it); see docs/operations.md.
 
-Exit codes: 0 stopped cleanly; 64 bad options; 65 the token floor is
-corrupt; 66 a certificate or key file cannot be read; 69 cannot listen;
+With --coordinator (a PostgreSQL URL), this instance is one of the active
+and standbys of --service: a standby has no lock listener (its /readyz is
+503) and takes over when the active's row goes unrenewed for
+--coordinator-lease; tokens then come from the coordinator's row, not the
+data directory. See docs/operations.md, "Running two or three instances".
+
+Exit codes: 0 stopped cleanly; 64 bad options (or a --coordinator URL that
+is not PostgreSQL); 65 the token floor is corrupt, or the coordinator's
+tables are another schema version; 66 a certificate or key file cannot be
+read; 69 cannot listen, or the coordinator cannot be reached or refuses the login;
 70 stopped by a second signal; 73 the data directory cannot be created or
 written; 74 the token floor could not be written while running.
 `;
@@ -63,8 +73,26 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     : { ...tlsPair, ...(options.tlsClientCa !== undefined ? { clientCa: readOptionFile(options.tlsClientCa, "--tls-client-ca") } : {}) };
   const opsTls = pairOf(options.opsTlsCert, options.opsTlsKey, "--ops-tls-cert", "--ops-tls-key");
 
-  let tokens: FileTokens;
-  try {
+  const coordinatorUrl = resolveCoordinatorUrl(options, parsed.sources);
+  let coordinator: DaemonOptions["coordinator"];
+  if (coordinatorUrl !== null) {
+    // Tokens come from the coordinator's row. A data directory's floor (a server that ran
+    // without --coordinator before) seeds the row when this instance creates it.
+    let initialFloor: number;
+    try {
+      initialFloor = readFloor(options.dataDir);
+    } catch (error) {
+      if (!(error instanceof TokenStoreError)) throw error;
+      process.stderr.write(`lockd serve: ${error.message}\n`);
+      return ExitCode.DATA_ERROR;
+    }
+    const instance = instanceId();
+    const store = await openCoordinator(coordinatorUrl.url, options.service, instance, options.coordinatorLease, options.tokenBlock);
+    coordinator = { store, service: options.service, instance, leaseMs: options.coordinatorLease, block: Math.max(2, options.tokenBlock), initialFloor };
+  }
+
+  let tokens: FileTokens | undefined;
+  if (coordinator === undefined) try {
     tokens = FileTokens.open(options.dataDir, options.tokenBlock, (error) => {
       // No token can be issued safely any more: stop, so clients fail over.
       log.error("cannot reserve fencing tokens: stopping", { dataDir: options.dataDir, error: error.message });
@@ -87,7 +115,8 @@ export async function serve(argv: readonly string[], env: Record<string, string 
       adminToken: admin.token,
       log,
       version: VERSION,
-      tokens,
+      ...(tokens !== undefined ? { tokens } : {}),
+      ...(coordinator !== undefined ? { coordinator } : {}),
       ...(tls !== undefined ? { tls } : {}),
       ...(opsTls !== undefined ? { opsTls } : {}),
     });
@@ -100,9 +129,27 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
 
-  log.info("lockd listening", {
+  const roles = daemon.roles;
+  if (roles !== null) {
+    // The role is known after the first answer from the coordinator (bounded: it may be gone already).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([roles.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, options.coordinatorLease)))]);
+    clearTimeout(timer);
+  }
+  const server = roles === null ? daemon.server : roles.server;
+  log.info(roles === null ? "lockd listening" : "lockd started", {
     version: VERSION,
-    listen: `${daemon.server.hostname}:${daemon.server.port}`,
+    ...(roles === null
+      ? {}
+      : {
+          role: roles.role,
+          epoch: roles.machine.epoch,
+          service: options.service,
+          instance: roles.view().instance,
+          coordinator: redactUrl(coordinatorUrl!.url),
+          coordinatorLeaseMs: options.coordinatorLease,
+        }),
+    listen: server === null ? `${options.listen.host}:${options.listen.port} (when active)` : `${server.hostname}:${server.port}`,
     ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
     ioTimeoutMs: options.ioTimeout,
     maxSessions: Number.isFinite(maxSessions) ? maxSessions : "unlimited",
@@ -110,7 +157,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     adminToken: admin.token === null ? "none (admin endpoints answer 403)" : admin.from,
     logLevel: options.logLevel,
     dataDir: options.dataDir,
-    tokensFrom: tokens.last + 1,
+    tokensFrom: tokens !== undefined ? tokens.last + 1 : roles?.role === "active" ? roles.last + 1 : "the coordinator's floor, when active",
     tls: tls === undefined ? "off" : tls.clientCa === undefined ? "on" : "mutual",
     opsTls: opsTls === undefined ? "off" : "on",
     openFileLimit: { soft: limit.soft, hard: limit.hard },

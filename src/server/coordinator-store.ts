@@ -59,7 +59,12 @@ export interface CoordinatorStore {
 
 /** A coordinator that cannot be used: the message is one line for the operator. */
 export class CoordinatorConfigError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    options?: ErrorOptions,
+    /** usage: the URL itself is wrong; schema: the tables are another version's; unavailable: the rest. */
+    readonly kind: "usage" | "schema" | "unavailable" = "unavailable",
+  ) {
     super(message, options);
     this.name = "CoordinatorConfigError";
   }
@@ -136,10 +141,10 @@ export class PgCoordinatorStore implements CoordinatorStore {
     try {
       protocol = new URL(options.url).protocol;
     } catch {
-      throw new CoordinatorConfigError(`--coordinator: ${JSON.stringify(redactUrl(options.url))} is not a URL (example: postgres://lockd@db.internal:5432/lockd)`);
+      throw new CoordinatorConfigError(`--coordinator: ${JSON.stringify(redactUrl(options.url))} is not a URL (example: postgres://lockd@db.internal:5432/lockd)`, undefined, "usage");
     }
     if (protocol !== "postgres:" && protocol !== "postgresql:") {
-      throw new CoordinatorConfigError(`--coordinator: ${redactUrl(options.url)} is not a PostgreSQL URL (it must start with postgres:// or postgresql://)`);
+      throw new CoordinatorConfigError(`--coordinator: ${redactUrl(options.url)} is not a PostgreSQL URL (it must start with postgres:// or postgresql://)`, undefined, "usage");
     }
     const sql = new SQL({
       url: options.url,
@@ -176,7 +181,9 @@ export class PgCoordinatorStore implements CoordinatorStore {
         if (version !== SCHEMA_VERSION) {
           throw new CoordinatorConfigError(
             `the coordinator's lockd tables have schema version ${version} (${SCHEMA_TABLE}); this lockd expects version ${SCHEMA_VERSION}: ` +
-              `use a lockd of the matching version, or another database or service`,
+              `use a lockd of the matching version, or another database`,
+            undefined,
+            "schema",
           );
         }
         await sql.unsafe(STATEMENTS.createTable);

@@ -65,11 +65,14 @@ export type CoordinatorAction =
   /** token_floor + block where holder = me and epoch = `epoch` (answer: `reserveDone`). */
   | { readonly type: "reserve"; readonly epoch: number }
   /** Become active: listen, and issue tokens from the machine (`nextToken`). */
-  | { readonly type: "activate"; readonly epoch: number; readonly firstToken: number }
+  | { readonly type: "activate"; readonly epoch: number; readonly firstToken: number; readonly why: ActivationReason }
   /** Stop granting: every session gets SHUTTING_DOWN, the listener closes; the instance is a standby again. */
   | { readonly type: "stepDown"; readonly epoch: number; readonly reason: string }
   /** Clean stop: mark the row released (holder = "") if it is still mine (answer: none needed). */
   | { readonly type: "release"; readonly epoch: number };
+
+/** How a term began: this instance created the row, took a released row, or one left unchanged for a lease. */
+export type ActivationReason = "created" | "released" | "expired";
 
 /** The answer of a statement that requires holder = me and epoch = mine. */
 export const enum Outcome {
@@ -114,6 +117,7 @@ export class Coordinator {
   // --- standby ----------------------------------------------------------------------
   private pending: Pending = null;
   private pendingSentAt = 0;
+  private takeoverWhy: ActivationReason = "expired";
   private nextReadAt = 0;
   private watched: Watched | null = null;
   /** When the first read that showed `watched` answered. */
@@ -181,6 +185,7 @@ export class Coordinator {
       const w = this.watched;
       if (w !== null && now >= this.watchedSince + this.watchLeaseMs) {
         this.send("takeover", now);
+        this.takeoverWhy = w.holder === "" ? "released" : "expired";
         out.push({ type: "takeover", watched: w });
       } else if (now >= this.nextReadAt) {
         this.send("read", now);
@@ -220,6 +225,7 @@ export class Coordinator {
       // Released by a clean stop: take over at once, by the same compare-and-set.
       this.watched = seen;
       this.send("takeover", now);
+      this.takeoverWhy = "released";
       return [{ type: "takeover", watched: seen }];
     }
     const w = this.watched;
@@ -239,7 +245,7 @@ export class Coordinator {
       this.nextReadAt = now;
       return this.tick(now);
     }
-    return this.becomeActive(now, row);
+    return this.becomeActive(now, row, "created");
   }
 
   /** The answer to `takeover`: the row as updated, or null when it changed nothing (or no answer). */
@@ -251,7 +257,7 @@ export class Coordinator {
       this.nextReadAt = now;
       return this.tick(now);
     }
-    return this.becomeActive(now, row);
+    return this.becomeActive(now, row, this.takeoverWhy);
   }
 
   /** The answer to the renewal of term `epoch` sent at `sentAt`. */
@@ -357,7 +363,7 @@ export class Coordinator {
     }
   }
 
-  private becomeActive(now: number, row: CoordinatorRow): CoordinatorAction[] {
+  private becomeActive(now: number, row: CoordinatorRow, why: ActivationReason): CoordinatorAction[] {
     this.role = "active";
     this.epoch = row.epoch;
     this.takeovers++;
@@ -371,7 +377,7 @@ export class Coordinator {
     this.tokenLast = row.tokenFloor - this.block;
     this.blockEnd = row.tokenFloor;
     this.nextBlockEnd = 0;
-    const out: CoordinatorAction[] = [{ type: "activate", epoch: row.epoch, firstToken: this.tokenLast + 1 }];
+    const out: CoordinatorAction[] = [{ type: "activate", epoch: row.epoch, firstToken: this.tokenLast + 1, why }];
     out.push(...this.tick(now));
     return out;
   }

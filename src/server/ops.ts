@@ -21,6 +21,7 @@ import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { OpsStats, renderMetrics } from "./metrics.ts";
+import type { Roles } from "./roles.ts";
 import type { LockServer } from "./server.ts";
 import { holderView, lockView, locksView, positionOf, waiterView } from "./views.ts";
 
@@ -28,7 +29,9 @@ export interface OpsOptions {
   readonly hostname: string;
   /** 0 picks a free port (tests). */
   readonly port: number;
-  readonly server: LockServer;
+  readonly server: Pick<LockServer, "engine" | "connectionCount">;
+  /** With --coordinator: the role layer (role and epoch in /readyz and /metrics). */
+  readonly roles?: Pick<Roles, "view" | "metrics">;
   readonly auth: AdminAuth;
   readonly log: Logger;
   readonly version: string;
@@ -142,7 +145,7 @@ export class OpsServer {
         return method === "GET" ? json(200, { status: "live" }) : notAllowed(method, "GET");
       case "/readyz":
         if (method !== "GET") return notAllowed(method, "GET");
-        return this.options.isReady() ? json(200, { status: "ready" }) : json(503, { status: "shutting_down" });
+        return this.readyz();
       case "/metrics":
         if (method !== "GET") return notAllowed(method, "GET");
         return new Response(this.metrics(), { headers: { "content-type": EXPOSITION_CONTENT_TYPE, "cache-control": "no-store" } });
@@ -168,6 +171,15 @@ export class OpsServer {
     return fail(404, "NOT_FOUND", `no route ${path}; see docs/operations.md`);
   }
 
+  /** 200 only when this instance serves locks; with --coordinator the body names its role and epoch. */
+  private readyz(): Response {
+    const ready = this.options.isReady();
+    const roles = this.options.roles?.view();
+    if (roles === undefined) return ready ? json(200, { status: "ready" }) : json(503, { status: "shutting_down" });
+    const status = ready ? "ready" : roles.role === "standby" ? "standby" : "shutting_down";
+    return json(ready ? 200 : 503, { status, role: roles.role, epoch: roles.epoch, service: roles.service });
+  }
+
   private metrics(): string {
     const server = this.options.server;
     return renderMetrics({
@@ -177,6 +189,7 @@ export class OpsServer {
       version: this.options.version,
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
+      ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
     });
   }
 

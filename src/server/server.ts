@@ -18,7 +18,7 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type Session, SessionState, type Transport } from "../core/index.ts";
+import { Engine, type GrantGuard, type Session, SessionState, type Transport } from "../core/index.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
 import { ReadResult } from "../protocol/index.ts";
@@ -37,6 +37,8 @@ export interface ServerOptions {
    */
   readonly outboxLimit?: number;
   readonly tokens?: TokenSource;
+  /** Asked before every grant (see EngineOptions.grantGuard): --coordinator's deadline check. */
+  readonly grantGuard?: GrantGuard;
   /** Serve TLS instead of plain TCP. */
   readonly tls?: ServerTls;
   /** Session lifecycle callbacks (logging). Off the hot path: once per session. */
@@ -101,7 +103,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     this.events = options.events ?? null;
     this.engine = new Engine<Conn>(
       this,
-      { ioTimeoutMs: options.ioTimeoutMs, maxSessions: options.maxSessions, tokens: options.tokens },
+      { ioTimeoutMs: options.ioTimeoutMs, maxSessions: options.maxSessions, tokens: options.tokens, grantGuard: options.grantGuard },
       performance.now(),
     );
     this.engine.wheel.setDriver(this);

@@ -33,7 +33,7 @@ describe("standby", () => {
     expect(m.start(0)).toEqual([{ type: "read" }]);
     expect(m.readDone(5, null)).toEqual([{ type: "create", floor: 40 }]);
     const actions = m.createDone(8, row(1, 0, "me", 50));
-    expect(actions[0]).toEqual({ type: "activate", epoch: 1, firstToken: 41 });
+    expect(actions[0]).toEqual({ type: "activate", epoch: 1, firstToken: 41, why: "created" });
     expect(m.role).toBe("active");
     expect(m.epoch).toBe(1);
   });
@@ -128,7 +128,7 @@ describe("active", () => {
     m.start(0);
     m.readDone(0, row(1, 0, ""));
     const actions = m.takeoverDone(40, row(2, 0, "me", 110));
-    expect(actions[0]).toEqual({ type: "activate", epoch: 2, firstToken: 101 });
+    expect(actions[0]).toEqual({ type: "activate", epoch: 2, firstToken: 101, why: "released" });
     expect(m.nextToken()).toBe(101);
     expect(m.tick(LEASE / 4 - 1)).toEqual([]);
     expect(m.tick(LEASE / 4)).toEqual([{ type: "renew", epoch: 2, sentAt: LEASE / 4 }]);
