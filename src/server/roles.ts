@@ -43,6 +43,8 @@ export interface RolesOptions {
   readonly listen: (tokens: TokenSource, guard: GrantGuard) => LockServer;
   /** io-timeout, for the idle engine shown by the ops server while standby. */
   readonly ioTimeoutMs: number;
+  /** Called when this instance becomes active (listening) or stops being active. */
+  readonly onRole?: (role: "active" | "standby", epoch: number) => void;
   /** The monotonic clock (ms). Tests inject one; lockd reads performance.now(). */
   readonly clock?: () => number;
 }
@@ -271,6 +273,7 @@ export class Roles implements GrantGuard, TokenSource {
       listen: `${server.hostname}:${server.port}`,
       tokensFrom: firstToken,
     });
+    this.options.onRole?.("active", epoch);
   }
 
   private stepDown(epoch: number, reason: string): void {
@@ -286,5 +289,6 @@ export class Roles implements GrantGuard, TokenSource {
       const stopped = server.stop(); // at once: the listener closes and every session ends now
       this.lastStop = Promise.all([this.lastStop, stopped]).then(() => {});
     }
+    this.options.onRole?.("standby", epoch);
   }
 }
