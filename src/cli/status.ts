@@ -48,10 +48,20 @@ export async function status(argv: readonly string[], env: Record<string, string
   }
   const view = answer.body as LocksView;
   const s = view.sessions;
+  out.write(await roleLine(ops, timeout, opsCa));
   out.write(`${view.total} lock${view.total === 1 ? "" : "s"}; sessions: ${s.owner} holding, ${s.waiting} waiting, ${s.connected} connecting\n`);
   if (view.locks.length > 0) out.write(table(view.locks));
   if (view.truncated) out.write(`(showing the first ${view.locks.length} of ${view.total} locks; ask for one with lockd status NAME)\n`);
   return ExitCode.OK;
+}
+
+/** With --coordinator: "service S: active, epoch N" (a standby serves no locks); nothing without. */
+async function roleLine(ops: Parameters<typeof opsRequest>[0], timeoutMs: number, opsCa: string | undefined): Promise<string> {
+  const ready = await opsRequest(ops, "GET", "/readyz", { timeoutMs, ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}) });
+  const body = ready.body as { role?: string; epoch?: number; service?: string } | null;
+  if (body === null || typeof body !== "object" || body.role === undefined) return "";
+  const note = body.role === "standby" ? " (a standby serves no locks: ask the active)" : "";
+  return `service ${body.service}: ${body.role}, epoch ${body.epoch}${note}\n`;
 }
 
 const HEADER = ["LOCK", "ROLE", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];

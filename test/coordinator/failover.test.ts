@@ -68,7 +68,18 @@ describe("two instances", () => {
     const standbyOps = await opsPort(b);
     const standby = await readyz(standbyOps);
     expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 0, service } });
-    expect((await readyz(await opsPort(a))).status).toBe(200);
+    const activeOps = await opsPort(a);
+    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, service } });
+    // The role in lockd status and /metrics.
+    expect((await runCli(["status", "--ops", `127.0.0.1:${activeOps}`])).out).toContain(`service ${service}: active, epoch 1\n`);
+    expect((await runCli(["status", "--ops", `127.0.0.1:${standbyOps}`])).out).toContain(`service ${service}: standby, epoch 0 (a standby serves no locks`);
+    const metrics = await (await fetch(`http://127.0.0.1:${activeOps}/metrics`)).text();
+    expect(metrics).toContain(`lockd_role{role="active",service="${service}"} 1`);
+    expect(metrics).toContain(`lockd_role{role="standby",service="${service}"} 0`);
+    expect(metrics).toContain("lockd_coordinator_epoch 1");
+    expect(metrics).toMatch(/lockd_coordinator_round_trip_seconds \d/);
+    expect(metrics).toContain("lockd_coordinator_step_downs_total 0");
+    expect(metrics).toContain("lockd_coordinator_renewals_failed_total 0");
 
     const client = new LockClient({ servers: `127.0.0.1:${port}`, reconnectMs: 20_000 });
     const holder = await client.acquire("k", { lease: 5000 });
@@ -96,6 +107,7 @@ describe("two instances", () => {
     expect(holder.signal.aborted).toBe(true);
     await granted.release();
     expect((await readyz(standbyOps)).status).toBe(200);
+    expect(await (await fetch(`http://127.0.0.1:${standbyOps}/metrics`)).text()).toContain("lockd_coordinator_takeovers_total 1");
   });
 
   test("SIGSTOP the active past its lease: the standby takes over; on SIGCONT the old active grants nothing and its waiter gets SHUTTING_DOWN", async () => {
@@ -142,6 +154,7 @@ describe("two instances", () => {
     // The old active is a standby now: no listener, /readyz 503.
     const ops = await opsPort(a);
     expect(await readyz(ops)).toMatchObject({ status: 503, body: { role: "standby" } });
+    expect(await (await fetch(`http://127.0.0.1:${ops}/metrics`)).text()).toContain("lockd_coordinator_step_downs_total 1");
     expect(await refused(portA)).toBe(true);
   });
 
