@@ -316,6 +316,8 @@ export class Coordinator {
     if (this.role !== "active") return out;
     out.push({ type: "release", epoch: this.epoch });
     this.stepDown(now, reason, out);
+    // Leave the released row to another standby for a lease, instead of taking it back at once.
+    this.nextReadAt = now + this.leaseMs;
     return out;
   }
 

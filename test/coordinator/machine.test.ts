@@ -200,6 +200,16 @@ describe("active", () => {
     s.start(0);
     expect(s.stop(1)).toEqual([]);
   });
+
+  test("a term given up (cannot listen) releases the row and leaves it to others for a lease", () => {
+    const m = active(0);
+    const actions = m.abandon(100, "cannot listen");
+    expect(types(actions)).toEqual(["release", "stepDown"]);
+    expect(m.role).toBe("standby");
+    expect(m.tick(101)).toEqual([]);
+    expect(m.nextWake()).toBe(100 + LEASE);
+    expect(m.tick(100 + LEASE)).toEqual([{ type: "read" }]);
+  });
 });
 
 describe("tokens", () => {
