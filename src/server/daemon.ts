@@ -147,9 +147,9 @@ export class Daemon {
     });
   }
 
-  /** Serving: running, and (with --coordinator) active. */
+  /** Serving: running, and (with --coordinator) active with its listener open. */
   get ready(): boolean {
-    return this.phase === "running" && (this.roles === null || this.roles.role === "active");
+    return this.phase === "running" && (this.roles === null || (this.roles.role === "active" && this.roles.server !== null));
   }
 
   /** The controlled shutdown (see the top of this file). Idempotent. */
