@@ -12,6 +12,11 @@
  *
  * A second signal exits at once (exit code 70), whatever phase it is in.
  * Tests drive the same sequence in-process through `shutdown()`.
+ *
+ * With `coordinator` (lockd serve --coordinator) the lock listener belongs
+ * to the role layer (roles.ts): it exists only while this instance is the
+ * active of its service, step 2 is the role layer's stop (which also
+ * releases the coordinator row), and readiness means "active".
  */
 import type { HostPort } from "../config.ts";
 import type { GrantGuard } from "../core/engine.ts";
