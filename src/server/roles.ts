@@ -84,6 +84,9 @@ export class Roles implements GrantGuard, TokenSource {
   private lastStop: Promise<void> = Promise.resolve();
   private readonly now: () => number;
   private readonly statementTimeoutMs: number;
+  /** The active last logged as seen by this standby. */
+  private seenEpoch = -1;
+  private seenHolder = "";
 
   constructor(private readonly options: RolesOptions) {
     this.machine = new Coordinator({ leaseMs: options.leaseMs, block: options.block, initialFloor: options.initialFloor ?? 0 });
@@ -194,6 +197,11 @@ export class Roles implements GrantGuard, TokenSource {
     switch (action.type) {
       case "read":
         this.ask(store.read(), (row) => {
+          if (row !== undefined && row !== null && m.role === "standby" && (row.epoch !== this.seenEpoch || row.holder !== this.seenHolder)) {
+            this.seenEpoch = row.epoch;
+            this.seenHolder = row.holder;
+            log.info("standby: the coordinator row names the active", { service, epoch: row.epoch, active: row.holder === "" ? "(released)" : row.holder });
+          }
           const actions = row === undefined ? m.readDone(this.now(), null, true) : m.readDone(this.now(), row);
           if (row !== undefined && row !== null && row.holder !== "") this.resolveStarted(); // watching an active
           return actions;
