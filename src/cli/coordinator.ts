@@ -5,8 +5,14 @@
  */
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { ConfigError, type OptionSource } from "../config.ts";
-import { CoordinatorConfigError, PgCoordinatorStore } from "../server/coordinator-store.ts";
+import { ConfigError, type OptionSource, type Options, type SERVE_OPTIONS } from "../config.ts";
+import type { Logger } from "../log.ts";
+import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server/coordinator-store.ts";
+import { Daemon, ListenError } from "../server/daemon.ts";
+import type { openFileLimit } from "../server/limits.ts";
+import type { ServerTls } from "../server/server.ts";
+import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
+import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./ops-client.ts";
 
@@ -63,4 +69,99 @@ export async function openCoordinator(url: string, service: string, instance: st
     const code = error.kind === "usage" ? ExitCode.USAGE : error.kind === "schema" ? ExitCode.DATA_ERROR : ExitCode.UNAVAILABLE;
     throw new CliError(error.message, code);
   }
+}
+
+export interface CoordinatedServe {
+  readonly options: Options<typeof SERVE_OPTIONS>;
+  readonly url: { readonly url: string; readonly from: string };
+  readonly admin: { readonly token: string | null; readonly from: string };
+  readonly log: Logger;
+  readonly limit: ReturnType<typeof openFileLimit>;
+  readonly maxSessions: number;
+  readonly tls: ServerTls | undefined;
+  readonly opsTls: { readonly cert: string; readonly key: string } | undefined;
+}
+
+/**
+ * `lockd serve --coordinator`: open and check the coordinator, start the
+ * daemon with its role layer, log the startup line (with the role, once the
+ * coordinator has answered), and run until stopped. The flags were parsed
+ * by serve.ts; this is its second half for a coordinated service.
+ */
+export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
+  const { options, log } = c;
+  // Tokens come from the coordinator's row. A data directory's floor (a server that ran
+  // without --coordinator before) seeds the row when this instance creates it.
+  let initialFloor: number;
+  try {
+    initialFloor = readFloor(options.dataDir);
+  } catch (error) {
+    if (!(error instanceof TokenStoreError)) throw error;
+    process.stderr.write(`lockd serve: ${error.message}\n`);
+    return ExitCode.DATA_ERROR;
+  }
+  const instance = instanceId();
+  const leaseMs = options.coordinatorLease;
+  const store = await openCoordinator(c.url.url, options.service, instance, leaseMs, options.tokenBlock);
+
+  let daemon: Daemon;
+  try {
+    daemon = new Daemon({
+      listen: options.listen,
+      ops: options.ops,
+      ioTimeoutMs: options.ioTimeout,
+      maxSessions: c.maxSessions,
+      shutdownGraceMs: options.shutdownGrace,
+      adminToken: c.admin.token,
+      log,
+      version: VERSION,
+      coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor },
+      ...(c.tls !== undefined ? { tls: c.tls } : {}),
+      ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
+    });
+  } catch (error) {
+    await store.close().catch(() => {});
+    if (!(error instanceof ListenError)) throw error;
+    process.stderr.write(`lockd serve: ${error.message}\n`);
+    return ExitCode.UNAVAILABLE;
+  }
+  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  const roles = daemon.roles!;
+  // The role is known after the coordinator's first answer (bounded: it may be gone already).
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([roles.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, leaseMs)))]);
+  clearTimeout(timer);
+  const server = roles.server;
+  log.info("lockd started", {
+    version: VERSION,
+    role: roles.role,
+    epoch: roles.machine.epoch,
+    service: options.service,
+    instance,
+    coordinator: redactUrl(c.url.url),
+    coordinatorFrom: c.url.from,
+    coordinatorLeaseMs: leaseMs,
+    listen: server === null ? `${options.listen.host}:${options.listen.port} (when active)` : `${server.hostname}:${server.port}`,
+    ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
+    ioTimeoutMs: options.ioTimeout,
+    maxSessions: Number.isFinite(c.maxSessions) ? c.maxSessions : "unlimited",
+    shutdownGraceMs: options.shutdownGrace,
+    adminToken: c.admin.token === null ? "none (admin endpoints answer 403)" : c.admin.from,
+    logLevel: options.logLevel,
+    tokensFrom: roles.role === "active" ? roles.last + 1 : "the coordinator's floor, when active",
+    tokenBlock: Math.max(2, options.tokenBlock),
+    tls: c.tls === undefined ? "off" : c.tls.clientCa === undefined ? "on" : "mutual",
+    opsTls: c.opsTls === undefined ? "off" : "on",
+    openFileLimit: { soft: c.limit.soft, hard: c.limit.hard },
+    sessionCapacity: c.limit.sessionCapacity,
+    pid: process.pid,
+  });
+
+  await daemon.stopped;
+  process.off("SIGINT", onSignal);
+  process.off("SIGTERM", onSignal);
+  return ExitCode.OK;
 }

@@ -2,11 +2,10 @@
 import { helpRow, optionsHelp, parseOptions, SERVE_OPTIONS } from "../config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "../server/admin.ts";
-import { Daemon, type DaemonOptions, ListenError } from "../server/daemon.ts";
+import { Daemon, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
-import { FileTokens, readFloor, TokenStoreError } from "../server/tokens-file.ts";
-import { redactUrl } from "../server/coordinator-store.ts";
-import { instanceId, openCoordinator, resolveCoordinatorUrl } from "./coordinator.ts";
+import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
+import { resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -73,26 +72,12 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     : { ...tlsPair, ...(options.tlsClientCa !== undefined ? { clientCa: readOptionFile(options.tlsClientCa, "--tls-client-ca") } : {}) };
   const opsTls = pairOf(options.opsTlsCert, options.opsTlsKey, "--ops-tls-cert", "--ops-tls-key");
 
+  // --coordinator: one of the active and standbys of a service (src/cli/coordinator.ts).
   const coordinatorUrl = resolveCoordinatorUrl(options, parsed.sources);
-  let coordinator: DaemonOptions["coordinator"];
-  if (coordinatorUrl !== null) {
-    // Tokens come from the coordinator's row. A data directory's floor (a server that ran
-    // without --coordinator before) seeds the row when this instance creates it.
-    let initialFloor: number;
-    try {
-      initialFloor = readFloor(options.dataDir);
-    } catch (error) {
-      if (!(error instanceof TokenStoreError)) throw error;
-      process.stderr.write(`lockd serve: ${error.message}\n`);
-      return ExitCode.DATA_ERROR;
-    }
-    const instance = instanceId();
-    const store = await openCoordinator(coordinatorUrl.url, options.service, instance, options.coordinatorLease, options.tokenBlock);
-    coordinator = { store, service: options.service, instance, leaseMs: options.coordinatorLease, block: Math.max(2, options.tokenBlock), initialFloor };
-  }
+  if (coordinatorUrl !== null) return serveCoordinated({ options, url: coordinatorUrl, admin, log, limit, maxSessions, tls, opsTls });
 
-  let tokens: FileTokens | undefined;
-  if (coordinator === undefined) try {
+  let tokens: FileTokens;
+  try {
     tokens = FileTokens.open(options.dataDir, options.tokenBlock, (error) => {
       // No token can be issued safely any more: stop, so clients fail over.
       log.error("cannot reserve fencing tokens: stopping", { dataDir: options.dataDir, error: error.message });
@@ -115,8 +100,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
       adminToken: admin.token,
       log,
       version: VERSION,
-      ...(tokens !== undefined ? { tokens } : {}),
-      ...(coordinator !== undefined ? { coordinator } : {}),
+      tokens,
       ...(tls !== undefined ? { tls } : {}),
       ...(opsTls !== undefined ? { opsTls } : {}),
     });
@@ -129,27 +113,9 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
 
-  const roles = daemon.roles;
-  if (roles !== null) {
-    // The role is known after the first answer from the coordinator (bounded: it may be gone already).
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([roles.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, options.coordinatorLease)))]);
-    clearTimeout(timer);
-  }
-  const server = roles === null ? daemon.server : roles.server;
-  log.info(roles === null ? "lockd listening" : "lockd started", {
+  log.info("lockd listening", {
     version: VERSION,
-    ...(roles === null
-      ? {}
-      : {
-          role: roles.role,
-          epoch: roles.machine.epoch,
-          service: options.service,
-          instance: roles.view().instance,
-          coordinator: redactUrl(coordinatorUrl!.url),
-          coordinatorLeaseMs: options.coordinatorLease,
-        }),
-    listen: server === null ? `${options.listen.host}:${options.listen.port} (when active)` : `${server.hostname}:${server.port}`,
+    listen: `${daemon.server.hostname}:${daemon.server.port}`,
     ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
     ioTimeoutMs: options.ioTimeout,
     maxSessions: Number.isFinite(maxSessions) ? maxSessions : "unlimited",
@@ -157,7 +123,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     adminToken: admin.token === null ? "none (admin endpoints answer 403)" : admin.from,
     logLevel: options.logLevel,
     dataDir: options.dataDir,
-    tokensFrom: tokens !== undefined ? tokens.last + 1 : roles?.role === "active" ? roles.last + 1 : "the coordinator's floor, when active",
+    tokensFrom: tokens.last + 1,
     tls: tls === undefined ? "off" : tls.clientCa === undefined ? "on" : "mutual",
     opsTls: opsTls === undefined ? "off" : "on",
     openFileLimit: { soft: limit.soft, hard: limit.hard },
