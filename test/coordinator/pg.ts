@@ -9,7 +9,7 @@
  * the `postgres` user through runuser, in a directory that user owns.
  * PostgreSQL's programs are looked up on PATH, then in /usr/lib/postgresql/<version>/bin.
  */
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -53,6 +53,24 @@ export class Postgres implements AsyncDisposable {
     return `postgres://${PG_USER}:${password}@127.0.0.1:${this.port}/${database}`;
   }
 
+  /** If this process exits without disposing (a crashed test run), still stop the server and remove the directory. */
+  private readonly onExit = (): void => {
+    try {
+      const pid = Number(readFileSync(join(this.dir, "data", "postmaster.pid"), "utf8").split("\n")[0]);
+      if (pid > 0) {
+        process.kill(pid, "SIGQUIT");
+        // Wait (bounded, synchronously: this is an exit handler) for it to go before removing its files.
+        for (let i = 0; i < 200; i++) {
+          process.kill(pid, 0);
+          Bun.sleepSync(10);
+        }
+      }
+    } catch {
+      // not running
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  };
+
   static async start(timeoutMs = 60_000): Promise<Postgres> {
     const bin = binDir();
     const asRoot = process.getuid?.() === 0;
@@ -69,6 +87,7 @@ export class Postgres implements AsyncDisposable {
       if (asRoot) chownSync(pwfile, Number((await run(["id", "-u", "postgres"], timeoutMs)).trim()), 0);
       await run(pg.cmd("initdb", ["-D", join(dir, "data"), "-U", PG_USER, `--pwfile=${pwfile}`, "-A", "scram-sha-256", "--no-sync", "-E", "UTF8"]), timeoutMs);
       await pg.start(timeoutMs);
+      process.once("exit", pg.onExit);
     } catch (error) {
       rmSync(dir, { recursive: true, force: true });
       throw error;
@@ -101,6 +120,7 @@ export class Postgres implements AsyncDisposable {
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
+    process.off("exit", this.onExit);
     try {
       await this.stop();
     } finally {
