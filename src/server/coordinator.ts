@@ -16,7 +16,7 @@
  *   values. A released row (holder empty) is taken at once; a missing row is
  *   created (the first instance of a service is active at once).
  * - active: renews every lease/4 (renewals + 1 where holder = me and epoch =
- *   mine). Its own lease runs from the moment it *sent* the last renewal that
+ *   mine), on schedule even while an earlier renewal is unanswered. Its own lease runs from the moment it *sent* the last renewal that
  *   was confirmed (the takeover counts as one). At 0.8 x lease without a
  *   confirmation, or at once when a statement finds the row taken, it steps
  *   down. `mayGrant(now)` is the check before every grant: it compares `now`
@@ -129,7 +129,6 @@ export class Coordinator {
   /** When the last confirmed renewal (or the takeover) was sent. */
   private confirmedSentAt = -Infinity;
   private nextRenewAt = Infinity;
-  private renewInFlight = false;
   private reserveInFlight = false;
   private nextReserveAt = 0;
   /** Tokens: the last issued, the end of the current block, the next block's end (0: none yet). */
@@ -175,8 +174,9 @@ export class Coordinator {
         this.stepDown(now, `no renewal confirmed for ${STEP_DOWN_SHARE} x the coordinator lease`, out);
         return out;
       }
-      if (!this.renewInFlight && now >= this.nextRenewAt) {
-        this.renewInFlight = true;
+      // On schedule, even with an earlier one unanswered: a statement stuck on one
+      // connection must not hold back the next (the shell bounds each in time).
+      if (now >= this.nextRenewAt) {
         this.nextRenewAt = now + this.interval;
         out.push({ type: "renew", epoch: this.epoch, sentAt: now });
       }
@@ -198,7 +198,7 @@ export class Coordinator {
   /** When `tick` has something to do next (monotonic ms); Infinity when only an answer can move it. */
   nextWake(): number {
     if (this.role === "active") {
-      let at = Math.min(this.deadline, this.renewInFlight ? Infinity : this.nextRenewAt);
+      let at = Math.min(this.deadline, this.nextRenewAt);
       if (this.wantsReserve()) at = Math.min(at, this.nextReserveAt);
       return at;
     }
@@ -263,7 +263,6 @@ export class Coordinator {
   /** The answer to the renewal of term `epoch` sent at `sentAt`. */
   renewDone(now: number, epoch: number, sentAt: number, outcome: Outcome): CoordinatorAction[] {
     if (this.role !== "active" || epoch !== this.epoch) return []; // an answer from an earlier term
-    this.renewInFlight = false;
     const out: CoordinatorAction[] = [];
     if (outcome === Outcome.OK) {
       this.lastRoundTripMs = now - sentAt;
@@ -373,7 +372,6 @@ export class Coordinator {
     // The takeover (or creation) was a renewal: the lease runs from when it was sent.
     this.confirmedSentAt = this.pendingSentAt;
     this.nextRenewAt = this.pendingSentAt + this.interval;
-    this.renewInFlight = false;
     this.reserveInFlight = false;
     this.nextReserveAt = 0;
     this.tokenLast = row.tokenFloor - this.block;
@@ -387,7 +385,6 @@ export class Coordinator {
   private stepDown(now: number, reason: string, out: CoordinatorAction[]): void {
     this.role = "standby";
     this.stepDowns++;
-    this.renewInFlight = false;
     this.reserveInFlight = false;
     this.nextRenewAt = Infinity;
     this.confirmedSentAt = -Infinity;

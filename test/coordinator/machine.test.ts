@@ -162,12 +162,22 @@ describe("active", () => {
     expect(types(m.tick(0.8 * LEASE))).toEqual(["stepDown"]);
   });
 
-  test("an unanswered renewal does not stop the deadline", () => {
+  test("an unanswered renewal does not hold back the next, nor stop the deadline", () => {
     const m = active(0);
     m.tick(500); // renewal in flight, never answered
-    expect(m.tick(1000)).toEqual([]); // one renewal in flight at a time
+    expect(m.tick(1000)).toEqual([{ type: "renew", epoch: 2, sentAt: 1000 }]); // on schedule all the same
+    expect(m.tick(1500)).toEqual([{ type: "renew", epoch: 2, sentAt: 1500 }]);
     expect(m.nextWake()).toBe(0.8 * LEASE);
     expect(types(m.tick(0.8 * LEASE))).toEqual(["stepDown"]);
+  });
+
+  test("answers out of order: the lease runs from the latest confirmed send", () => {
+    const m = active(0);
+    m.tick(500);
+    m.tick(1000);
+    m.renewDone(1100, 2, 1000, Outcome.OK);
+    m.renewDone(1200, 2, 500, Outcome.OK); // the older one answers last
+    expect(m.deadline).toBe(1000 + 0.8 * LEASE);
   });
 
   test("a renewal that finds the row taken steps down at once", () => {
