@@ -28,8 +28,25 @@ export interface CoordinatorFlags {
  */
 export function resolveCoordinatorUrl(
   options: CoordinatorFlags,
-  sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource },
+  sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource; readonly service?: OptionSource; readonly coordinatorLease?: OptionSource },
   read: (path: string) => string = (path) => readFileSync(path, "utf8"),
+): { url: string; from: string } | null {
+  const url = resolveUrl(options, sources, read);
+  if (url === null) {
+    // --service and --coordinator-lease mean nothing alone: say so rather than run a single server.
+    const stray = [
+      ...(sources.service === "flag" || sources.service === "env" ? [sources.service === "flag" ? "--service" : "LOCKD_SERVICE"] : []),
+      ...(sources.coordinatorLease === "flag" || sources.coordinatorLease === "env" ? [sources.coordinatorLease === "flag" ? "--coordinator-lease" : "LOCKD_COORDINATOR_LEASE"] : []),
+    ];
+    if (stray.length > 0) throw new ConfigError([`${stray.join(" and ")} need${stray.length === 1 ? "s" : ""} --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)`]);
+  }
+  return url;
+}
+
+function resolveUrl(
+  options: CoordinatorFlags,
+  sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource },
+  read: (path: string) => string,
 ): { url: string; from: string } | null {
   for (const level of ["flag", "env"] as const) {
     const inline = sources.coordinator === level ? options.coordinator : undefined;

@@ -42,6 +42,12 @@ test("both on one level, an unreadable file, a file of two lines: one clear line
   expect(problem(() => resolve(["--coordinator-file", "/run/two-lines"]))).toEqual(["--coordinator-file: /run/two-lines must hold one URL on one line"]);
 });
 
+test("--service or --coordinator-lease without a coordinator: an error, not a single server", () => {
+  expect(() => resolve(["--service", "payments"])).toThrow("--service needs --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)");
+  expect(() => resolve([], { LOCKD_SERVICE: "p", LOCKD_COORDINATOR_LEASE: "2s" })).toThrow("LOCKD_SERVICE and LOCKD_COORDINATOR_LEASE need --coordinator");
+  expect(resolve(["--service", "payments", "--coordinator", "postgres://x/y"])?.url).toBe("postgres://x/y");
+});
+
 test("bad values of the other coordinator flags are named", () => {
   expect(() => parseOptions(SERVE_OPTIONS, ["--coordinator-lease", "50ms"], {})).toThrow("--coordinator-lease: 50ms is out of range 200ms..10m");
   expect(() => parseOptions(SERVE_OPTIONS, ["--service", "two words"], {})).toThrow("--service: a service name is 1 to 255 printable ASCII characters without spaces");
