@@ -23,7 +23,7 @@
  */
 import { loadavg } from "node:os";
 import { ChildServer } from "../test/fixtures/ops-child.ts";
-import { freePort, Postgres } from "../test/coordinator/pg.ts";
+import { freePort, freePorts, Postgres } from "../test/coordinator/pg.ts";
 import { WirePeer } from "../test/helpers/wire.ts";
 import { FrameType } from "../src/protocol/index.ts";
 import { summarize, table } from "./lib/stats.ts";
@@ -151,8 +151,7 @@ async function handoverOnce(t: Target): Promise<number> {
 }
 
 async function hotPath(pg: Postgres): Promise<string> {
-  const plainPort = await freePort();
-  const haPort = await freePort();
+  const [plainPort, haPort] = (await freePorts(2)) as [number, number];
   await using plain = serve(null, plainPort);
   await plain.line("lockd listening");
   await using ha = serve(pg, haPort, ["--service", `bench-hot-${process.pid}`, "--coordinator-lease", "4s"]);

@@ -11,7 +11,7 @@ import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { FencedResource } from "../faults/fence.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
-import { freePort, Postgres } from "./pg.ts";
+import { freePort, freePorts, Postgres } from "./pg.ts";
 
 const LEASE = 1000;
 
@@ -112,7 +112,7 @@ describe("two instances", () => {
 
   test("SIGSTOP the active past its lease: the standby takes over; on SIGCONT the old active grants nothing and its waiter gets SHUTTING_DOWN", async () => {
     const service = nextService();
-    const [portA, portB] = [await freePort(), await freePort()];
+    const [portA, portB] = (await freePorts(2)) as [number, number];
     const a = instance(service, portA);
     await using _a = a;
     await a.line("active: listening");

@@ -27,15 +27,23 @@ function binDir(): string | null {
   return join(root, versions[0]!, "bin");
 }
 
+/** A port nothing listens on now (for a listener started later: bound by the kernel's choice, then closed). */
 export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
+  return (await freePorts(1))[0]!;
+}
+
+/** `count` distinct free ports: all held open at once, so the kernel cannot hand out one twice. */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+      const server = createServer();
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve(server));
+    })),
+  );
+  const ports = servers.map((server) => (server.address() as { port: number }).port);
+  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+  return ports;
 }
 
 export class Postgres implements AsyncDisposable {
