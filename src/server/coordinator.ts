@@ -136,6 +136,16 @@ export class Coordinator {
   private blockEnd = 0;
   private nextBlockEnd = 0;
   private readonly initialFloor: number;
+  /**
+   * The highest token floor this instance has read in the row (and the last
+   * token it issued itself): no token above it can have been issued when it
+   * was seen. A term never issues a token at or below it, even if the row
+   * comes back lower (a coordinator that lost committed transactions).
+   */
+  private floorSeen = 0;
+  private epochSeen = 0;
+  /** Reads that showed the row gone back (a lower epoch or floor, or gone): the coordinator lost data. */
+  regressions = 0;
 
   constructor(options: CoordinatorOptions) {
     if (!(options.leaseMs > 0)) throw new RangeError("leaseMs must be positive");
@@ -215,11 +225,14 @@ export class Coordinator {
     if (this.role !== "standby") return [];
     if (failed) return this.tick(now);
     this.lastRoundTripMs = now - this.pendingSentAt;
+    if (row === null ? this.epochSeen > 0 : row.epoch < this.epochSeen || row.tokenFloor < this.floorSeen) this.regressions++;
     if (row === null) {
       this.watched = null;
       this.send("create", now);
-      return [{ type: "create", floor: this.initialFloor }];
+      return [{ type: "create", floor: Math.max(this.initialFloor, this.floorSeen) }];
     }
+    this.floorSeen = Math.max(this.floorSeen, row.tokenFloor);
+    this.epochSeen = Math.max(this.epochSeen, row.epoch);
     const seen: Watched = { epoch: row.epoch, renewals: row.renewals, holder: row.holder };
     if (row.holder === "") {
       // Released by a clean stop: take over at once, by the same compare-and-set.
@@ -289,7 +302,7 @@ export class Coordinator {
     if (outcome === Outcome.OK && floor - this.block >= this.blockEnd) {
       // A reservation answered late may have skipped ahead; tokens may skip, never repeat.
       if (this.tokenLast >= this.blockEnd) {
-        this.tokenLast = floor - this.block;
+        this.tokenLast = Math.max(floor - this.block, this.floorSeen);
         this.blockEnd = floor;
       } else {
         this.nextBlockEnd = floor;
@@ -374,9 +387,12 @@ export class Coordinator {
     this.nextRenewAt = this.pendingSentAt + this.interval;
     this.reserveInFlight = false;
     this.nextReserveAt = 0;
-    this.tokenLast = row.tokenFloor - this.block;
+    // Normally the block starts at the floor last read. Never at or below a floor seen before:
+    // if the row went back, this block may be empty and the next reservations walk up past it.
+    this.tokenLast = Math.max(row.tokenFloor - this.block, this.floorSeen);
     this.blockEnd = row.tokenFloor;
     this.nextBlockEnd = 0;
+    this.epochSeen = Math.max(this.epochSeen, row.epoch);
     const out: CoordinatorAction[] = [{ type: "activate", epoch: row.epoch, firstToken: this.tokenLast + 1, why }];
     out.push(...this.tick(now));
     return out;
@@ -390,6 +406,7 @@ export class Coordinator {
     this.confirmedSentAt = -Infinity;
     this.nextBlockEnd = 0;
     this.blockEnd = this.tokenLast; // nothing more to issue in this term
+    this.floorSeen = Math.max(this.floorSeen, this.tokenLast);
     this.watched = null;
     this.pending = null;
     this.nextReadAt = now;

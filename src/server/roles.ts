@@ -202,7 +202,14 @@ export class Roles implements GrantGuard, TokenSource {
             this.seenHolder = row.holder;
             log.info("standby: the coordinator row names the active", { service, epoch: row.epoch, active: row.holder === "" ? "(released)" : row.holder });
           }
+          const regressions = m.regressions;
           const actions = row === undefined ? m.readDone(this.now(), null, true) : m.readDone(this.now(), row);
+          if (m.regressions !== regressions) {
+            log.error("the coordinator row went back (a lower epoch or token floor, or gone): the coordinator lost committed data; this instance will not issue tokens below what it saw, others may", {
+              service,
+              row: row ?? null,
+            });
+          }
           if (row !== undefined && row !== null && row.holder !== "") this.resolveStarted(); // watching an active
           return actions;
         });

@@ -21,7 +21,7 @@ function types(actions: readonly CoordinatorAction[]): string[] {
 function active(at = 0, floor = 100): Coordinator {
   const m = new Coordinator({ leaseMs: LEASE, block: BLOCK });
   m.start(at);
-  m.readDone(at, row(1, 0, ""));
+  m.readDone(at, row(1, 0, "", floor - BLOCK));
   const actions = m.takeoverDone(at, row(2, 0, "me", floor));
   expect(types(actions)).toContain("activate");
   return m;
@@ -273,6 +273,46 @@ describe("tokens", () => {
     m.takeoverDone(503, row(4, 0, "me", 140));
     expect(m.nextToken()).toBe(131);
     expect(131).toBeGreaterThan(old);
+  });
+});
+
+describe("a coordinator that lost data (the row went back)", () => {
+  test("the row gone: it is created above the floor this instance saw, not from the start", () => {
+    const m = new Coordinator({ leaseMs: LEASE, block: BLOCK });
+    m.start(0);
+    m.readDone(0, row(7, 3, "other", 500));
+    m.tick(LEASE / 4);
+    expect(m.readDone(LEASE / 4, null)).toEqual([{ type: "create", floor: 500 }]);
+    expect(m.regressions).toBe(1);
+  });
+
+  test("a takeover of a row whose floor went back issues nothing at or below the floor seen; reservations walk up past it", () => {
+    const m = new Coordinator({ leaseMs: LEASE, block: BLOCK });
+    m.start(0);
+    m.readDone(0, row(7, 3, "other", 500));
+    m.tick(LEASE / 4);
+    m.readDone(LEASE / 4, row(7, 3, "", 480)); // released, and 20 tokens lower than seen
+    expect(m.regressions).toBe(1);
+    const actions = m.takeoverDone(LEASE / 4 + 1, row(8, 0, "me", 490)); // its block would be 481..490
+    expect(actions[0]).toMatchObject({ type: "activate", firstToken: 501 });
+    expect(m.mayGrant(LEASE / 4 + 2)).toBe(false); // no token in hand
+    expect(types(actions)).toContain("reserve");
+    const again = m.reserveDone(LEASE / 4 + 3, 8, Outcome.OK, 500); // 491..500: still at or below the floor seen
+    expect(m.mayGrant(LEASE / 4 + 4)).toBe(false);
+    expect(again).toContainEqual({ type: "reserve", epoch: 8 });
+    m.reserveDone(LEASE / 4 + 5, 8, Outcome.OK, 510);
+    expect(m.mayGrant(LEASE / 4 + 6)).toBe(true);
+    expect(m.nextToken()).toBe(501);
+  });
+
+  test("an ordinary takeover skips nothing", () => {
+    const m = new Coordinator({ leaseMs: LEASE, block: BLOCK });
+    m.start(0);
+    m.readDone(0, row(7, 3, "other", 500));
+    m.tick(LEASE);
+    m.takeoverDone(LEASE + 1, row(8, 0, "me", 510));
+    expect(m.nextToken()).toBe(501);
+    expect(m.regressions).toBe(0);
   });
 });
 

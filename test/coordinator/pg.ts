@@ -1,7 +1,9 @@
 /**
  * A throwaway PostgreSQL cluster for tests: initdb into a temporary
  * directory, a free port on 127.0.0.1, password authentication (user
- * `lockd`, password `secret`), fsync off. Started once per test file;
+ * `lockd`, password `secret`), fsync off (nothing here survives the machine;
+ * commits stay synchronous, so an immediate stop loses no committed row, as
+ * a coordinator must not). Started once per test file;
  * `stop()` / `start()` take it down and bring it back (the coordinator
  * becomes unreachable); disposing stops it and removes the directory.
  *
@@ -110,7 +112,7 @@ export class Postgres implements AsyncDisposable {
 
   /** Start (again) on the same port; resolves when it accepts connections. */
   async start(timeoutMs = 60_000): Promise<void> {
-    const options = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
+    const options = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
     await run(this.cmd("pg_ctl", ["-D", join(this.dir, "data"), "-o", options, "-l", join(this.dir, "log"), "-w", "-t", String(Math.ceil(timeoutMs / 1000)), "start"]), timeoutMs);
     this.running = true;
   }
