@@ -65,7 +65,14 @@ export type CoordinatorAction =
   /** token_floor + block where holder = me and epoch = `epoch` (answer: `reserveDone`). */
   | { readonly type: "reserve"; readonly epoch: number }
   /** Become active: listen, and issue tokens from the machine (`nextToken`). */
-  | { readonly type: "activate"; readonly epoch: number; readonly firstToken: number; readonly why: ActivationReason }
+  | {
+      readonly type: "activate";
+      readonly epoch: number;
+      readonly firstToken: number;
+      readonly why: ActivationReason;
+      /** "expired": how long the row had been seen unchanged when the takeover was sent (this instance's clock). */
+      readonly unchangedMs: number;
+    }
   /** Stop granting: every session gets SHUTTING_DOWN, the listener closes; the instance is a standby again. */
   | { readonly type: "stepDown"; readonly epoch: number; readonly reason: string }
   /** Clean stop: mark the row released (holder = "") if it is still mine (answer: none needed). */
@@ -118,6 +125,7 @@ export class Coordinator {
   private pending: Pending = null;
   private pendingSentAt = 0;
   private takeoverWhy: ActivationReason = "expired";
+  private takeoverUnchangedMs = 0;
   private nextReadAt = 0;
   private watched: Watched | null = null;
   /** When the first read that showed `watched` answered. */
@@ -196,6 +204,7 @@ export class Coordinator {
       if (w !== null && now >= this.watchedSince + this.watchLeaseMs) {
         this.send("takeover", now);
         this.takeoverWhy = w.holder === "" ? "released" : "expired";
+        this.takeoverUnchangedMs = now - this.watchedSince;
         out.push({ type: "takeover", watched: w });
       } else if (now >= this.nextReadAt) {
         this.send("read", now);
@@ -239,6 +248,7 @@ export class Coordinator {
       this.watched = seen;
       this.send("takeover", now);
       this.takeoverWhy = "released";
+      this.takeoverUnchangedMs = 0;
       return [{ type: "takeover", watched: seen }];
     }
     const w = this.watched;
@@ -393,7 +403,9 @@ export class Coordinator {
     this.blockEnd = row.tokenFloor;
     this.nextBlockEnd = 0;
     this.epochSeen = Math.max(this.epochSeen, row.epoch);
-    const out: CoordinatorAction[] = [{ type: "activate", epoch: row.epoch, firstToken: this.tokenLast + 1, why }];
+    const out: CoordinatorAction[] = [
+      { type: "activate", epoch: row.epoch, firstToken: this.tokenLast + 1, why, unchangedMs: why === "created" ? 0 : this.takeoverUnchangedMs },
+    ];
     out.push(...this.tick(now));
     return out;
   }

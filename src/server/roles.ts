@@ -236,7 +236,7 @@ export class Roles implements GrantGuard, TokenSource {
         return;
       case "activate":
         this.resolveStarted();
-        void this.activate(action.epoch, action.firstToken, action.why);
+        void this.activate(action.epoch, action.firstToken, action.why, action.unchangedMs);
         return;
       case "stepDown":
         this.stepDown(action.epoch, action.reason);
@@ -267,7 +267,7 @@ export class Roles implements GrantGuard, TokenSource {
     }
   }
 
-  private async activate(epoch: number, firstToken: number, why: string): Promise<void> {
+  private async activate(epoch: number, firstToken: number, why: string, unchangedMs: number): Promise<void> {
     await this.lastStop;
     const m = this.machine;
     if (this.stopping || m.role !== "active" || m.epoch !== epoch) return;
@@ -285,6 +285,7 @@ export class Roles implements GrantGuard, TokenSource {
       service: this.options.service,
       epoch,
       why,
+      ...(why === "expired" ? { unchangedMs: Math.round(unchangedMs) } : {}),
       listen: `${server.hostname}:${server.port}`,
       tokensFrom: firstToken,
     });

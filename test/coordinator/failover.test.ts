@@ -94,16 +94,14 @@ describe("two instances", () => {
     await waitForWaiter(await opsPort(a), "k");
 
     a.proc.kill("SIGKILL");
-    const killedAt = performance.now();
     const took = await b.line("active: listening", 15_000);
     expect(took.why).toBe("expired");
     expect(took.epoch).toBe(2);
+    // Never early: the standby had seen the row unchanged for a whole lease on its own clock.
+    // (How soon after the kill is measured by bench/failover.ts, not asserted here.)
+    expect(took.unchangedMs).toBeGreaterThanOrEqual(LEASE);
     const granted = await waiter;
-    const grantedAt = performance.now();
     for (const token of issued) expect(granted.token).toBeGreaterThan(token);
-    // The standby's own rule is a lease after the last renewal it saw, checked every lease/4:
-    // generous slack here for a loaded machine (bench/failover.ts measures it).
-    expect(grantedAt - killedAt).toBeLessThan(LEASE + LEASE / 4 + 5000);
     expect(holder.signal.aborted).toBe(true);
     await granted.release();
     expect((await readyz(standbyOps)).status).toBe(200);

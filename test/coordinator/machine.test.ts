@@ -33,7 +33,7 @@ describe("standby", () => {
     expect(m.start(0)).toEqual([{ type: "read" }]);
     expect(m.readDone(5, null)).toEqual([{ type: "create", floor: 40 }]);
     const actions = m.createDone(8, row(1, 0, "me", 50));
-    expect(actions[0]).toEqual({ type: "activate", epoch: 1, firstToken: 41, why: "created" });
+    expect(actions[0]).toEqual({ type: "activate", epoch: 1, firstToken: 41, why: "created", unchangedMs: 0 });
     expect(m.role).toBe("active");
     expect(m.epoch).toBe(1);
   });
@@ -59,6 +59,7 @@ describe("standby", () => {
     expect(m.nextWake()).toBe(300 + LEASE);
     expect(m.tick(300 + LEASE - 1)).toEqual([]);
     expect(m.tick(300 + LEASE)).toEqual([{ type: "takeover", watched: { epoch: 3, renewals: 7, holder: "other" } }]);
+    expect(m.takeoverDone(300 + LEASE + 9, row(4, 0, "me", 110))[0]).toMatchObject({ type: "activate", why: "expired", unchangedMs: LEASE });
   });
 
   test("a renewal seen restarts the watch from the read that showed it", () => {
@@ -128,7 +129,7 @@ describe("active", () => {
     m.start(0);
     m.readDone(0, row(1, 0, ""));
     const actions = m.takeoverDone(40, row(2, 0, "me", 110));
-    expect(actions[0]).toEqual({ type: "activate", epoch: 2, firstToken: 101, why: "released" });
+    expect(actions[0]).toEqual({ type: "activate", epoch: 2, firstToken: 101, why: "released", unchangedMs: 0 });
     expect(m.nextToken()).toBe(101);
     expect(m.tick(LEASE / 4 - 1)).toEqual([]);
     expect(m.tick(LEASE / 4)).toEqual([{ type: "renew", epoch: 2, sentAt: LEASE / 4 }]);
