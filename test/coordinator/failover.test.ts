@@ -2,7 +2,7 @@
  * Failover with real processes and a real PostgreSQL: two `lockd serve
  * --coordinator` instances, one active and one standby; SIGKILL, SIGSTOP and
  * a clean stop of the active; the coordinator going away; bad configuration.
- * Coordinator leases are short (1 s) so the file runs in seconds. Every wait
+ * Coordinator leases are short (2 s) so the file runs in seconds. Every wait
  * is for an event (a log line, a frame, a grant), bounded.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -13,7 +13,7 @@ import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { freePort, freePorts, Postgres } from "./pg.ts";
 
-const LEASE = 1000;
+const LEASE = 2000;
 
 let pg: Postgres;
 beforeAll(async () => {
