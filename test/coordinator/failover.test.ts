@@ -6,6 +6,8 @@
  * is for an event (a log line, a frame, a grant), bounded.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { LockClient } from "../../src/client/index.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { FencedResource } from "../faults/fence.ts";
@@ -26,7 +28,7 @@ afterAll(async () => {
 let serial = 0;
 const nextService = () => `failover-${process.pid}-${++serial}`;
 
-function instance(service: string, listenPort: number, extra: readonly string[] = [], lease = LEASE): ChildServer {
+function instance(service: string, listenPort: number, extra: readonly string[] = [], lease = LEASE, env?: Record<string, string>): ChildServer {
   return ChildServer.spawn([
     "serve",
     "--service", service,
@@ -35,7 +37,7 @@ function instance(service: string, listenPort: number, extra: readonly string[] 
     "--ops", "127.0.0.1:0",
     "--shutdown-grace", "0s",
     ...extra,
-  ], { LOCKD_COORDINATOR: pg.url() });
+  ], env ?? { LOCKD_COORDINATOR: pg.url() });
 }
 
 async function opsPort(child: ChildServer): Promise<number> {
@@ -48,11 +50,11 @@ async function readyz(port: number): Promise<{ status: number; body: Record<stri
 }
 
 /** Two instances on one lock port: the first active (it creates the row), the second standby. */
-async function pair(service: string, port: number, lease = LEASE): Promise<{ a: ChildServer; b: ChildServer }> {
-  const a = instance(service, port, [], lease);
+async function pair(service: string, port: number, lease = LEASE, env?: Record<string, string>): Promise<{ a: ChildServer; b: ChildServer }> {
+  const a = instance(service, port, [], lease, env);
   const started = await a.line("active: listening");
   expect(started.why).toBe("created");
-  const b = instance(service, port, [], lease);
+  const b = instance(service, port, [], lease, env);
   expect((await b.line("lockd started")).role).toBe("standby");
   return { a, b };
 }
@@ -160,7 +162,12 @@ describe("two instances", () => {
     const service = nextService();
     const port = await freePort();
     // The standby reads every lease/4 and takes a released row at its next read, not a lease later.
-    const { a, b } = await pair(service, port, 4000);
+    // These two read the URL (with its password) from a file.
+    const file = join(pg.dir, `url-${service}`);
+    writeFileSync(file, `${pg.url()}\n`);
+    const { a, b } = await pair(service, port, 4000, { LOCKD_COORDINATOR_FILE: file });
+    expect((await a.line("lockd started")).coordinatorFrom).toBe("LOCKD_COORDINATOR_FILE");
+    expect((await a.line("lockd started")).coordinator).not.toContain("secret");
     await using _a = a;
     await using _b = b;
     const client = new LockClient({ servers: `127.0.0.1:${port}`, reconnectMs: 20_000 });
