@@ -166,6 +166,18 @@ export const path = kind("FILE", z.string().transform((text, ctx) => {
   return text;
 }));
 
+/** A coordinator URL: non-empty, no whitespace (its scheme is checked at start). */
+export const coordinatorUrl = z.string().transform((text, ctx) => {
+  if (!/^\S+$/.test(text)) {
+    ctx.addIssue({ code: "custom", message: "the coordinator URL must be non-empty, without spaces (example: postgres://lockd@db.internal:5432/lockd)" });
+    return z.NEVER;
+  }
+  return text;
+});
+
+/** A service name: 1..255 printable ASCII characters. */
+export const serviceName = z.string().refine((text) => /^[\x21-\x7e]{1,255}$/.test(text), "a service name is 1 to 255 printable ASCII characters without spaces");
+
 /** Where `lockd serve` puts its ops server. */
 const OPS_LISTEN = {
   flag: "--ops",
@@ -301,6 +313,32 @@ export const SERVE_OPTIONS = {
     default: "5s",
     help: "close an ops connection after this long without a request, or with a request or answer stuck",
     schema: duration(100, 300_000),
+  },
+  coordinator: {
+    flag: "--coordinator",
+    env: "LOCKD_COORDINATOR",
+    help: "PostgreSQL URL of the coordinator: run as one active of a service with standbys (prefer the file form for a URL with a password)",
+    schema: coordinatorUrl,
+  },
+  coordinatorFile: {
+    flag: "--coordinator-file",
+    env: "LOCKD_COORDINATOR_FILE",
+    help: "file holding the --coordinator URL (trailing newline ignored)",
+    schema: path,
+  },
+  service: {
+    flag: "--service",
+    env: "LOCKD_SERVICE",
+    default: "default",
+    help: "with --coordinator: the service this instance serves (one active per service)",
+    schema: serviceName,
+  },
+  coordinatorLease: {
+    flag: "--coordinator-lease",
+    env: "LOCKD_COORDINATOR_LEASE",
+    default: "4s",
+    help: "with --coordinator: a standby takes over after this long without a renewal; the active stops at 0.8 x",
+    schema: duration(200, 600_000),
   },
 } as const satisfies OptionTable;
 

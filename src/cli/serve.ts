@@ -6,6 +6,7 @@ import { resolveAdminToken } from "../server/admin.ts";
 import { Daemon, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
 import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
+import { resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -33,8 +34,16 @@ The data directory holds the fencing-token floor: keep it across restarts
 the kernel drops when the process dies): a second server on the same
 directory exits with 75. See docs/operations.md.
 
-Exit codes: 0 stopped cleanly; 64 bad options; 65 the token floor is
-corrupt; 66 a certificate or key file cannot be read; 69 cannot listen;
+With --coordinator (a PostgreSQL URL), this instance is one of the active
+and standbys of --service: a standby has no lock listener (its /readyz is
+503) and takes over when the active's row goes unrenewed for
+--coordinator-lease; tokens then come from the coordinator's row, not the
+data directory. See docs/operations.md, "Running two or three instances".
+
+Exit codes: 0 stopped cleanly; 64 bad options (or a --coordinator URL that
+is not PostgreSQL); 65 the token floor is corrupt, or the coordinator's
+tables are another schema version; 66 a certificate or key file cannot be
+read; 69 cannot listen, or the coordinator cannot be reached or refuses the login;
 70 stopped by a second signal; 73 the data directory cannot be created or
 written (a file in the way, no permission, read-only); 74 the token floor
 could not be written while running; 75 another process (a running lockd
@@ -67,6 +76,10 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     ? undefined
     : { ...tlsPair, ...(options.tlsClientCa !== undefined ? { clientCa: readOptionFile(options.tlsClientCa, "--tls-client-ca") } : {}) };
   const opsTls = pairOf(options.opsTlsCert, options.opsTlsKey, "--ops-tls-cert", "--ops-tls-key");
+
+  // --coordinator: one of the active and standbys of a service (src/cli/coordinator.ts).
+  const coordinatorUrl = resolveCoordinatorUrl(options, parsed.sources);
+  if (coordinatorUrl !== null) return serveCoordinated({ options, url: coordinatorUrl, admin, log, limit, maxSessions, tls, opsTls });
 
   let tokens: FileTokens;
   try {

@@ -41,6 +41,7 @@ export async function status(argv: readonly string[], env: Record<string, string
       return ExitCode.OK;
     }
     const s = view.sessions;
+    out.write(await roleLine(get));
     out.write(`${view.total} lock${view.total === 1 ? "" : "s"}; sessions: ${s.owner} holding, ${s.waiting} waiting, ${s.connected} connecting\n`);
     if (view.locks.length > 0) out.write(table(view.locks));
     if (view.next !== null) {
@@ -81,6 +82,15 @@ export async function listLocks(
     locks.push(...page.locks);
   }
   return { ...page!, locks };
+}
+
+/** With --coordinator: "service S: active, epoch N" (a standby serves no locks); nothing without. */
+async function roleLine(get: (path: string) => Promise<OpsAnswer>): Promise<string> {
+  const ready = await get("/readyz");
+  const body = ready.body as { role?: string; epoch?: number; service?: string } | null;
+  if (body === null || typeof body !== "object" || body.role === undefined) return "";
+  const note = body.role === "standby" ? " (a standby serves no locks: ask the active)" : "";
+  return `service ${body.service}: ${body.role}, epoch ${body.epoch}${note}\n`;
 }
 
 const HEADER = ["LOCK", "ROLE", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];

@@ -68,6 +68,18 @@ export interface EngineOptions {
    */
   readonly maxSessionsPerSource?: number;
   readonly tokens?: TokenSource;
+  /**
+   * Asked before every grant (immediate or promotion). When it says no, the
+   * grant does not happen: an ACQUIRE that would be granted ends with
+   * SHUTTING_DOWN, and a lock whose owner ended is handed to nobody. A
+   * server that is active for a coordinated service uses it to check its
+   * coordinator deadline on the clock at the moment of the grant.
+   */
+  readonly grantGuard?: GrantGuard;
+}
+
+export interface GrantGuard {
+  mayGrant(now: number): boolean;
 }
 
 /** Ended-by-rule frames are the same bytes every time: built once. */
@@ -100,6 +112,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   readonly maxSessionsPerSource: number;
   /** Live sessions per source, kept only while a per-source limit is set. */
   readonly sources = new Map<string, number>();
+  private readonly guard: GrantGuard | null;
   private nextId = 1;
   /** Shutting down: owners that end hand nothing over. */
   private draining = false;
@@ -113,6 +126,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
     this.maxSessions = options.maxSessions ?? Infinity;
     this.maxSessionsPerSource = options.maxSessionsPerSource ?? Infinity;
     this.tokens = options.tokens ?? new MemoryTokens();
+    this.guard = options.grantGuard ?? null;
     this.wheel = new TimerWheel(now);
   }
 
@@ -314,6 +328,10 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
       this.end(session, ErrorCode.LOCK_BUSY, LOCK_BUSY_FRAME, now);
       return false;
     }
+    if (lock === undefined && this.guard !== null && !this.guard.mayGrant(now)) {
+      this.end(session, ErrorCode.SHUTTING_DOWN, SHUTTING_DOWN_FRAME, now);
+      return false;
+    }
     session.leaseMs = request.leaseMs;
     session.owner = request.owner;
     session.acquiredAt = now;
@@ -353,7 +371,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   /** The owner is gone: the head of the queue gets the lock now, or the lock is dropped. */
   private release(lock: Lock<C>, now: number): void {
     lock.owner = null;
-    const next = this.draining ? null : lock.head;
+    const next = this.draining || (this.guard !== null && lock.head !== null && !this.guard.mayGrant(now)) ? null : lock.head;
     if (next === null) {
       if (lock.head === null) this.locks.delete(lock.name);
       return;

@@ -12,14 +12,22 @@
  *
  * A second signal exits at once (exit code 70), whatever phase it is in.
  * Tests drive the same sequence in-process through `shutdown()`.
+ *
+ * With `coordinator` (lockd serve --coordinator) the lock listener belongs
+ * to the role layer (roles.ts): it exists only while this instance is the
+ * active of its service, step 2 is the role layer's stop (which also
+ * releases the coordinator row), and readiness means "active".
  */
 import type { HostPort } from "../config.ts";
+import type { GrantGuard } from "../core/engine.ts";
 import type { Session } from "../core/session.ts";
+import type { TokenSource } from "../core/tokens.ts";
 import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
 import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth } from "./admin.ts";
 import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer } from "./ops.ts";
+import { Roles, type RolesOptions } from "./roles.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
 import type { FileTokens } from "./tokens-file.ts";
 import { remoteOf } from "./views.ts";
@@ -43,6 +51,11 @@ export interface DaemonOptions {
   readonly opsTls?: { readonly cert: string; readonly key: string };
   /** Connection limit, idle timeout and /metrics reuse of the ops server (defaults: DEFAULT_OPS_LIMITS). */
   readonly opsLimits?: Partial<OpsLimits>;
+  /**
+   * Run as one instance of a coordinated service (roles.ts): no lock
+   * listener until this instance is active; tokens from the coordinator.
+   */
+  readonly coordinator?: Omit<RolesOptions, "listen" | "log" | "ioTimeoutMs">;
 }
 
 export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
@@ -64,7 +77,6 @@ export class ListenError extends Error {
 export const FORCED_EXIT_CODE = 70;
 
 export class Daemon {
-  readonly server: LockServer;
   readonly ops: OpsServer;
   phase: DaemonPhase = "running";
   /** Resolves when the ops server has stopped (after the grace period). */
@@ -83,40 +95,72 @@ export class Daemon {
   constructor(private readonly options: DaemonOptions) {
     this.stopped = new Promise((resolve) => (this.resolveStopped = resolve));
     this.graceStarted = new Promise((resolve) => (this.resolveGrace = resolve));
-    try {
-      this.server = new LockServer({
-        hostname: options.listen.host,
-        port: options.listen.port,
+    if (options.coordinator !== undefined) {
+      this.roles = new Roles({
+        ...options.coordinator,
+        log: options.log,
         ioTimeoutMs: options.ioTimeoutMs,
-        maxSessions: options.maxSessions,
-        maxSessionsPerSource: options.maxSessionsPerSource,
-        events: sessionLog(options.log),
-        ...(options.tokens === undefined ? {} : { tokens: options.tokens }),
-        ...(options.tls === undefined ? {} : { tls: options.tls }),
+        listen: (tokens, guard) => this.listen(tokens, guard),
       });
-    } catch (error) {
-      throw new ListenError("listen", options.listen, error);
+    } else {
+      try {
+        this.fixedServer = this.listen(options.tokens, null);
+      } catch (error) {
+        throw new ListenError("listen", options.listen, error);
+      }
     }
+    const roles = this.roles;
+    const fixed = this.fixedServer;
     try {
       this.ops = new OpsServer({
         hostname: options.ops.host,
         port: options.ops.port,
-        server: this.server,
+        // With roles, the current term's server (or the last term's, or an idle engine while standby).
+        server: fixed ?? { get engine() { return roles!.engine; }, get connectionCount() { return roles!.server?.connectionCount ?? 0; } },
         auth: new AdminAuth(options.adminToken),
         log: options.log,
         version: options.version,
-        isReady: () => this.phase === "running",
+        isReady: () => this.ready,
+        ...(roles === null ? {} : { roles }),
         ...(options.opsTls === undefined ? {} : { tls: options.opsTls }),
         ...(options.opsLimits === undefined ? {} : { limits: options.opsLimits }),
       });
     } catch (error) {
-      void this.server.stop();
+      void fixed?.stop();
       throw new ListenError("ops", options.ops, error);
     }
+    roles?.start();
   }
 
+  /** The role layer, with --coordinator; null otherwise. */
+  readonly roles: Roles | null = null;
+  private readonly fixedServer: LockServer | null = null;
+
+  /** The lock server: the only one without --coordinator; the current term's with it (throws while standby). */
+  get server(): LockServer {
+    const server = this.fixedServer ?? this.roles?.server ?? null;
+    if (server === null) throw new Error("this instance is a standby: it has no lock listener");
+    return server;
+  }
+
+  private listen(tokens: TokenSource | undefined, guard: GrantGuard | null): LockServer {
+    const options = this.options;
+    return new LockServer({
+      hostname: options.listen.host,
+      port: options.listen.port,
+      ioTimeoutMs: options.ioTimeoutMs,
+      maxSessions: options.maxSessions,
+      maxSessionsPerSource: options.maxSessionsPerSource,
+      events: sessionLog(options.log),
+      ...(tokens === undefined ? {} : { tokens }),
+      ...(guard === null ? {} : { grantGuard: guard }),
+      ...(options.tls === undefined ? {} : { tls: options.tls }),
+    });
+  }
+
+  /** Serving: running, and (with --coordinator) active with its listener open. */
   get ready(): boolean {
-    return this.phase === "running";
+    return this.phase === "running" && (this.roles === null || (this.roles.role === "active" && this.roles.server !== null));
   }
 
   /** The controlled shutdown (see the top of this file). Idempotent. */
@@ -167,9 +211,14 @@ export class Daemon {
   private async drain(reason: string): Promise<void> {
     const log = this.options.log;
     this.phase = "draining";
-    log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: this.server.engine.sessions.size });
-    await this.server.stop();
-    this.persistTokens();
+    const roles = this.roles;
+    const engine = roles === null ? this.server.engine : roles.engine;
+    log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
+    if (roles !== null) await roles.stop();
+    else {
+      await this.server.stop();
+      this.persistTokens();
+    }
     this.phase = "grace";
     log.info("sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
     this.resolveGrace();

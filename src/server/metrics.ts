@@ -20,6 +20,7 @@ import type { Engine } from "../core/engine.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
 import { openFileLimit } from "./limits.ts";
+import type { CoordinatorMetrics } from "./roles.ts";
 
 /** Counters of the ops server itself. */
 export class OpsStats {
@@ -48,6 +49,8 @@ export interface MetricsInput {
   /** Log lines dropped by rate limits. */
   readonly logSuppressed: number;
   readonly opsConnections: OpsConnections;
+  /** With --coordinator: the instance's role and the coordinator's figures. */
+  readonly coordinator?: CoordinatorMetrics;
 }
 
 /** End reasons as label values: 0 is the peer's close, the rest are ERROR codes. */
@@ -116,8 +119,22 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_ops_max_connections", "gauge", "Ops listener connections beyond this are refused (--ops-max-connections).", ops.max);
   out.single("lockd_ops_connections_refused_total", "counter", "Ops listener connections refused at the limit (answered 503 and closed).", ops.refused);
 
+  if (input.coordinator !== undefined) coordinatorMetrics(out, input.coordinator);
   processMetrics(out);
   return out.text();
+}
+
+/** --coordinator: role, epoch and the coordinator's health (only with --coordinator). */
+function coordinatorMetrics(out: Exposition, c: CoordinatorMetrics): void {
+  out.family("lockd_role", "gauge", "1 for this instance's role in its coordinated service (active or standby), 0 for the other.");
+  out.sample("lockd_role", c.role === "active" ? 1 : 0, { role: "active", service: c.service });
+  out.sample("lockd_role", c.role === "standby" ? 1 : 0, { role: "standby", service: c.service });
+  out.single("lockd_coordinator_epoch", "gauge", "The epoch of this instance's current or last active term (0 before the first).", c.epoch);
+  out.single("lockd_coordinator_round_trip_seconds", "gauge", "Round trip of the last answered coordinator statement.", c.roundTripSeconds);
+  out.single("lockd_coordinator_lease_seconds", "gauge", "The coordinator lease of this instance.", c.leaseSeconds);
+  out.single("lockd_coordinator_renewals_failed_total", "counter", "Renewals of the active's coordinator row that got no answer in time.", c.renewalsFailed);
+  out.single("lockd_coordinator_step_downs_total", "counter", "Times this instance stopped being active (no confirmed renewal for 0.8 x lease, or the row was taken).", c.stepDowns);
+  out.single("lockd_coordinator_takeovers_total", "counter", "Times this instance became active (creating the row, or taking it over).", c.takeovers);
 }
 
 /** The standard process_* metrics, as far as this platform exposes them. */

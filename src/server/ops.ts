@@ -30,6 +30,7 @@ import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { type HttpReply, type HttpRequest, HttpServer } from "./ops-http.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
+import type { Roles } from "./roles.ts";
 import type { LockServer } from "./server.ts";
 import type { Lock } from "../core/session.ts";
 import type { Conn } from "./conn.ts";
@@ -39,7 +40,9 @@ export interface OpsOptions {
   readonly hostname: string;
   /** 0 picks a free port (tests). */
   readonly port: number;
-  readonly server: LockServer;
+  readonly server: Pick<LockServer, "engine" | "connectionCount">;
+  /** With --coordinator: the role layer (role and epoch in /readyz and /metrics). */
+  readonly roles?: Pick<Roles, "view" | "metrics">;
   readonly auth: AdminAuth;
   readonly log: Logger;
   readonly version: string;
@@ -209,7 +212,7 @@ export class OpsServer {
         return method === "GET" ? json(200, { status: "live" }) : notAllowed(method, "GET");
       case "/readyz":
         if (method !== "GET") return notAllowed(method, "GET");
-        return this.options.isReady() ? json(200, { status: "ready" }) : json(503, { status: "shutting_down" });
+        return this.readyz();
       case "/metrics":
         if (method !== "GET") return notAllowed(method, "GET");
         return { status: 200, headers: METRICS_HEADERS, body: this.metrics() };
@@ -239,6 +242,15 @@ export class OpsServer {
     return fail(404, "NOT_FOUND", `no route ${path}; see docs/operations.md`);
   }
 
+  /** 200 only when this instance serves locks; with --coordinator the body names its role and epoch. */
+  private readyz(): HttpReply {
+    const ready = this.options.isReady();
+    const roles = this.options.roles?.view();
+    if (roles === undefined) return ready ? json(200, { status: "ready" }) : json(503, { status: "shutting_down" });
+    const status = ready ? "ready" : roles.role === "standby" ? "standby" : "shutting_down";
+    return json(ready ? 200 : 503, { status, role: roles.role, epoch: roles.epoch, service: roles.service });
+  }
+
   /** The exposition text: built at most once per metricsMaxAgeMs (and again when readiness changes). */
   private metrics(): Uint8Array {
     const now = performance.now();
@@ -255,6 +267,7 @@ export class OpsServer {
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
       opsConnections: this.connections,
+      ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
     }));
     this.metricsCache = { body, at: now, ready };
     return body;

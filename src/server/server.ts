@@ -23,7 +23,7 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type Session, SessionState, type Transport } from "../core/index.ts";
+import { Engine, type GrantGuard, type Session, SessionState, type Transport } from "../core/index.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
 import { HEADER_LENGTH, MAX_ERROR_MESSAGE_LENGTH, PIPELINE_LIMIT, ReadResult, TOKEN_LENGTH } from "../protocol/index.ts";
@@ -44,6 +44,8 @@ export interface ServerOptions {
    */
   readonly outboxLimit?: number;
   readonly tokens?: TokenSource;
+  /** Asked before every grant (see EngineOptions.grantGuard): --coordinator's deadline check. */
+  readonly grantGuard?: GrantGuard;
   /** Serve TLS instead of plain TCP. */
   readonly tls?: ServerTls;
   /** Session lifecycle callbacks (logging). Off the hot path: once per session. */
@@ -118,6 +120,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         maxSessions: options.maxSessions,
         maxSessionsPerSource: options.maxSessionsPerSource,
         tokens: options.tokens,
+        grantGuard: options.grantGuard,
       },
       performance.now(),
     );

@@ -30,6 +30,10 @@ describe("serve options: flags beat env beat defaults", () => {
       opsTlsKey: undefined,
       opsMaxConnections: 64,
       opsIdleTimeout: 5000,
+      coordinator: undefined,
+      coordinatorFile: undefined,
+      service: "default",
+      coordinatorLease: 4000,
     });
     expect(sources.ops).toBe("default");
     expect(sources.adminToken).toBe("unset");
@@ -55,6 +59,10 @@ describe("serve options: flags beat env beat defaults", () => {
       LOCKD_OPS_TLS_KEY: "/env/ops-key.pem",
       LOCKD_OPS_MAX_CONNECTIONS: "32",
       LOCKD_OPS_IDLE_TIMEOUT: "2s",
+      LOCKD_COORDINATOR: "postgres://env@db/lockd",
+      LOCKD_COORDINATOR_FILE: "/env/coordinator",
+      LOCKD_SERVICE: "env-service",
+      LOCKD_COORDINATOR_LEASE: "3s",
     };
     const fromEnv = parse([], env);
     expect(fromEnv.options).toEqual({
@@ -76,6 +84,10 @@ describe("serve options: flags beat env beat defaults", () => {
       opsTlsKey: "/env/ops-key.pem",
       opsMaxConnections: 32,
       opsIdleTimeout: 2000,
+      coordinator: "postgres://env@db/lockd",
+      coordinatorFile: "/env/coordinator",
+      service: "env-service",
+      coordinatorLease: 3000,
     });
     expect(fromEnv.sources.ops).toBe("env");
     const flags = [
@@ -97,6 +109,10 @@ describe("serve options: flags beat env beat defaults", () => {
       "--ops-tls-key", "/flag/ops-key.pem",
       "--ops-max-connections", "16",
       "--ops-idle-timeout", "750ms",
+      "--coordinator", "postgres://flag@db/lockd",
+      "--coordinator-file", "/flag/coordinator",
+      "--service", "flag-service",
+      "--coordinator-lease", "2s",
     ];
     const fromFlags = parse(flags, env);
     expect(fromFlags.options).toEqual({
@@ -118,6 +134,10 @@ describe("serve options: flags beat env beat defaults", () => {
       opsTlsKey: "/flag/ops-key.pem",
       opsMaxConnections: 16,
       opsIdleTimeout: 750,
+      coordinator: "postgres://flag@db/lockd",
+      coordinatorFile: "/flag/coordinator",
+      service: "flag-service",
+      coordinatorLease: 2000,
     });
     expect(Object.values(fromFlags.sources).every((s) => s === "flag")).toBe(true);
     expect(parse(["--max-sessions", "auto"], env).options.maxSessions).toBeNull();

@@ -10,9 +10,14 @@
  *   By default every 20th seed (seed % 20 == 0) gets the far jumps, so a seed replays the same way.
  *   --break B   run against a deliberately broken engine (repeat-tokens, late-driver, lifo)
  *               to see what a failure looks like
+ *   --coordinator  the failover simulation instead (coordinator.ts: two or three instances of a
+ *               service, a coordinator row, pauses, kills, outages); takes --seeds, --from,
+ *               --seed N --trace, and --break no-deadline-check | no-compare
+ *   After the core's seeds, a plain run (no --seed, no --break) also runs as many coordinator seeds.
  *
  * Exits 1 if any seed fails; each failure prints its seed, step and replay command.
  */
+import { type CoordinatorSelfTest, runCoordinatorSeeds, simulateCoordinator } from "./coordinator.ts";
 import { type SelfTest, simulate, type SimResult } from "./simulate.ts";
 
 const BREAKS: readonly SelfTest[] = ["repeat-tokens", "late-driver", "lifo"];
@@ -50,8 +55,24 @@ function report(result: SimResult, steps: number, args: Map<string, string>): vo
   console.log(`  replay: npm run sim -- --seed ${result.seed} --trace${flags}`);
 }
 
+const COORDINATOR_BREAKS: readonly CoordinatorSelfTest[] = ["no-deadline-check", "no-compare"];
+
+function coordinator(args: Map<string, string>): number {
+  const broken = args.get("break");
+  if (broken !== undefined && !COORDINATOR_BREAKS.includes(broken as CoordinatorSelfTest)) throw new Error(`--break must be one of ${COORDINATOR_BREAKS.join(", ")}`);
+  const selfTest = broken as CoordinatorSelfTest | undefined;
+  if (args.has("seed")) {
+    const seed = int(args, "seed", 0);
+    const result = simulateCoordinator({ seed, ...(selfTest === undefined ? {} : { selfTest }), ...(args.has("trace") ? { trace: (line: string) => console.log(line) } : {}) });
+    console.log(result.failure === null ? `coordinator seed ${seed}: ok, ${result.grants} grants, ${result.takeovers} terms` : `FAIL coordinator seed ${seed} at step ${result.failure.step}: ${result.failure.message}`);
+    return result.failure === null ? 0 : 1;
+  }
+  return runCoordinatorSeeds(int(args, "from", 1), int(args, "seeds", 1000), console.log, selfTest) === 0 ? 0 : 1;
+}
+
 function main(): number {
   const args = parse(process.argv.slice(2));
+  if (args.has("coordinator")) return coordinator(args);
   const steps = int(args, "steps", 200);
   const broken = args.get("break");
   if (broken !== undefined && !BREAKS.includes(broken as SelfTest)) throw new Error(`--break must be one of ${BREAKS.join(", ")}`);
@@ -108,7 +129,9 @@ function main(): number {
       `${grants} grants (${promotions} by promotion), longest queue ${maxQueue}, ` +
       `worst expiry lateness with a driven timer ${drivenLateness.toFixed(3)} ms; session ends ${endList.join(" ")}`,
   );
-  return failed === 0 ? 0 : 1;
+  if (broken !== undefined) return failed === 0 ? 0 : 1;
+  const coordinatorFailed = runCoordinatorSeeds(from, count, console.log);
+  return failed === 0 && coordinatorFailed === 0 ? 0 : 1;
 }
 
 process.exit(main());

@@ -4,6 +4,7 @@
  * seed and step; `npm run sim -- --seed N --trace` replays it step by step.
  */
 import { describe, expect, test } from "bun:test";
+import { type CoordinatorSimResult, simulateCoordinator } from "./coordinator.ts";
 import { simulate, type SimResult } from "./simulate.ts";
 
 const SEEDS = 2000;
@@ -59,5 +60,41 @@ describe("simulation of the core", () => {
       if (result.failure !== null) caught = result;
     }
     expect(caught?.failure?.message).toContain(symptom);
+  });
+});
+
+describe("simulation of failover (coordinator.ts)", () => {
+  const COORDINATOR_SEEDS = 300;
+
+  test(`${COORDINATOR_SEEDS} seeded schedules: one active at a time, tokens never go back`, () => {
+    const results: CoordinatorSimResult[] = [];
+    for (let seed = 1; seed <= COORDINATOR_SEEDS; seed++) results.push(simulateCoordinator({ seed }));
+    expect(results.filter((r) => r.failure !== null).map((r) => `seed ${r.seed} step ${r.failure!.step}: ${r.failure!.message}`)).toEqual([]);
+    // The schedules really exercise takeovers, step-downs, pauses and refused grants.
+    const sum = (f: (r: CoordinatorSimResult) => number) => results.reduce((n, r) => n + f(r), 0);
+    expect(sum((r) => r.takeovers)).toBeGreaterThan(2 * COORDINATOR_SEEDS);
+    expect(sum((r) => r.stepDowns)).toBeGreaterThan(COORDINATOR_SEEDS);
+    expect(sum((r) => r.refused)).toBeGreaterThan(COORDINATOR_SEEDS);
+    expect(sum((r) => r.grants)).toBeGreaterThan(50 * COORDINATOR_SEEDS);
+  }, 60_000);
+
+  test("a seed replays exactly", () => {
+    const lines = (seed: number): string[] => {
+      const out: string[] = [];
+      simulateCoordinator({ seed, trace: (line) => out.push(line) });
+      return out;
+    };
+    const first = lines(777);
+    expect(first.length).toBeGreaterThan(100);
+    expect(lines(777)).toEqual(first);
+  });
+
+  test.each([
+    ["no-deadline-check", "two actives"],
+    ["no-compare", "two actives"],
+  ] as const)("self-test %s: broken failover is caught", (selfTest, symptom) => {
+    let message: string | undefined;
+    for (let seed = 1; seed <= 300 && message === undefined; seed++) message = simulateCoordinator({ seed, selfTest }).failure?.message;
+    expect(message).toContain(symptom);
   });
 });

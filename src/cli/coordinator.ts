@@ -1,0 +1,190 @@
+/**
+ * `lockd serve --coordinator`: the URL (inline or from a file, like the
+ * admin token), the instance id, and the store opened and checked before
+ * anything listens. Every problem is one line and an exit code.
+ */
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { ConfigError, type OptionSource, type Options, type SERVE_OPTIONS } from "../config.ts";
+import type { Logger } from "../log.ts";
+import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server/coordinator-store.ts";
+import { Daemon, ListenError } from "../server/daemon.ts";
+import type { openFileLimit } from "../server/limits.ts";
+import type { ServerTls } from "../server/server.ts";
+import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
+import { VERSION } from "../version.ts";
+import { ExitCode } from "./exit.ts";
+import { CliError } from "./ops-client.ts";
+import { listenFailure } from "./serve.ts";
+
+export interface CoordinatorFlags {
+  readonly coordinator: string | undefined;
+  readonly coordinatorFile: string | undefined;
+}
+
+/**
+ * The coordinator URL and where it came from, or null without one. Flags
+ * beat the environment; on the same level the inline URL and the file are
+ * mutually exclusive.
+ */
+export function resolveCoordinatorUrl(
+  options: CoordinatorFlags,
+  sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource; readonly service?: OptionSource; readonly coordinatorLease?: OptionSource },
+  read: (path: string) => string = (path) => readFileSync(path, "utf8"),
+): { url: string; from: string } | null {
+  const url = resolveUrl(options, sources, read);
+  if (url === null) {
+    // --service and --coordinator-lease mean nothing alone: say so rather than run a single server.
+    const stray = [
+      ...(sources.service === "flag" || sources.service === "env" ? [sources.service === "flag" ? "--service" : "LOCKD_SERVICE"] : []),
+      ...(sources.coordinatorLease === "flag" || sources.coordinatorLease === "env" ? [sources.coordinatorLease === "flag" ? "--coordinator-lease" : "LOCKD_COORDINATOR_LEASE"] : []),
+    ];
+    if (stray.length > 0) throw new ConfigError([`${stray.join(" and ")} need${stray.length === 1 ? "s" : ""} --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)`]);
+  }
+  return url;
+}
+
+function resolveUrl(
+  options: CoordinatorFlags,
+  sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource },
+  read: (path: string) => string,
+): { url: string; from: string } | null {
+  for (const level of ["flag", "env"] as const) {
+    const inline = sources.coordinator === level ? options.coordinator : undefined;
+    const file = sources.coordinatorFile === level ? options.coordinatorFile : undefined;
+    if (inline !== undefined && file !== undefined) {
+      throw new ConfigError([`${level === "flag" ? "--coordinator and --coordinator-file" : "LOCKD_COORDINATOR and LOCKD_COORDINATOR_FILE"} are both set: give one`]);
+    }
+    if (inline !== undefined) return { url: inline, from: level === "flag" ? "--coordinator" : "LOCKD_COORDINATOR" };
+    if (file !== undefined) {
+      const where = level === "flag" ? "--coordinator-file" : "--coordinator-file (from LOCKD_COORDINATOR_FILE)";
+      let text: string;
+      try {
+        text = read(file);
+      } catch (error) {
+        throw new ConfigError([`${where}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
+      }
+      const url = text.replace(/\r?\n$/, "");
+      if (!/^\S+$/.test(url)) throw new ConfigError([`${where}: ${file} must hold one URL on one line`]);
+      return { url, from: level === "flag" ? "--coordinator-file" : "LOCKD_COORDINATOR_FILE" };
+    }
+  }
+  return null;
+}
+
+/** host/pid-N/random: unique per process, readable in the coordinator table. */
+export function instanceId(): string {
+  const random = Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hostname()}/pid-${process.pid}/${random}`.slice(0, 255);
+}
+
+/** Open and check the store; a problem becomes a CliError with its exit code. */
+export async function openCoordinator(url: string, service: string, instance: string, leaseMs: number, block: number): Promise<PgCoordinatorStore> {
+  try {
+    return await PgCoordinatorStore.open({ url, service, instance, leaseMs, block, connectTimeoutS: Math.max(1, Math.ceil(leaseMs / 1000)) });
+  } catch (error) {
+    if (!(error instanceof CoordinatorConfigError)) throw error;
+    const code = error.kind === "usage" ? ExitCode.USAGE : error.kind === "schema" ? ExitCode.DATA_ERROR : ExitCode.UNAVAILABLE;
+    throw new CliError(error.message, code);
+  }
+}
+
+export interface CoordinatedServe {
+  readonly options: Options<typeof SERVE_OPTIONS>;
+  readonly url: { readonly url: string; readonly from: string };
+  readonly admin: { readonly token: string | null; readonly from: string };
+  readonly log: Logger;
+  readonly limit: ReturnType<typeof openFileLimit>;
+  readonly maxSessions: number;
+  readonly tls: ServerTls | undefined;
+  readonly opsTls: { readonly cert: string; readonly key: string } | undefined;
+}
+
+/**
+ * `lockd serve --coordinator`: open and check the coordinator, start the
+ * daemon with its role layer, log the startup line (with the role, once the
+ * coordinator has answered), and run until stopped. The flags were parsed
+ * by serve.ts; this is its second half for a coordinated service.
+ */
+export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
+  const { options, log } = c;
+  // Tokens come from the coordinator's row. A data directory's floor (a server that ran
+  // without --coordinator before) seeds the row when this instance creates it.
+  let initialFloor: number;
+  try {
+    initialFloor = readFloor(options.dataDir);
+  } catch (error) {
+    if (!(error instanceof TokenStoreError)) throw error;
+    process.stderr.write(`lockd serve: ${error.message}\n`);
+    return ExitCode.DATA_ERROR;
+  }
+  const instance = instanceId();
+  const leaseMs = options.coordinatorLease;
+  const store = await openCoordinator(c.url.url, options.service, instance, leaseMs, options.tokenBlock);
+
+  let daemon: Daemon;
+  try {
+    daemon = new Daemon({
+      listen: options.listen,
+      ops: options.ops,
+      ioTimeoutMs: options.ioTimeout,
+      maxSessions: c.maxSessions,
+      ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
+      shutdownGraceMs: options.shutdownGrace,
+      adminToken: c.admin.token,
+      log,
+      version: VERSION,
+      coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor },
+      ...(c.tls !== undefined ? { tls: c.tls } : {}),
+      ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
+      opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
+    });
+  } catch (error) {
+    await store.close().catch(() => {});
+    if (!(error instanceof ListenError)) throw error;
+    process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
+    return ExitCode.UNAVAILABLE;
+  }
+  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  const roles = daemon.roles!;
+  // The role is known after the coordinator's first answer (bounded: it may be gone already).
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([roles.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, leaseMs)))]);
+  clearTimeout(timer);
+  const server = roles.server;
+  log.info("lockd started", {
+    version: VERSION,
+    role: roles.role,
+    epoch: roles.machine.epoch,
+    service: options.service,
+    instance,
+    coordinator: redactUrl(c.url.url),
+    coordinatorFrom: c.url.from,
+    coordinatorLeaseMs: leaseMs,
+    listen: server === null ? `${options.listen.host}:${options.listen.port} (when active)` : `${server.hostname}:${server.port}`,
+    ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
+    ioTimeoutMs: options.ioTimeout,
+    maxSessions: Number.isFinite(c.maxSessions) ? c.maxSessions : "unlimited",
+    maxSessionsPerSource: options.maxSessionsPerSource ?? "off",
+    opsMaxConnections: options.opsMaxConnections,
+    opsIdleTimeoutMs: options.opsIdleTimeout,
+    shutdownGraceMs: options.shutdownGrace,
+    adminToken: c.admin.token === null ? "none (admin endpoints answer 403)" : c.admin.from,
+    logLevel: options.logLevel,
+    tokensFrom: roles.role === "active" ? roles.last + 1 : "the coordinator's floor, when active",
+    tokenBlock: Math.max(2, options.tokenBlock),
+    tls: c.tls === undefined ? "off" : c.tls.clientCa === undefined ? "on" : "mutual",
+    opsTls: c.opsTls === undefined ? "off" : "on",
+    openFileLimit: { soft: c.limit.soft, hard: c.limit.hard },
+    sessionCapacity: c.limit.sessionCapacity,
+    pid: process.pid,
+  });
+
+  await daemon.stopped;
+  process.off("SIGINT", onSignal);
+  process.off("SIGTERM", onSignal);
+  return ExitCode.OK;
+}

@@ -1,0 +1,248 @@
+/**
+ * The coordinator row in PostgreSQL, through Bun's built-in `Bun.sql`.
+ *
+ * One table, `lockd_coordinator`, one row per service; a second table,
+ * `lockd_schema`, holds the schema version lockd checks at start. lockd
+ * creates both when they are missing. Every statement is plain SQL (no
+ * advisory locks, no PostgreSQL-only functions; `RETURNING` is the one
+ * extension, which the PostgreSQL-protocol databases share), and every
+ * statement that decides something compares only the service, the holder,
+ * the epoch and the renewal counter: `renewed_at` is written for people
+ * reading the table and never read by lockd.
+ */
+import { SQL } from "bun";
+import type { CoordinatorRow, Watched } from "./coordinator.ts";
+
+/** The schema this lockd reads and writes. */
+export const SCHEMA_VERSION = 1;
+export const TABLE = "lockd_coordinator";
+export const SCHEMA_TABLE = "lockd_schema";
+
+const COLUMNS = "epoch, holder, renewals, token_floor, lease_ms";
+
+/** Every statement lockd sends, by name (a test reads them: no clock decides). */
+export const STATEMENTS = {
+  createSchemaTable: `CREATE TABLE IF NOT EXISTS ${SCHEMA_TABLE} (component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)`,
+  insertSchemaVersion: `INSERT INTO ${SCHEMA_TABLE} (component, version) VALUES ('coordinator', $1)`,
+  readSchemaVersion: `SELECT version FROM ${SCHEMA_TABLE} WHERE component = 'coordinator'`,
+  createTable:
+    `CREATE TABLE IF NOT EXISTS ${TABLE} (` +
+    "service VARCHAR(255) PRIMARY KEY, epoch BIGINT NOT NULL, holder VARCHAR(255) NOT NULL, renewals BIGINT NOT NULL, " +
+    "token_floor BIGINT NOT NULL, lease_ms BIGINT NOT NULL, renewed_at TIMESTAMP WITH TIME ZONE)",
+  read: `SELECT ${COLUMNS} FROM ${TABLE} WHERE service = $1`,
+  create:
+    `INSERT INTO ${TABLE} (service, epoch, holder, renewals, token_floor, lease_ms, renewed_at) ` +
+    "VALUES ($1, 1, $2, 0, $3, $4, CURRENT_TIMESTAMP)",
+  takeover:
+    `UPDATE ${TABLE} SET epoch = epoch + 1, holder = $2, renewals = 0, token_floor = token_floor + $3, lease_ms = $4, renewed_at = CURRENT_TIMESTAMP ` +
+    `WHERE service = $1 AND epoch = $5 AND renewals = $6 AND holder = $7 RETURNING ${COLUMNS}`,
+  renew: `UPDATE ${TABLE} SET renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP WHERE service = $1 AND holder = $2 AND epoch = $3`,
+  reserve: `UPDATE ${TABLE} SET token_floor = token_floor + $4 WHERE service = $1 AND holder = $2 AND epoch = $3 RETURNING token_floor`,
+  release: `UPDATE ${TABLE} SET holder = '', renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP WHERE service = $1 AND holder = $2 AND epoch = $3`,
+} as const;
+
+/** What the role shell needs from a coordinator (the PostgreSQL store, or a model in tests). */
+export interface CoordinatorStore {
+  read(): Promise<CoordinatorRow | null>;
+  /** Insert the row (epoch 1, holder me, token_floor = floor + block); null when it exists already. */
+  create(floor: number): Promise<CoordinatorRow | null>;
+  /** The compare-and-set; null when the row is no longer `watched`. */
+  takeover(watched: Watched): Promise<CoordinatorRow | null>;
+  /** False when the row is no longer ours. */
+  renew(epoch: number): Promise<boolean>;
+  /** The new token floor; null when the row is no longer ours. */
+  reserve(epoch: number): Promise<number | null>;
+  /** False when the row was no longer ours. */
+  release(epoch: number): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** A coordinator that cannot be used: the message is one line for the operator. */
+export class CoordinatorConfigError extends Error {
+  constructor(
+    message: string,
+    options?: ErrorOptions,
+    /** usage: the URL itself is wrong; schema: the tables are another version's; unavailable: the rest. */
+    readonly kind: "usage" | "schema" | "unavailable" = "unavailable",
+  ) {
+    super(message, options);
+    this.name = "CoordinatorConfigError";
+  }
+}
+
+export interface PgStoreOptions {
+  readonly url: string;
+  readonly service: string;
+  /** Instance id written as holder. */
+  readonly instance: string;
+  readonly leaseMs: number;
+  readonly block: number;
+  /** Seconds to wait for a connection. */
+  readonly connectTimeoutS?: number;
+}
+
+/** The URL without its password, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== "") parsed.password = "****";
+    return parsed.toString();
+  } catch {
+    return "(unparsable URL)";
+  }
+}
+
+function toRow(raw: Record<string, unknown>): CoordinatorRow {
+  return {
+    epoch: Number(raw.epoch),
+    holder: String(raw.holder),
+    renewals: Number(raw.renewals),
+    tokenFloor: Number(raw.token_floor),
+    leaseMs: Number(raw.lease_ms),
+  };
+}
+
+interface PgErrorLike {
+  code?: string;
+  errno?: string;
+  message?: string;
+}
+
+/** One line on why the coordinator cannot be used at start. */
+export function describeStartError(error: unknown, url: string): string {
+  const e = (error ?? {}) as PgErrorLike;
+  const where = redactUrl(url);
+  const detail = e.message ?? String(error);
+  if (e.errno === "28P01" || e.errno === "28000") return `the coordinator ${where} refused the login (wrong user or password?): ${detail}`;
+  if (e.errno === "3D000") return `the coordinator database in ${where} does not exist: ${detail}`;
+  if (e.errno === "42501") return `the coordinator user in ${where} may not create or write the lockd tables: ${detail}`;
+  const code = e.code ?? "";
+  if (/REFUSED|TIMEOUT|TIMED_OUT|ECONNREFUSED|ENOTFOUND|EAI_|UNREACH/i.test(code) || /refused|timed out|timeout/i.test(detail)) {
+    return `cannot reach the coordinator ${where}: ${detail}`;
+  }
+  if (/PROTOCOL|UNEXPECTED|INVALID_MESSAGE|CONNECTION_CLOSED|MESSAGE/i.test(code) || /closed before/i.test(detail)) {
+    return `the coordinator ${where} does not speak the PostgreSQL protocol (is it a PostgreSQL server?): ${detail}`;
+  }
+  return `cannot use the coordinator ${where}: ${detail}`;
+}
+
+export class PgCoordinatorStore implements CoordinatorStore {
+  private constructor(
+    private readonly sql: SQL,
+    private readonly options: PgStoreOptions,
+  ) {}
+
+  /**
+   * Connect, create the tables if missing and check the schema version.
+   * Throws CoordinatorConfigError with one line for the operator.
+   */
+  static async open(options: PgStoreOptions): Promise<PgCoordinatorStore> {
+    let protocol: string;
+    try {
+      protocol = new URL(options.url).protocol;
+    } catch {
+      throw new CoordinatorConfigError(`--coordinator: ${JSON.stringify(redactUrl(options.url))} is not a URL (example: postgres://lockd@db.internal:5432/lockd)`, undefined, "usage");
+    }
+    if (protocol !== "postgres:" && protocol !== "postgresql:") {
+      throw new CoordinatorConfigError(`--coordinator: ${redactUrl(options.url)} is not a PostgreSQL URL (it must start with postgres:// or postgresql://)`, undefined, "usage");
+    }
+    const sql = new SQL({
+      url: options.url,
+      adapter: "postgres",
+      max: 4,
+      connectionTimeout: options.connectTimeoutS ?? 10,
+      idleTimeout: 0,
+      connection: { application_name: `lockd ${options.service}` },
+    });
+    const store = new PgCoordinatorStore(sql, options);
+    try {
+      await store.ensureSchema();
+    } catch (error) {
+      await sql.close({ timeout: 0 }).catch(() => {});
+      if (error instanceof CoordinatorConfigError) throw error;
+      throw new CoordinatorConfigError(describeStartError(error, options.url), { cause: error });
+    }
+    return store;
+  }
+
+  private async ensureSchema(): Promise<void> {
+    const sql = this.sql;
+    // Two instances starting at once may race on CREATE TABLE IF NOT EXISTS (PostgreSQL then
+    // reports a duplicate type) or on the version row: the second attempt sees the first's work.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await sql.unsafe(STATEMENTS.createSchemaTable);
+        let rows = (await sql.unsafe(STATEMENTS.readSchemaVersion)) as { version: number }[];
+        if (rows.length === 0) {
+          await sql.unsafe(STATEMENTS.insertSchemaVersion, [SCHEMA_VERSION]);
+          rows = (await sql.unsafe(STATEMENTS.readSchemaVersion)) as { version: number }[];
+        }
+        const version = Number(rows[0]?.version);
+        if (version !== SCHEMA_VERSION) {
+          throw new CoordinatorConfigError(
+            `the coordinator's lockd tables have schema version ${version} (${SCHEMA_TABLE}); this lockd expects version ${SCHEMA_VERSION}: ` +
+              `use a lockd of the matching version, or another database`,
+            undefined,
+            "schema",
+          );
+        }
+        await sql.unsafe(STATEMENTS.createTable);
+        return;
+      } catch (error) {
+        const errno = (error as PgErrorLike).errno;
+        if (attempt < 2 && (errno === "23505" || errno === "42P07")) continue;
+        throw error;
+      }
+    }
+  }
+
+  async read(): Promise<CoordinatorRow | null> {
+    const rows = (await this.sql.unsafe(STATEMENTS.read, [this.options.service])) as Record<string, unknown>[];
+    return rows.length === 0 ? null : toRow(rows[0]!);
+  }
+
+  async create(floor: number): Promise<CoordinatorRow | null> {
+    const { service, instance, leaseMs, block } = this.options;
+    try {
+      await this.sql.unsafe(STATEMENTS.create, [service, instance, floor + block, leaseMs]);
+    } catch (error) {
+      if ((error as PgErrorLike).errno === "23505") return null; // another instance created it first
+      throw error;
+    }
+    return { epoch: 1, holder: instance, renewals: 0, tokenFloor: floor + block, leaseMs };
+  }
+
+  async takeover(watched: Watched): Promise<CoordinatorRow | null> {
+    const { service, instance, leaseMs, block } = this.options;
+    const rows = (await this.sql.unsafe(STATEMENTS.takeover, [
+      service,
+      instance,
+      block,
+      leaseMs,
+      watched.epoch,
+      watched.renewals,
+      watched.holder,
+    ])) as Record<string, unknown>[];
+    return rows.length === 0 ? null : toRow(rows[0]!);
+  }
+
+  async renew(epoch: number): Promise<boolean> {
+    const result = await this.sql.unsafe(STATEMENTS.renew, [this.options.service, this.options.instance, epoch]);
+    return (result as unknown as { count: number }).count === 1;
+  }
+
+  async reserve(epoch: number): Promise<number | null> {
+    const { service, instance, block } = this.options;
+    const rows = (await this.sql.unsafe(STATEMENTS.reserve, [service, instance, epoch, block])) as Record<string, unknown>[];
+    return rows.length === 0 ? null : Number(rows[0]!.token_floor);
+  }
+
+  async release(epoch: number): Promise<boolean> {
+    const result = await this.sql.unsafe(STATEMENTS.release, [this.options.service, this.options.instance, epoch]);
+    return (result as unknown as { count: number }).count === 1;
+  }
+
+  async close(): Promise<void> {
+    await this.sql.close({ timeout: 1 });
+  }
+}

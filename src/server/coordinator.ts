@@ -1,0 +1,427 @@
+/**
+ * Coordinator: the role machine of an instance of a lockd service run as
+ * one active and standbys, without I/O and without a clock (like
+ * core/engine.ts). The shell (ha.ts) feeds it events with the current
+ * monotonic time in ms and carries out the actions it returns against the
+ * coordinator row (a PostgreSQL table, coordinator-store.ts).
+ *
+ * The row: (epoch, holder, renewals, token_floor, lease_ms). No timestamp of
+ * any machine decides anything; expiry is judged by how long this instance
+ * has seen the row unchanged, on its own monotonic clock.
+ *
+ * - standby: reads the row every lease/4. Once it has seen the same
+ *   (epoch, renewals, holder) for a whole lease (the longer of its own and
+ *   the row's), counted from the moment the first read that showed them
+ *   *answered*, it tries the takeover: one compare-and-set on exactly those
+ *   values. A released row (holder empty) is taken at once; a missing row is
+ *   created (the first instance of a service is active at once).
+ * - active: renews every lease/4 (renewals + 1 where holder = me and epoch =
+ *   mine), on schedule even while an earlier renewal is unanswered. Its own lease runs from the moment it *sent* the last renewal that
+ *   was confirmed (the takeover counts as one). At 0.8 x lease without a
+ *   confirmation, or at once when a statement finds the row taken, it steps
+ *   down. `mayGrant(now)` is the check before every grant: it compares `now`
+ *   with that deadline, it does not trust a timer to have fired.
+ * - tokens: a block of `block` tokens comes with the takeover; the next is
+ *   reserved (token_floor + block, only for holder = me and epoch = mine)
+ *   when half the current block is used, so no grant waits on the
+ *   coordinator. No token above the row's token_floor is ever issued.
+ *
+ * Why a standby and the active never grant at once: the standby counts a
+ * lease from a moment after the active sent the renewal it saw; the active
+ * stops granting 0.8 x lease after sending it. The 0.2 x lease between them
+ * absorbs clock rate differences and scheduling delay; a process paused
+ * longer than that is what fencing tokens are for (its tokens are all below
+ * the new active's).
+ */
+
+/** The coordinator row of one service, as read. */
+export interface CoordinatorRow {
+  readonly epoch: number;
+  /** Instance id of the active; "" when released. */
+  readonly holder: string;
+  readonly renewals: number;
+  /** No token above it has been issued. */
+  readonly tokenFloor: number;
+  /** The active's coordinator lease in ms. */
+  readonly leaseMs: number;
+}
+
+/** The values a takeover's compare-and-set requires to be unchanged. */
+export interface Watched {
+  readonly epoch: number;
+  readonly renewals: number;
+  readonly holder: string;
+}
+
+export type CoordinatorAction =
+  /** Read the row (an answer: `readDone`). */
+  | { readonly type: "read" }
+  /** Insert the row with epoch 1, holder me, token_floor = `floor` + block (answer: `createDone`). */
+  | { readonly type: "create"; readonly floor: number }
+  /** Compare-and-set: holder me, epoch + 1, renewals 0, token_floor + block, where the row is still `watched` (answer: `takeoverDone`). */
+  | { readonly type: "takeover"; readonly watched: Watched }
+  /** renewals + 1 where holder = me and epoch = `epoch` (answer: `renewDone` with `sentAt`). */
+  | { readonly type: "renew"; readonly epoch: number; readonly sentAt: number }
+  /** token_floor + block where holder = me and epoch = `epoch` (answer: `reserveDone`). */
+  | { readonly type: "reserve"; readonly epoch: number }
+  /** Become active: listen, and issue tokens from the machine (`nextToken`). */
+  | {
+      readonly type: "activate";
+      readonly epoch: number;
+      readonly firstToken: number;
+      readonly why: ActivationReason;
+      /** "expired": how long the row had been seen unchanged when the takeover was sent (this instance's clock). */
+      readonly unchangedMs: number;
+    }
+  /** Stop granting: every session gets SHUTTING_DOWN, the listener closes; the instance is a standby again. */
+  | { readonly type: "stepDown"; readonly epoch: number; readonly reason: string }
+  /** Clean stop: mark the row released (holder = "") if it is still mine (answer: none needed). */
+  | { readonly type: "release"; readonly epoch: number };
+
+/** How a term began: this instance created the row, took a released row, or one left unchanged for a lease. */
+export type ActivationReason = "created" | "released" | "expired";
+
+/** The answer of a statement that requires holder = me and epoch = mine. */
+export const enum Outcome {
+  /** The statement changed the row. */
+  OK,
+  /** It changed nothing: the row is no longer ours. */
+  TAKEN,
+  /** No answer (coordinator unreachable, timed out, an error). */
+  FAILED,
+}
+
+export type Role = "standby" | "active" | "stopped";
+
+export interface CoordinatorOptions {
+  /** The coordinator lease in ms. */
+  readonly leaseMs: number;
+  /** Tokens per reservation. */
+  readonly block: number;
+  /** Creating the row: no token at or below this was issued (a data directory's floor, or 0). */
+  readonly initialFloor?: number;
+}
+
+/** The share of the lease after which an active without a confirmed renewal stops. */
+export const STEP_DOWN_SHARE = 0.8;
+
+type Pending = "read" | "create" | "takeover" | null;
+
+export class Coordinator {
+  role: Role = "standby";
+  /** The epoch of the current (or last) active term of this instance; 0 before the first. */
+  epoch = 0;
+  readonly leaseMs: number;
+  readonly block: number;
+
+  // --- counters (ops) ----------------------------------------------------------
+  renewalsFailed = 0;
+  stepDowns = 0;
+  takeovers = 0;
+  /** The last round trip of a confirmed statement, ms. */
+  lastRoundTripMs = 0;
+
+  // --- standby ----------------------------------------------------------------------
+  private pending: Pending = null;
+  private pendingSentAt = 0;
+  private takeoverWhy: ActivationReason = "expired";
+  private takeoverUnchangedMs = 0;
+  private nextReadAt = 0;
+  private watched: Watched | null = null;
+  /** When the first read that showed `watched` answered. */
+  private watchedSince = 0;
+  /** The lease to wait: the longer of ours and the row's. */
+  private watchLeaseMs = 0;
+
+  // --- active -------------------------------------------------------------------------
+  /** When the last confirmed renewal (or the takeover) was sent. */
+  private confirmedSentAt = -Infinity;
+  private nextRenewAt = Infinity;
+  private reserveInFlight = false;
+  private nextReserveAt = 0;
+  /** Tokens: the last issued, the end of the current block, the next block's end (0: none yet). */
+  private tokenLast = 0;
+  private blockEnd = 0;
+  private nextBlockEnd = 0;
+  private readonly initialFloor: number;
+  /**
+   * The highest token floor this instance has read in the row (and the last
+   * token it issued itself): no token above it can have been issued when it
+   * was seen. A term never issues a token at or below it, even if the row
+   * comes back lower (a coordinator that lost committed transactions).
+   */
+  private floorSeen = 0;
+  private epochSeen = 0;
+  /** Reads that showed the row gone back (a lower epoch or floor, or gone): the coordinator lost data. */
+  regressions = 0;
+
+  constructor(options: CoordinatorOptions) {
+    if (!(options.leaseMs > 0)) throw new RangeError("leaseMs must be positive");
+    if (!(options.block >= 2)) throw new RangeError("block must be at least 2");
+    this.leaseMs = options.leaseMs;
+    this.block = options.block;
+    this.initialFloor = options.initialFloor ?? 0;
+  }
+
+  private get interval(): number {
+    return this.leaseMs / 4;
+  }
+
+  /** The moment an active stops granting: 0.8 x lease after sending its last confirmed renewal. */
+  get deadline(): number {
+    return this.confirmedSentAt + STEP_DOWN_SHARE * this.leaseMs;
+  }
+
+  // --- events ----------------------------------------------------------------------------
+
+  /** Start as a standby: read the row now. */
+  start(now: number): CoordinatorAction[] {
+    this.role = "standby";
+    this.nextReadAt = now;
+    return this.tick(now);
+  }
+
+  /**
+   * Time passed (a timer fired, or any other event): whatever is due now.
+   * Call again at `nextWake()`.
+   */
+  tick(now: number): CoordinatorAction[] {
+    const out: CoordinatorAction[] = [];
+    if (this.role === "active") {
+      if (now >= this.deadline) {
+        this.stepDown(now, `no renewal confirmed for ${STEP_DOWN_SHARE} x the coordinator lease`, out);
+        return out;
+      }
+      // On schedule, even with an earlier one unanswered: a statement stuck on one
+      // connection must not hold back the next (the shell bounds each in time).
+      if (now >= this.nextRenewAt) {
+        this.nextRenewAt = now + this.interval;
+        out.push({ type: "renew", epoch: this.epoch, sentAt: now });
+      }
+      this.maybeReserve(now, out);
+    } else if (this.role === "standby" && this.pending === null) {
+      const w = this.watched;
+      if (w !== null && now >= this.watchedSince + this.watchLeaseMs) {
+        this.send("takeover", now);
+        this.takeoverWhy = w.holder === "" ? "released" : "expired";
+        this.takeoverUnchangedMs = now - this.watchedSince;
+        out.push({ type: "takeover", watched: w });
+      } else if (now >= this.nextReadAt) {
+        this.send("read", now);
+        out.push({ type: "read" });
+      }
+    }
+    return out;
+  }
+
+  /** When `tick` has something to do next (monotonic ms); Infinity when only an answer can move it. */
+  nextWake(): number {
+    if (this.role === "active") {
+      let at = Math.min(this.deadline, this.nextRenewAt);
+      if (this.wantsReserve()) at = Math.min(at, this.nextReserveAt);
+      return at;
+    }
+    if (this.role !== "standby" || this.pending !== null) return Infinity;
+    const takeoverAt = this.watched === null ? Infinity : this.watchedSince + this.watchLeaseMs;
+    return Math.min(this.nextReadAt, takeoverAt);
+  }
+
+  /** The row as read; null when the service has no row yet. Null `row` with `failed`: no answer. */
+  readDone(now: number, row: CoordinatorRow | null, failed = false): CoordinatorAction[] {
+    if (this.pending !== "read") return [];
+    this.pending = null;
+    this.nextReadAt = now + this.interval;
+    if (this.role !== "standby") return [];
+    if (failed) return this.tick(now);
+    this.lastRoundTripMs = now - this.pendingSentAt;
+    if (row === null ? this.epochSeen > 0 : row.epoch < this.epochSeen || row.tokenFloor < this.floorSeen) this.regressions++;
+    if (row === null) {
+      this.watched = null;
+      this.send("create", now);
+      return [{ type: "create", floor: Math.max(this.initialFloor, this.floorSeen) }];
+    }
+    this.floorSeen = Math.max(this.floorSeen, row.tokenFloor);
+    this.epochSeen = Math.max(this.epochSeen, row.epoch);
+    const seen: Watched = { epoch: row.epoch, renewals: row.renewals, holder: row.holder };
+    if (row.holder === "") {
+      // Released by a clean stop: take over at once, by the same compare-and-set.
+      this.watched = seen;
+      this.send("takeover", now);
+      this.takeoverWhy = "released";
+      this.takeoverUnchangedMs = 0;
+      return [{ type: "takeover", watched: seen }];
+    }
+    const w = this.watched;
+    if (w === null || w.epoch !== seen.epoch || w.renewals !== seen.renewals || w.holder !== seen.holder) {
+      this.watched = seen;
+      this.watchedSince = now;
+      this.watchLeaseMs = Math.max(this.leaseMs, row.leaseMs);
+    }
+    return this.tick(now);
+  }
+
+  /** The answer to `create`: the row as inserted, or null when another instance created it first (or no answer). */
+  createDone(now: number, row: CoordinatorRow | null): CoordinatorAction[] {
+    if (this.pending !== "create") return [];
+    this.pending = null;
+    if (row === null || this.role !== "standby") {
+      this.nextReadAt = now;
+      return this.tick(now);
+    }
+    return this.becomeActive(now, row, "created");
+  }
+
+  /** The answer to `takeover`: the row as updated, or null when it changed nothing (or no answer). */
+  takeoverDone(now: number, row: CoordinatorRow | null): CoordinatorAction[] {
+    if (this.pending !== "takeover") return [];
+    this.pending = null;
+    this.watched = null;
+    if (row === null || this.role !== "standby") {
+      this.nextReadAt = now;
+      return this.tick(now);
+    }
+    return this.becomeActive(now, row, this.takeoverWhy);
+  }
+
+  /** The answer to the renewal of term `epoch` sent at `sentAt`. */
+  renewDone(now: number, epoch: number, sentAt: number, outcome: Outcome): CoordinatorAction[] {
+    if (this.role !== "active" || epoch !== this.epoch) return []; // an answer from an earlier term
+    const out: CoordinatorAction[] = [];
+    if (outcome === Outcome.OK) {
+      this.lastRoundTripMs = now - sentAt;
+      if (sentAt > this.confirmedSentAt) this.confirmedSentAt = sentAt;
+    } else if (outcome === Outcome.TAKEN) {
+      this.stepDown(now, "a renewal found the coordinator row taken by another instance", out);
+      return out;
+    } else {
+      this.renewalsFailed++;
+    }
+    out.push(...this.tick(now));
+    return out;
+  }
+
+  /** The answer to `reserve` of term `epoch`: the row's new token floor, or the outcome that says why there is none. */
+  reserveDone(now: number, epoch: number, outcome: Outcome, floor = 0): CoordinatorAction[] {
+    if (this.role !== "active" || epoch !== this.epoch) return [];
+    this.reserveInFlight = false;
+    const out: CoordinatorAction[] = [];
+    if (outcome === Outcome.TAKEN) {
+      this.stepDown(now, "a token reservation found the coordinator row taken by another instance", out);
+      return out;
+    }
+    if (outcome === Outcome.OK && floor - this.block >= this.blockEnd) {
+      // A reservation answered late may have skipped ahead; tokens may skip, never repeat.
+      if (this.tokenLast >= this.blockEnd) {
+        this.tokenLast = Math.max(floor - this.block, this.floorSeen);
+        this.blockEnd = floor;
+      } else {
+        this.nextBlockEnd = floor;
+      }
+    } else if (outcome === Outcome.FAILED) {
+      this.nextReserveAt = now + this.interval;
+    }
+    out.push(...this.tick(now));
+    return out;
+  }
+
+  /** A clean stop: release the row if active. The machine does nothing more. */
+  stop(_now: number): CoordinatorAction[] {
+    const wasActive = this.role === "active";
+    this.role = "stopped";
+    this.pending = null;
+    return wasActive ? [{ type: "release", epoch: this.epoch }] : [];
+  }
+
+  /** The shell could not serve as active (e.g. the lock port is taken): give the term up at once. */
+  abandon(now: number, reason: string): CoordinatorAction[] {
+    const out: CoordinatorAction[] = [];
+    if (this.role !== "active") return out;
+    out.push({ type: "release", epoch: this.epoch });
+    this.stepDown(now, reason, out);
+    // Leave the released row to another standby for a lease, instead of taking it back at once.
+    this.nextReadAt = now + this.leaseMs;
+    return out;
+  }
+
+  // --- the hot path ---------------------------------------------------------------------
+
+  /**
+   * The check before every grant: active, inside its deadline, and a token
+   * in hand. Reads only `now`.
+   */
+  mayGrant(now: number): boolean {
+    return this.role === "active" && now < this.deadline && (this.tokenLast < this.blockEnd || this.nextBlockEnd > 0);
+  }
+
+  /** The next token (call only after `mayGrant` said yes). */
+  nextToken(): number {
+    if (this.tokenLast >= this.blockEnd) {
+      this.tokenLast = this.nextBlockEnd - this.block;
+      this.blockEnd = this.nextBlockEnd;
+      this.nextBlockEnd = 0;
+    }
+    return ++this.tokenLast;
+  }
+
+  /** The last token issued in this term (0 before the first term). */
+  get lastToken(): number {
+    return this.tokenLast;
+  }
+
+  /** A reservation is due: half the block is used and none is in flight or in hand. */
+  wantsReserve(): boolean {
+    return this.role === "active" && !this.reserveInFlight && this.nextBlockEnd === 0 && this.blockEnd - this.tokenLast <= this.block / 2;
+  }
+
+  // --- helpers ------------------------------------------------------------------------------
+
+  private send(kind: Exclude<Pending, null>, now: number): void {
+    this.pending = kind;
+    this.pendingSentAt = now;
+  }
+
+  private maybeReserve(now: number, out: CoordinatorAction[]): void {
+    if (this.wantsReserve() && now >= this.nextReserveAt) {
+      this.reserveInFlight = true;
+      out.push({ type: "reserve", epoch: this.epoch });
+    }
+  }
+
+  private becomeActive(now: number, row: CoordinatorRow, why: ActivationReason): CoordinatorAction[] {
+    this.role = "active";
+    this.epoch = row.epoch;
+    this.takeovers++;
+    this.lastRoundTripMs = now - this.pendingSentAt;
+    // The takeover (or creation) was a renewal: the lease runs from when it was sent.
+    this.confirmedSentAt = this.pendingSentAt;
+    this.nextRenewAt = this.pendingSentAt + this.interval;
+    this.reserveInFlight = false;
+    this.nextReserveAt = 0;
+    // Normally the block starts at the floor last read. Never at or below a floor seen before:
+    // if the row went back, this block may be empty and the next reservations walk up past it.
+    this.tokenLast = Math.max(row.tokenFloor - this.block, this.floorSeen);
+    this.blockEnd = row.tokenFloor;
+    this.nextBlockEnd = 0;
+    this.epochSeen = Math.max(this.epochSeen, row.epoch);
+    const out: CoordinatorAction[] = [
+      { type: "activate", epoch: row.epoch, firstToken: this.tokenLast + 1, why, unchangedMs: why === "created" ? 0 : this.takeoverUnchangedMs },
+    ];
+    out.push(...this.tick(now));
+    return out;
+  }
+
+  private stepDown(now: number, reason: string, out: CoordinatorAction[]): void {
+    this.role = "standby";
+    this.stepDowns++;
+    this.reserveInFlight = false;
+    this.nextRenewAt = Infinity;
+    this.confirmedSentAt = -Infinity;
+    this.nextBlockEnd = 0;
+    this.blockEnd = this.tokenLast; // nothing more to issue in this term
+    this.floorSeen = Math.max(this.floorSeen, this.tokenLast);
+    this.watched = null;
+    this.pending = null;
+    this.nextReadAt = now;
+    out.push({ type: "stepDown", epoch: this.epoch, reason });
+  }
+}

@@ -1,0 +1,310 @@
+/**
+ * Roles: the shell around the coordinator role machine (coordinator.ts) for
+ * `lockd serve --coordinator`. It carries the machine's actions out against
+ * the store (PostgreSQL), feeds the answers back with `performance.now()`,
+ * and arms one timer for the machine's next wake-up. The daemon calls it;
+ * everything about roles lives here.
+ *
+ * - standby: no lock listener. The daemon's ops server stays up; /readyz
+ *   says 503 with the role.
+ * - active: a LockServer listening on --listen, its tokens from the
+ *   machine's blocks, and the machine's deadline checked before every grant
+ *   (the engine's grant guard reads the clock then: a process paused past
+ *   its deadline grants nothing when it wakes).
+ * - step-down: the LockServer stops (every session gets ERROR SHUTTING_DOWN,
+ *   the listener closes), and the instance is a standby again.
+ * - clean stop: the active's sessions end as in a step-down, then the row is
+ *   released so a standby takes over at once.
+ *
+ * Every statement is bounded by a timeout (half the coordinator lease): one
+ * that does not answer in time counts as failed, whatever it does later. The
+ * machine is built so that a late effect is safe (a renewal or reservation
+ * that lands late changes nothing that matters, and a takeover that lands
+ * late is taken over again after a lease).
+ */
+import type { Logger } from "../log.ts";
+import { Engine, type GrantGuard } from "../core/engine.ts";
+import type { TokenSource } from "../core/tokens.ts";
+import type { Conn } from "./conn.ts";
+import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
+import type { CoordinatorStore } from "./coordinator-store.ts";
+import type { LockServer } from "./server.ts";
+
+export interface RolesOptions {
+  readonly store: CoordinatorStore;
+  readonly service: string;
+  readonly instance: string;
+  readonly leaseMs: number;
+  readonly block: number;
+  /** Creating the service's row: tokens start above this (a data directory's floor). */
+  readonly initialFloor?: number;
+  readonly log: Logger;
+  /** Open the lock listener for a term; throws when it cannot listen. */
+  readonly listen: (tokens: TokenSource, guard: GrantGuard) => LockServer;
+  /** io-timeout, for the idle engine shown by the ops server while standby. */
+  readonly ioTimeoutMs: number;
+  /** Called when this instance becomes active (listening) or stops being active. */
+  readonly onRole?: (role: "active" | "standby", epoch: number) => void;
+  /** The monotonic clock (ms). Tests inject one; lockd reads performance.now(). */
+  readonly clock?: () => number;
+}
+
+/** What the ops server shows about roles. */
+export interface RoleView {
+  readonly role: "standby" | "active" | "stopped";
+  readonly epoch: number;
+  readonly service: string;
+  readonly instance: string;
+}
+
+/** Coordinator figures for /metrics. */
+export interface CoordinatorMetrics extends RoleView {
+  readonly roundTripSeconds: number;
+  readonly renewalsFailed: number;
+  readonly stepDowns: number;
+  readonly takeovers: number;
+  readonly leaseSeconds: number;
+}
+
+const NO_TRANSPORT = { send() {}, close() {} };
+
+export class Roles implements GrantGuard, TokenSource {
+  readonly machine: Coordinator;
+  /** The LockServer of the current active term, null while standby. */
+  server: LockServer | null = null;
+  /** The engine the ops server shows: the current term's, else the last term's, else an idle one. */
+  engine: Engine<Conn>;
+  /** Resolves once the first decision is made (the row read, created or taken). */
+  readonly started: Promise<void>;
+  private resolveStarted!: () => void;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private pumpQueued = false;
+  private stopping = false;
+  /** The last term's LockServer.stop(): a new term listens only after it. */
+  private lastStop: Promise<void> = Promise.resolve();
+  private readonly now: () => number;
+  private readonly statementTimeoutMs: number;
+  /** The active last logged as seen by this standby. */
+  private seenEpoch = -1;
+  private seenHolder = "";
+
+  constructor(private readonly options: RolesOptions) {
+    this.machine = new Coordinator({ leaseMs: options.leaseMs, block: options.block, initialFloor: options.initialFloor ?? 0 });
+    this.now = options.clock ?? (() => performance.now());
+    this.statementTimeoutMs = Math.max(50, options.leaseMs / 2);
+    this.engine = new Engine<Conn>(NO_TRANSPORT, { ioTimeoutMs: options.ioTimeoutMs }, this.now());
+    this.started = new Promise((resolve) => (this.resolveStarted = resolve));
+  }
+
+  get role(): RoleView["role"] {
+    return this.machine.role;
+  }
+
+  view(): RoleView {
+    return { role: this.machine.role, epoch: this.machine.epoch, service: this.options.service, instance: this.options.instance };
+  }
+
+  metrics(): CoordinatorMetrics {
+    const m = this.machine;
+    return {
+      ...this.view(),
+      roundTripSeconds: m.lastRoundTripMs / 1000,
+      renewalsFailed: m.renewalsFailed,
+      stepDowns: m.stepDowns,
+      takeovers: m.takeovers,
+      leaseSeconds: this.options.leaseMs / 1000,
+    };
+  }
+
+  start(): void {
+    this.run(this.machine.start(this.now()));
+  }
+
+  // --- GrantGuard and TokenSource: the hot path --------------------------------------
+
+  /** Before every grant: the deadline, on the clock now (not the event's time). */
+  mayGrant(_now: number): boolean {
+    if (this.machine.mayGrant(this.now())) return true;
+    this.queuePump(); // the machine steps down (or waits for a token block) on its next turn
+    return false;
+  }
+
+  next(): number {
+    const token = this.machine.nextToken();
+    if (this.machine.wantsReserve()) this.queuePump();
+    return token;
+  }
+
+  get last(): number {
+    return this.machine.lastToken;
+  }
+
+  // --- stop ------------------------------------------------------------------------------------
+
+  /** Clean stop: end the sessions (SHUTTING_DOWN), release the row if active, close the store. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    const actions = this.machine.stop(this.now());
+    const server = this.server;
+    this.server = null;
+    if (server !== null) await server.stop();
+    await this.lastStop;
+    for (const action of actions) {
+      if (action.type !== "release") continue;
+      const released = await this.bounded(this.options.store.release(action.epoch), 2 * this.statementTimeoutMs);
+      if (released === true) this.options.log.info("coordinator row released: a standby takes over at once", { service: this.options.service, epoch: action.epoch });
+      else this.options.log.warn("could not release the coordinator row: a standby takes over after the lease", { service: this.options.service, epoch: action.epoch });
+    }
+    this.resolveStarted();
+    await this.options.store.close().catch(() => {});
+  }
+
+  // --- the machine's actions ---------------------------------------------------------------
+
+  private queuePump(): void {
+    if (this.pumpQueued) return;
+    this.pumpQueued = true;
+    queueMicrotask(() => {
+      this.pumpQueued = false;
+      if (!this.stopping) this.run(this.machine.tick(this.now()));
+    });
+  }
+
+  private run(actions: readonly CoordinatorAction[]): void {
+    if (this.stopping) return;
+    for (const action of actions) this.perform(action);
+    this.arm();
+  }
+
+  private arm(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.stopping) return;
+    const at = this.machine.nextWake();
+    if (at === Infinity) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.run(this.machine.tick(this.now()));
+    }, Math.max(0, Math.ceil(at - this.now())));
+  }
+
+  private perform(action: CoordinatorAction): void {
+    const { store, log, service } = this.options;
+    const m = this.machine;
+    switch (action.type) {
+      case "read":
+        this.ask(store.read(), (row) => {
+          if (row !== undefined && row !== null && m.role === "standby" && (row.epoch !== this.seenEpoch || row.holder !== this.seenHolder)) {
+            this.seenEpoch = row.epoch;
+            this.seenHolder = row.holder;
+            log.info("standby: the coordinator row names the active", { service, epoch: row.epoch, active: row.holder === "" ? "(released)" : row.holder });
+          }
+          const regressions = m.regressions;
+          const actions = row === undefined ? m.readDone(this.now(), null, true) : m.readDone(this.now(), row);
+          if (m.regressions !== regressions) {
+            log.error("the coordinator row went back (a lower epoch or token floor, or gone): the coordinator lost committed data; this instance will not issue tokens below what it saw, others may", {
+              service,
+              row: row ?? null,
+            });
+          }
+          if (row !== undefined && row !== null && row.holder !== "") this.resolveStarted(); // watching an active
+          return actions;
+        });
+        return;
+      case "create":
+        this.ask(store.create(action.floor), (row) => m.createDone(this.now(), row ?? null));
+        return;
+      case "takeover":
+        this.ask(store.takeover(action.watched), (row) => {
+          if (row === null || row === undefined) log.info("takeover did not happen: the coordinator row changed", { service });
+          return m.takeoverDone(this.now(), row ?? null);
+        });
+        return;
+      case "renew":
+        this.ask(store.renew(action.epoch), (ok) => {
+          if (ok === undefined) log.warn("coordinator renewal failed", { service, epoch: action.epoch, failed: m.renewalsFailed + 1 });
+          return m.renewDone(this.now(), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN);
+        });
+        return;
+      case "reserve":
+        this.ask(store.reserve(action.epoch), (floor) =>
+          m.reserveDone(this.now(), action.epoch, floor === undefined ? Outcome.FAILED : floor === null ? Outcome.TAKEN : Outcome.OK, floor ?? 0),
+        );
+        return;
+      case "activate":
+        this.resolveStarted();
+        void this.activate(action.epoch, action.firstToken, action.why, action.unchangedMs);
+        return;
+      case "stepDown":
+        this.stepDown(action.epoch, action.reason);
+        return;
+      case "release":
+        void this.bounded(store.release(action.epoch), this.statementTimeoutMs);
+        return;
+    }
+  }
+
+  /** Run a statement bounded in time; `undefined` to `then` means no answer (failed or timed out). */
+  private ask<T>(statement: Promise<T>, then: (result: T | undefined) => CoordinatorAction[]): void {
+    void this.bounded(statement, this.statementTimeoutMs).then((result) => this.run(then(result)));
+  }
+
+  private async bounded<T>(statement: Promise<T>, ms: number): Promise<T | undefined> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), ms);
+    });
+    try {
+      return await Promise.race([statement.catch((error: unknown) => {
+        this.options.log.debug("coordinator statement failed", { error: (error as Error)?.message ?? String(error) });
+        return undefined;
+      }), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async activate(epoch: number, firstToken: number, why: string, unchangedMs: number): Promise<void> {
+    await this.lastStop;
+    const m = this.machine;
+    if (this.stopping || m.role !== "active" || m.epoch !== epoch) return;
+    let server: LockServer;
+    try {
+      server = this.options.listen(this, this);
+    } catch (error) {
+      this.options.log.error("active, but cannot listen: giving the term up", { service: this.options.service, epoch, error: (error as Error).message });
+      this.run(m.abandon(this.now(), "cannot listen"));
+      return;
+    }
+    this.server = server;
+    this.engine = server.engine;
+    this.options.log.info("active: listening", {
+      service: this.options.service,
+      epoch,
+      why,
+      ...(why === "expired" ? { unchangedMs: Math.round(unchangedMs) } : {}),
+      listen: `${server.hostname}:${server.port}`,
+      tokensFrom: firstToken,
+    });
+    this.options.onRole?.("active", epoch);
+  }
+
+  private stepDown(epoch: number, reason: string): void {
+    const server = this.server;
+    this.server = null;
+    this.options.log.warn("stepping down: ending every session with SHUTTING_DOWN, closing the listener", {
+      service: this.options.service,
+      epoch,
+      reason,
+      sessions: server?.engine.sessions.size ?? 0,
+    });
+    if (server !== null) {
+      const stopped = server.stop(); // at once: the listener closes and every session ends now
+      this.lastStop = Promise.all([this.lastStop, stopped]).then(() => {});
+    }
+    this.options.onRole?.("standby", epoch);
+  }
+}

@@ -1,0 +1,54 @@
+// --coordinator and --coordinator-file (and their LOCKD_* variables): flags beat the environment,
+// the inline URL and the file are exclusive on one level, the file's trailing newline is ignored.
+import { expect, test } from "bun:test";
+import { resolveCoordinatorUrl } from "../../src/cli/coordinator.ts";
+import { ConfigError, parseOptions, SERVE_OPTIONS } from "../../src/config.ts";
+
+const files: Record<string, string> = { "/run/url": "postgres://lockd:pw@db/lockd\n", "/run/two-lines": "postgres://a\npostgres://b\n" };
+const read = (path: string) => {
+  const text = files[path];
+  if (text === undefined) throw Object.assign(new Error("no such file"), { code: "ENOENT" });
+  return text;
+};
+
+function resolve(argv: string[], env: Record<string, string> = {}) {
+  const parsed = parseOptions(SERVE_OPTIONS, argv, env);
+  return resolveCoordinatorUrl(parsed.options, parsed.sources, read);
+}
+
+test("none given: no coordinator", () => {
+  expect(resolve([])).toBeNull();
+});
+
+test("inline or from a file, flag over environment", () => {
+  expect(resolve(["--coordinator", "postgres://x/y"])).toEqual({ url: "postgres://x/y", from: "--coordinator" });
+  expect(resolve([], { LOCKD_COORDINATOR_FILE: "/run/url" })).toEqual({ url: "postgres://lockd:pw@db/lockd", from: "LOCKD_COORDINATOR_FILE" });
+  expect(resolve(["--coordinator-file", "/run/url"], { LOCKD_COORDINATOR: "postgres://env/x" })).toEqual({ url: "postgres://lockd:pw@db/lockd", from: "--coordinator-file" });
+});
+
+test("both on one level, an unreadable file, a file of two lines: one clear line each", () => {
+  const problem = (f: () => unknown) => {
+    try {
+      f();
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      return (error as ConfigError).problems;
+    }
+    throw new Error("expected a ConfigError");
+  };
+  expect(problem(() => resolve(["--coordinator", "postgres://x", "--coordinator-file", "/run/url"]))).toEqual(["--coordinator and --coordinator-file are both set: give one"]);
+  expect(problem(() => resolve([], { LOCKD_COORDINATOR: "postgres://x", LOCKD_COORDINATOR_FILE: "/run/url" }))).toEqual(["LOCKD_COORDINATOR and LOCKD_COORDINATOR_FILE are both set: give one"]);
+  expect(problem(() => resolve(["--coordinator-file", "/nope"]))).toEqual(["--coordinator-file: cannot read /nope: ENOENT"]);
+  expect(problem(() => resolve(["--coordinator-file", "/run/two-lines"]))).toEqual(["--coordinator-file: /run/two-lines must hold one URL on one line"]);
+});
+
+test("--service or --coordinator-lease without a coordinator: an error, not a single server", () => {
+  expect(() => resolve(["--service", "payments"])).toThrow("--service needs --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)");
+  expect(() => resolve([], { LOCKD_SERVICE: "p", LOCKD_COORDINATOR_LEASE: "2s" })).toThrow("LOCKD_SERVICE and LOCKD_COORDINATOR_LEASE need --coordinator");
+  expect(resolve(["--service", "payments", "--coordinator", "postgres://x/y"])?.url).toBe("postgres://x/y");
+});
+
+test("bad values of the other coordinator flags are named", () => {
+  expect(() => parseOptions(SERVE_OPTIONS, ["--coordinator-lease", "50ms"], {})).toThrow("--coordinator-lease: 50ms is out of range 200ms..10m");
+  expect(() => parseOptions(SERVE_OPTIONS, ["--service", "two words"], {})).toThrow("--service: a service name is 1 to 255 printable ASCII characters without spaces");
+});

@@ -1,0 +1,295 @@
+/**
+ * Failover with real processes and a real PostgreSQL: two `lockd serve
+ * --coordinator` instances, one active and one standby; SIGKILL, SIGSTOP and
+ * a clean stop of the active; the coordinator going away; bad configuration.
+ * Coordinator leases are short (2 s) so the file runs in seconds. Every wait
+ * is for an event (a log line, a frame, a grant), bounded.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { LockClient } from "../../src/client/index.ts";
+import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
+import { FencedResource } from "../faults/fence.ts";
+import { ChildServer, runCli } from "../fixtures/ops-child.ts";
+import { WirePeer } from "../helpers/wire.ts";
+import { freePort, freePorts, Postgres } from "./pg.ts";
+
+const LEASE = 2000;
+
+let pg: Postgres;
+beforeAll(async () => {
+  pg = await Postgres.start();
+}, 90_000);
+afterAll(async () => {
+  await pg?.[Symbol.asyncDispose]();
+});
+
+let serial = 0;
+const nextService = () => `failover-${process.pid}-${++serial}`;
+
+function instance(service: string, listenPort: number, extra: readonly string[] = [], lease = LEASE, env?: Record<string, string>): ChildServer {
+  return ChildServer.spawn([
+    "serve",
+    "--service", service,
+    "--coordinator-lease", `${lease}ms`,
+    "--listen", `127.0.0.1:${listenPort}`,
+    "--ops", "127.0.0.1:0",
+    "--shutdown-grace", "0s",
+    ...extra,
+  ], env ?? { LOCKD_COORDINATOR: pg.url() });
+}
+
+async function opsPort(child: ChildServer): Promise<number> {
+  return Number(String((await child.line("lockd started")).ops).split(":").pop());
+}
+
+async function readyz(port: number): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`http://127.0.0.1:${port}/readyz`);
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+/** Two instances on one lock port: the first active (it creates the row), the second standby. */
+async function pair(service: string, port: number, lease = LEASE, env?: Record<string, string>): Promise<{ a: ChildServer; b: ChildServer }> {
+  const a = instance(service, port, [], lease, env);
+  const started = await a.line("active: listening");
+  expect(started.why).toBe("created");
+  const b = instance(service, port, [], lease, env);
+  expect((await b.line("lockd started")).role).toBe("standby");
+  return { a, b };
+}
+
+describe("two instances", () => {
+  test("one active, one standby; SIGKILL the active: the standby takes over and a waiting client is granted a higher token", async () => {
+    const service = nextService();
+    const port = await freePort();
+    const { a, b } = await pair(service, port);
+    await using _a = a;
+    await using _b = b;
+    expect((await a.line("lockd started")).role).toBe("active");
+    const standbyOps = await opsPort(b);
+    const standby = await readyz(standbyOps);
+    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 0, service } });
+    const activeOps = await opsPort(a);
+    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, service } });
+    // The role in lockd status and /metrics.
+    expect((await runCli(["status", "--ops", `127.0.0.1:${activeOps}`])).out).toContain(`service ${service}: active, epoch 1\n`);
+    expect((await runCli(["status", "--ops", `127.0.0.1:${standbyOps}`])).out).toContain(`service ${service}: standby, epoch 0 (a standby serves no locks`);
+    const metrics = await (await fetch(`http://127.0.0.1:${activeOps}/metrics`)).text();
+    expect(metrics).toContain(`lockd_role{role="active",service="${service}"} 1`);
+    expect(metrics).toContain(`lockd_role{role="standby",service="${service}"} 0`);
+    expect(metrics).toContain("lockd_coordinator_epoch 1");
+    expect(metrics).toMatch(/lockd_coordinator_round_trip_seconds \d/);
+    expect(metrics).toContain("lockd_coordinator_step_downs_total 0");
+    expect(metrics).toContain("lockd_coordinator_renewals_failed_total 0");
+
+    const client = new LockClient({ servers: `127.0.0.1:${port}`, reconnectMs: 20_000 });
+    const holder = await client.acquire("k", { lease: 5000 });
+    const issued = [holder.token];
+    // Several grants, so "above every token issued" has more than one token to be above.
+    for (const name of ["x", "y"]) {
+      const lock = await client.acquire(name, { lease: 5000 });
+      issued.push(lock.token);
+      await lock.release();
+    }
+    const waiter = client.acquire("k", { lease: 5000, wait: 20_000 });
+    await waitForWaiter(await opsPort(a), "k");
+
+    a.proc.kill("SIGKILL");
+    const took = await b.line("active: listening", 15_000);
+    expect(took.why).toBe("expired");
+    expect(took.epoch).toBe(2);
+    // Never early: the standby had seen the row unchanged for a whole lease on its own clock.
+    // (How soon after the kill is measured by bench/failover.ts, not asserted here.)
+    expect(took.unchangedMs).toBeGreaterThanOrEqual(LEASE);
+    const granted = await waiter;
+    for (const token of issued) expect(granted.token).toBeGreaterThan(token);
+    expect(holder.signal.aborted).toBe(true);
+    await granted.release();
+    expect((await readyz(standbyOps)).status).toBe(200);
+    expect(await (await fetch(`http://127.0.0.1:${standbyOps}/metrics`)).text()).toContain("lockd_coordinator_takeovers_total 1");
+  });
+
+  test("SIGSTOP the active past its lease: the standby takes over; on SIGCONT the old active grants nothing and its waiter gets SHUTTING_DOWN", async () => {
+    const service = nextService();
+    const [portA, portB] = (await freePorts(2)) as [number, number];
+    const a = instance(service, portA);
+    await using _a = a;
+    await a.line("active: listening");
+    const b = instance(service, portB);
+    await using _b = b;
+    expect((await b.line("lockd started")).role).toBe("standby");
+    using fence = new FencedResource();
+
+    const clientA = new LockClient({ servers: `127.0.0.1:${portA}`, reconnectMs: 0 });
+    const holder = await clientA.acquire("k", { lease: 3000 });
+    expect(await fence.write(holder.token)).toBe(200);
+    const waiter = await WirePeer.connect(portA);
+    waiter.acquire("k", 60_000);
+    expect((await waiter.frame(0)).type).toBe(FrameType.WAITING);
+
+    a.proc.kill("SIGSTOP");
+    try {
+      const took = await b.line("active: listening", 15_000);
+      expect(took.why).toBe("expired");
+      // The new active's tokens are above everything the old one could issue.
+      const clientB = new LockClient({ servers: `127.0.0.1:${portB}` });
+      const fresh = await clientB.acquire("k", { lease: 5000 });
+      expect(fresh.token).toBeGreaterThan(holder.token);
+      expect(await fence.write(fresh.token)).toBe(200);
+      // While the old active is stopped, its holder lets go: the old active will see the close first thing.
+      await holder.release();
+      await fresh.release();
+    } finally {
+      a.proc.kill("SIGCONT");
+    }
+    const down = await a.line("stepping down: ending every session with SHUTTING_DOWN, closing the listener", 15_000);
+    expect(down.reason).toMatch(/no renewal confirmed|taken/);
+    await waiter.closed(15_000);
+    const frames = waiter.frames.map((f) => f.type);
+    expect(frames).not.toContain(FrameType.ACQUIRED);
+    expect(waiter.frames.at(-1)).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.SHUTTING_DOWN });
+    // Whatever the old active did on waking, the guarded resource only ever saw rising tokens.
+    expect(fence.writes.every((w) => w.accepted)).toBe(true);
+    // The old active is a standby now: no listener, /readyz 503.
+    const ops = await opsPort(a);
+    expect(await readyz(ops)).toMatchObject({ status: 503, body: { role: "standby" } });
+    expect(await (await fetch(`http://127.0.0.1:${ops}/metrics`)).text()).toContain("lockd_coordinator_step_downs_total 1");
+    expect(await refused(portA)).toBe(true);
+  });
+
+  test("a clean stop of the active hands over at once (the row is released; no lease to wait)", async () => {
+    const service = nextService();
+    const port = await freePort();
+    // The standby reads every lease/4 and takes a released row at its next read, not a lease later.
+    // These two read the URL (with its password) from a file.
+    const file = join(pg.dir, `url-${service}`);
+    writeFileSync(file, `${pg.url()}\n`);
+    const { a, b } = await pair(service, port, 4000, { LOCKD_COORDINATOR_FILE: file });
+    expect((await a.line("lockd started")).coordinatorFrom).toBe("LOCKD_COORDINATOR_FILE");
+    expect((await a.line("lockd started")).coordinator).not.toContain("secret");
+    await using _a = a;
+    await using _b = b;
+    const client = new LockClient({ servers: `127.0.0.1:${port}`, reconnectMs: 20_000 });
+    const first = await client.acquire("k", { lease: 5000 });
+    const token = first.token;
+    a.proc.kill("SIGTERM");
+    expect(await a.exit(15_000)).toBe(0);
+    expect(a.lines.some((l) => l.msg === "coordinator row released: a standby takes over at once")).toBe(true);
+    const took = await b.line("active: listening", 15_000);
+    expect(took.why).toBe("released");
+    const next = await client.acquire("k", { lease: 5000, wait: 15_000 });
+    expect(next.token).toBeGreaterThan(token);
+    await next.release();
+  });
+});
+
+describe("bad configuration: one line, a non-zero exit", () => {
+  const serve = (url: string, extra: readonly string[] = []) =>
+    runCli(["serve", "--coordinator", url, "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", ...extra], { LOCKD_DATA_DIR: pg.dir + "/nodata" });
+
+  test("an unreachable coordinator", async () => {
+    const port = await freePort();
+    const { code, err } = await serve(`postgres://lockd:secret@127.0.0.1:${port}/postgres`);
+    expect(code).toBe(69);
+    expect(err.trim().split("\n")).toHaveLength(1);
+    expect(err).toContain("cannot reach the coordinator");
+    expect(err).not.toContain("secret");
+  });
+
+  test("a wrong password", async () => {
+    const { code, err } = await serve(pg.url("nope"));
+    expect(code).toBe(69);
+    expect(err.trim().split("\n")).toHaveLength(1);
+    expect(err).toContain("refused the login");
+  });
+
+  test("a URL that is not PostgreSQL", async () => {
+    const { code, err } = await serve("mysql://root:pw@127.0.0.1:3306/lockd");
+    expect(code).toBe(64);
+    expect(err.trim().split("\n")).toHaveLength(1);
+    expect(err).toContain("not a PostgreSQL URL");
+  });
+
+  test("tables of another schema version", async () => {
+    const db = `schema_${process.pid}`;
+    const admin = pg.client();
+    try {
+      await admin.unsafe(`CREATE DATABASE ${db}`);
+    } finally {
+      await admin.close();
+    }
+    const other = new Bun.SQL({ url: pg.url(undefined, db), adapter: "postgres", max: 1 });
+    try {
+      await other.unsafe("CREATE TABLE lockd_schema (component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)");
+      await other.unsafe("INSERT INTO lockd_schema VALUES ('coordinator', 2)");
+    } finally {
+      await other.close();
+    }
+    const { code, err } = await serve(pg.url(undefined, db));
+    expect(code).toBe(65);
+    expect(err.trim().split("\n")).toHaveLength(1);
+    expect(err).toContain("schema version 2");
+  });
+
+  test("both --coordinator and --coordinator-file", async () => {
+    const { code, err } = await serve(pg.url(), ["--coordinator-file", "/nonexistent"]);
+    expect(code).toBe(64);
+    expect(err).toContain("--coordinator and --coordinator-file are both set");
+  });
+});
+
+// Last: it stops the shared PostgreSQL.
+describe("the coordinator goes away", () => {
+  test("the active steps down (no renewal confirmed for 0.8 x lease), its sessions get SHUTTING_DOWN, the standby does not take over; back when PostgreSQL is", async () => {
+    const service = nextService();
+    const port = await freePort();
+    const { a, b } = await pair(service, port);
+    await using _a = a;
+    await using _b = b;
+    const peer = await WirePeer.connect(port);
+    peer.acquire("k", 60_000);
+    expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+
+    await pg.stop();
+    try {
+      const down = await a.line("stepping down: ending every session with SHUTTING_DOWN, closing the listener", 15_000);
+      expect(down.reason).toContain("no renewal confirmed");
+      await peer.closed(10_000);
+      expect(peer.frames.at(-1)).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.SHUTTING_DOWN });
+      expect(await refused(port)).toBe(true);
+      // Neither instance is active while the coordinator is gone.
+      expect(b.lines.some((l) => l.msg === "active: listening")).toBe(false);
+    } finally {
+      await pg.start();
+    }
+    // With the coordinator back, one of them takes the (unchanged) row after a lease.
+    const winner = await Promise.any([a.nthLine("active: listening", 2, 20_000).then(() => a), b.nthLine("active: listening", 1, 20_000).then(() => b)]);
+    const client = new LockClient({ servers: `127.0.0.1:${port}`, reconnectMs: 20_000 });
+    const lock = await client.acquire("k", { lease: 5000, wait: 15_000 });
+    expect(lock.token).toBeGreaterThan(BigInt(peer.frames[0]!.token!));
+    await lock.release();
+    expect(winner === a || winner === b).toBe(true);
+  });
+});
+
+/** Wait until the ops view shows a waiter on `name` (bounded). */
+async function waitForWaiter(ops: number, name: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const response = await fetch(`http://127.0.0.1:${ops}/v1/locks?name=${encodeURIComponent(name)}`);
+    if (response.status === 200 && ((await response.json()) as { waiting: number }).waiting > 0) return;
+    await Bun.sleep(25);
+  }
+  throw new Error(`no waiter on ${name}`);
+}
+
+/** A connection to `port` is refused (nothing listens). */
+async function refused(port: number): Promise<boolean> {
+  try {
+    const socket = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
+    socket.end();
+    return false;
+  } catch {
+    return true;
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * A throwaway PostgreSQL cluster for tests: initdb into a temporary
+ * directory, a free port on 127.0.0.1, password authentication (user
+ * `lockd`, password `secret`), fsync off (nothing here survives the machine;
+ * commits stay synchronous, so an immediate stop loses no committed row, as
+ * a coordinator must not). Started once per test file;
+ * `stop()` / `start()` take it down and bring it back (the coordinator
+ * becomes unreachable); disposing stops it and removes the directory.
+ *
+ * initdb refuses to run as root: as root, every PostgreSQL program runs as
+ * the `postgres` user through runuser, in a directory that user owns.
+ * PostgreSQL's programs are looked up on PATH, then in /usr/lib/postgresql/<version>/bin.
+ */
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const PG_USER = "lockd";
+export const PG_PASSWORD = "secret";
+
+function binDir(): string | null {
+  const onPath = Bun.which("initdb");
+  if (onPath !== null) return null;
+  const root = "/usr/lib/postgresql";
+  if (!existsSync(root)) throw new Error("PostgreSQL is not installed: no initdb on PATH and no /usr/lib/postgresql (apt-get install -y postgresql)");
+  const versions = readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "initdb"))).sort((a, b) => Number(b) - Number(a));
+  if (versions.length === 0) throw new Error("no initdb under /usr/lib/postgresql/*/bin");
+  return join(root, versions[0]!, "bin");
+}
+
+/** A port nothing listens on now (for a listener started later: bound by the kernel's choice, then closed). */
+export async function freePort(): Promise<number> {
+  return (await freePorts(1))[0]!;
+}
+
+/** `count` distinct free ports: all held open at once, so the kernel cannot hand out one twice. */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+      const server = createServer();
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve(server));
+    })),
+  );
+  const ports = servers.map((server) => (server.address() as { port: number }).port);
+  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+  return ports;
+}
+
+export class Postgres implements AsyncDisposable {
+  private running = false;
+
+  private constructor(
+    readonly dir: string,
+    readonly port: number,
+    private readonly bin: string | null,
+    private readonly asRoot: boolean,
+  ) {}
+
+  /** The connection URL (with `password` instead of the right one, for the wrong-password test). */
+  url(password = PG_PASSWORD, database = "postgres"): string {
+    return `postgres://${PG_USER}:${password}@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** If this process exits without disposing (a crashed test run), still stop the server and remove the directory. */
+  private readonly onExit = (): void => {
+    try {
+      const pid = Number(readFileSync(join(this.dir, "data", "postmaster.pid"), "utf8").split("\n")[0]);
+      if (pid > 0) {
+        process.kill(pid, "SIGQUIT");
+        // Wait (bounded, synchronously: this is an exit handler) for it to go before removing its files.
+        for (let i = 0; i < 200; i++) {
+          process.kill(pid, 0);
+          Bun.sleepSync(10);
+        }
+      }
+    } catch {
+      // not running
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  };
+
+  static async start(timeoutMs = 60_000): Promise<Postgres> {
+    const bin = binDir();
+    const asRoot = process.getuid?.() === 0;
+    const dir = mkdtempSync(join(tmpdir(), "lockd-pg-"));
+    const pg = new Postgres(dir, await freePort(), bin, asRoot);
+    try {
+      if (asRoot) {
+        const uid = Number((await run(["id", "-u", "postgres"], timeoutMs)).trim());
+        const gid = Number((await run(["id", "-g", "postgres"], timeoutMs)).trim());
+        chownSync(dir, uid, gid);
+      }
+      const pwfile = join(dir, "pw");
+      writeFileSync(pwfile, `${PG_PASSWORD}\n`);
+      if (asRoot) chownSync(pwfile, Number((await run(["id", "-u", "postgres"], timeoutMs)).trim()), 0);
+      await run(pg.cmd("initdb", ["-D", join(dir, "data"), "-U", PG_USER, `--pwfile=${pwfile}`, "-A", "scram-sha-256", "--no-sync", "-E", "UTF8"]), timeoutMs);
+      await pg.start(timeoutMs);
+      process.once("exit", pg.onExit);
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true });
+      throw error;
+    }
+    return pg;
+  }
+
+  private cmd(program: string, args: readonly string[]): string[] {
+    const path = this.bin === null ? program : join(this.bin, program);
+    return this.asRoot ? ["runuser", "-u", "postgres", "--", path, ...args] : [path, ...args];
+  }
+
+  /** Start (again) on the same port; resolves when it accepts connections. */
+  async start(timeoutMs = 60_000): Promise<void> {
+    const options = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
+    await run(this.cmd("pg_ctl", ["-D", join(this.dir, "data"), "-o", options, "-l", join(this.dir, "log"), "-w", "-t", String(Math.ceil(timeoutMs / 1000)), "start"]), timeoutMs);
+    this.running = true;
+  }
+
+  /** Stop now (connections are cut): the coordinator is unreachable until `start()`. */
+  async stop(timeoutMs = 30_000): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    await run(this.cmd("pg_ctl", ["-D", join(this.dir, "data"), "-m", "immediate", "-w", "-t", String(Math.ceil(timeoutMs / 1000)), "stop"]), timeoutMs);
+  }
+
+  /** Run SQL as the superuser through psql-free means: the caller's own Bun.sql client. */
+  client(): InstanceType<typeof Bun.SQL> {
+    return new Bun.SQL({ url: this.url(), adapter: "postgres", max: 1, connectionTimeout: 5 });
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    process.off("exit", this.onExit);
+    try {
+      await this.stop();
+    } finally {
+      rmSync(this.dir, { recursive: true, force: true });
+    }
+  }
+}
+
+/** Run a command to completion, bounded in time; throws with its output on failure. */
+async function run(cmd: readonly string[], timeoutMs: number): Promise<string> {
+  const proc = Bun.spawn([...cmd], { stdin: "ignore", stdout: "pipe", stderr: "pipe", timeout: timeoutMs, killSignal: "SIGKILL" });
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0) throw new Error(`${cmd.join(" ")} exited ${code}: ${err || out}`);
+  return out;
+}

@@ -1,0 +1,111 @@
+/**
+ * The role shell (roles.ts) in-process, with the row in memory: the wall
+ * clock lockd's process sees is shifted by hours forwards and backwards
+ * while an active renews and a standby watches, and nothing happens (no
+ * step-down, no takeover); lockd's coordinator code reads no wall clock.
+ */
+import { afterEach, expect, setSystemTime, test } from "bun:test";
+import { Logger } from "../../src/log.ts";
+import { Roles } from "../../src/server/roles.ts";
+import { LockServer } from "../../src/server/server.ts";
+import { MemoryRow, MemoryStore } from "./memory-store.ts";
+
+const LEASE = 1000;
+
+afterEach(() => {
+  setSystemTime(); // back to the real clock
+});
+
+function roles(shared: MemoryRow, instance: string, lines: string[], onRole?: (role: string) => void): Roles {
+  return new Roles({
+    ...(onRole === undefined ? {} : { onRole }),
+    store: new MemoryStore(shared, instance, LEASE, 1000),
+    service: "svc",
+    instance,
+    leaseMs: LEASE,
+    block: 1000,
+    ioTimeoutMs: 5000,
+    log: new Logger("info", (line) => lines.push(line)),
+    listen: (tokens, guard) => new LockServer({ hostname: "127.0.0.1", port: 0, ioTimeoutMs: 5000, tokens, grantGuard: guard }),
+  });
+}
+
+/** Resolves after `count` more statements named `name`. */
+function statements(shared: MemoryRow, name: string, count: number): Promise<void> {
+  let seen = 0;
+  return new Promise((resolve) => {
+    shared.onStatement = (n) => {
+      if (n === name && ++seen >= count) resolve();
+    };
+  });
+}
+
+test("a wall clock shifted by hours, both ways, changes no role: the active keeps renewing, the standby keeps watching", async () => {
+  const shared = new MemoryRow();
+  const lines: string[] = [];
+  const a = roles(shared, "a", lines);
+  const created = statements(shared, "create", 1);
+  a.start();
+  await created;
+  await a.started;
+  const b = roles(shared, "b", lines);
+  b.start();
+  await b.started;
+  expect([a.role, b.role]).toEqual(["active", "standby"]);
+  try {
+    for (const shift of [3_600_000, -7_200_000, 86_400_000 * 365, -86_400_000 * 3650]) {
+      setSystemTime(new Date(Date.now() + shift));
+      await statements(shared, "renew", 2); // two renewals (half a lease) under this wall clock
+    }
+    expect([a.role, b.role]).toEqual(["active", "standby"]);
+    expect(a.machine.stepDowns + b.machine.stepDowns).toBe(0);
+    expect(shared.row!.epoch).toBe(1);
+    expect(a.machine.renewalsFailed).toBe(0);
+  } finally {
+    setSystemTime();
+    await a.stop();
+    // The clean stop released the row: the standby takes it at its next read.
+    await statements(shared, "takeover", 1);
+    expect(shared.row!.holder).toBe("b");
+    await b.stop();
+  }
+});
+
+test("the coordinator unreachable: the active steps down, the standby cannot take over, and when it is back one of them is active", async () => {
+  const shared = new MemoryRow();
+  const lines: string[] = [];
+  let steppedDown!: () => void;
+  const down = new Promise<void>((resolve) => (steppedDown = resolve));
+  const a = roles(shared, "a", lines, (role) => role === "standby" && steppedDown());
+  a.start();
+  await a.started;
+  const b = roles(shared, "b", lines);
+  b.start();
+  await b.started;
+  try {
+    const server = a.server!;
+    shared.down = true;
+    await down;
+    expect(a.role).toBe("standby");
+    expect(a.server).toBeNull();
+    await server.stop(); // the step-down's stop: sessions ended, listener closed
+    expect(a.machine.stepDowns).toBe(1);
+    expect(a.mayGrant(0)).toBe(false);
+    await statements(shared, "read", 4);
+    expect(b.role).toBe("standby");
+    shared.down = false;
+    await statements(shared, "takeover", 1);
+    expect(shared.row!.epoch).toBe(2);
+  } finally {
+    await a.stop();
+    await b.stop();
+  }
+});
+
+test("lockd's coordinator code reads only the monotonic clock", async () => {
+  for (const file of ["coordinator.ts", "coordinator-store.ts", "roles.ts"]) {
+    const source = await Bun.file(new URL(`../../src/server/${file}`, import.meta.url)).text();
+    const code = source.replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "");
+    expect({ file, wall: /\bDate\b|hrtime|Bun\.nanoseconds/.test(code) }).toEqual({ file, wall: false });
+  }
+});

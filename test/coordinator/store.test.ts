@@ -1,0 +1,130 @@
+/**
+ * The PostgreSQL coordinator store against a real, throwaway PostgreSQL:
+ * the statements' compare-and-set semantics, the schema check and the
+ * one-line start errors.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { CoordinatorConfigError, PgCoordinatorStore, type PgStoreOptions, SCHEMA_VERSION, STATEMENTS } from "../../src/server/coordinator-store.ts";
+import { freePort, Postgres } from "./pg.ts";
+
+let pg: Postgres;
+beforeAll(async () => {
+  pg = await Postgres.start();
+}, 90_000);
+afterAll(async () => {
+  await pg?.[Symbol.asyncDispose]();
+});
+
+let serial = 0;
+function options(instance: string, service: string, extra: Partial<PgStoreOptions> = {}): PgStoreOptions {
+  return { url: pg.url(), service, instance, leaseMs: 2000, block: 100, connectTimeoutS: 5, ...extra };
+}
+
+describe("statements", () => {
+  test("create, compare-and-set takeover, renew, reserve and release decide on holder, epoch and renewals", async () => {
+    const service = `svc-${++serial}`;
+    await using a = await openStore(options("a", service));
+    await using b = await openStore(options("b", service));
+    expect(await a.read()).toBeNull();
+    expect(await a.create(40)).toEqual({ epoch: 1, holder: "a", renewals: 0, tokenFloor: 140, leaseMs: 2000 });
+    expect(await b.create(0)).toBeNull(); // exists
+    expect(await a.renew(1)).toBe(true);
+    expect(await a.renew(1)).toBe(true);
+    expect(await b.read()).toEqual({ epoch: 1, holder: "a", renewals: 2, tokenFloor: 140, leaseMs: 2000 });
+    // A takeover on stale values changes nothing.
+    expect(await b.takeover({ epoch: 1, renewals: 1, holder: "a" })).toBeNull();
+    expect(await b.takeover({ epoch: 1, renewals: 2, holder: "a" })).toEqual({ epoch: 2, holder: "b", renewals: 0, tokenFloor: 240, leaseMs: 2000 });
+    // The deposed active can neither renew, reserve, nor release.
+    expect(await a.renew(1)).toBe(false);
+    expect(await a.reserve(1)).toBeNull();
+    expect(await a.release(1)).toBe(false);
+    expect(await b.reserve(2)).toBe(340);
+    expect(await b.release(2)).toBe(true);
+    expect(await a.read()).toEqual({ epoch: 2, holder: "", renewals: 1, tokenFloor: 340, leaseMs: 2000 });
+    expect(await a.takeover({ epoch: 2, renewals: 1, holder: "" })).toEqual({ epoch: 3, holder: "a", renewals: 0, tokenFloor: 440, leaseMs: 2000 });
+  });
+
+  test("two instances racing to create: exactly one wins", async () => {
+    const service = `svc-${++serial}`;
+    await using a = await openStore(options("a", service));
+    await using b = await openStore(options("b", service));
+    const results = await Promise.all([a.create(0), b.create(0)]);
+    expect(results.filter((r) => r !== null)).toHaveLength(1);
+  });
+
+  test("no deciding statement compares a timestamp: WHERE clauses name only service, holder, epoch and renewals", () => {
+    for (const [name, text] of Object.entries(STATEMENTS)) {
+      const where = /\bWHERE\b([\s\S]*?)(?:\bRETURNING\b|$)/i.exec(text)?.[1];
+      if (where === undefined) continue;
+      const columns = [...where.matchAll(/([a-z_]+)\s*=/gi)].map((m) => m[1]!.toLowerCase());
+      expect({ name, columns: columns.filter((c) => !["service", "holder", "epoch", "renewals", "component"].includes(c)) }).toEqual({ name, columns: [] });
+      expect(where).not.toMatch(/renewed_at|now\(|current_timestamp|clock_|interval|<|>/i);
+    }
+    // renewed_at is written, never read.
+    expect(STATEMENTS.read).not.toContain("renewed_at");
+  });
+});
+
+describe("start errors: one line", () => {
+  test("a table of another schema version", async () => {
+    const db = `other_${++serial}`;
+    const admin = pg.client();
+    try {
+      await admin.unsafe(`CREATE DATABASE ${db}`);
+    } finally {
+      await admin.close();
+    }
+    const other = new Bun.SQL({ url: pg.url(undefined, db), adapter: "postgres", max: 1 });
+    try {
+      await other.unsafe("CREATE TABLE lockd_schema (component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)");
+      await other.unsafe("INSERT INTO lockd_schema VALUES ('coordinator', 99)");
+    } finally {
+      await other.close();
+    }
+    const error = await openError(options("a", "s", { url: pg.url(undefined, db) }));
+    expect(error.message).toContain("schema version 99");
+    expect(error.message).toContain(`expects version ${SCHEMA_VERSION}`);
+  });
+
+  test("a wrong password", async () => {
+    const error = await openError(options("a", "s", { url: pg.url("wrong") }));
+    expect(error.message).toMatch(/refused the login/);
+    expect(error.message).not.toContain("wrong@"); // the password is not printed
+    expect(error.message).not.toContain(":wrong");
+  });
+
+  test("nothing listening", async () => {
+    const port = await freePort();
+    const error = await openError(options("a", "s", { url: `postgres://lockd:secret@127.0.0.1:${port}/postgres` }));
+    expect(error.message).toMatch(/cannot reach the coordinator/);
+    expect(error.message).not.toContain("secret");
+  });
+
+  test("a URL that is not PostgreSQL", async () => {
+    expect((await openError(options("a", "s", { url: "mysql://u:p@127.0.0.1:3306/x" }))).message).toMatch(/not a PostgreSQL URL/);
+    expect((await openError(options("a", "s", { url: "not a url" }))).message).toMatch(/is not a URL/);
+  });
+
+  test("a server that does not speak PostgreSQL", async () => {
+    using http = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("hello") });
+    const error = await openError(options("a", "s", { url: `postgres://lockd:secret@127.0.0.1:${http.port}/postgres`, connectTimeoutS: 3 }));
+    expect(error.message).toMatch(/is it a PostgreSQL server/);
+    expect(error.message.split("\n")).toHaveLength(1);
+  });
+});
+
+async function openStore(o: PgStoreOptions): Promise<PgCoordinatorStore & AsyncDisposable> {
+  const store = await PgCoordinatorStore.open(o);
+  return Object.assign(store, { [Symbol.asyncDispose]: () => store.close() });
+}
+
+async function openError(o: PgStoreOptions): Promise<CoordinatorConfigError> {
+  try {
+    const store = await PgCoordinatorStore.open(o);
+    await store.close();
+  } catch (error) {
+    expect(error).toBeInstanceOf(CoordinatorConfigError);
+    return error as CoordinatorConfigError;
+  }
+  throw new Error("expected the coordinator to be refused");
+}
