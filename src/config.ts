@@ -167,16 +167,16 @@ export const path = kind("FILE", z.string().transform((text, ctx) => {
 }));
 
 /** A coordinator URL: non-empty, no whitespace (its scheme is checked at start). */
-export const coordinatorUrl = z.string().transform((text, ctx) => {
+export const coordinatorUrl = kind("URL", z.string().transform((text, ctx) => {
   if (!/^\S+$/.test(text)) {
     ctx.addIssue({ code: "custom", message: "the coordinator URL must be non-empty, without spaces (example: postgres://lockd@db.internal:5432/lockd)" });
     return z.NEVER;
   }
   return text;
-});
+}));
 
 /** A service name: 1..255 printable ASCII characters. */
-export const serviceName = z.string().refine((text) => /^[\x21-\x7e]{1,255}$/.test(text), "a service name is 1 to 255 printable ASCII characters without spaces");
+export const serviceName = kind("NAME", z.string().refine((text) => /^[\x21-\x7e]{1,255}$/.test(text), "a service name is 1 to 255 printable ASCII characters without spaces"));
 
 /** Where `lockd serve` puts its ops server. */
 const OPS_LISTEN = {
