@@ -379,6 +379,26 @@ describe("connections", () => {
     expect(next.answers().map((a) => a.status)).toEqual([200]);
   });
 
+  test("a client that pipelines requests and never reads its answers is cut at the idle timeout", async () => {
+    await using ops = startDaemon({ opsLimits: { maxConnections: 2, idleTimeoutMs: 200, metricsMaxAgeMs: 60_000 } });
+    const socket = net.connect({ host: "127.0.0.1", port: ops.daemon.ops.port });
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.pause(); // never reads: the answers (about 8 KiB each) fill both kernel buffers
+    socket.on("error", () => {});
+    // ~2,000 requests, under the 112 KiB of input a connection may hold, ~16 MB of answers.
+    socket.write("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2000));
+    const events = new Wakeup();
+    const tick = setInterval(() => events.wake(), 10);
+    try {
+      await events.until(() => ops.daemon.ops.connections.open === 0, 10_000, () => `the unread connection to be closed (open ${ops.daemon.ops.connections.open})`);
+    } finally {
+      clearInterval(tick);
+      socket.destroy();
+    }
+    const next = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    expect(next.answers().map((a) => a.status)).toEqual([200]);
+  });
+
   test("a client that half-closes mid-request gets the answers to its complete requests only", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     const raw = await Raw.connect(ops.daemon.ops.port);
