@@ -25,6 +25,12 @@
  *   header's colon, one Content-Length (or repeats of the same value),
  *   Transfer-Encoding refused (501), and any of these close the connection.
  *
+ * - an error answer (or one sent before a body we did not wait for) is
+ *   followed by our FIN, and the connection is closed at the client's FIN
+ *   or the idle timeout, discarding what still arrives: closing at once
+ *   would make the kernel reset the connection when those bytes come,
+ *   which can destroy the answer before the client reads it.
+ *
  * The idle check is one timer sweeping the open connections (at most
  * `maxConnections`), armed only while some are open.
  */
@@ -173,6 +179,13 @@ class Connection {
   pending: Uint8Array | null = null;
   /** Close once the answer is written. */
   closeAfter = false;
+  /**
+   * Bytes of the request may still be on the way (a refused request, a body
+   * not waited for): close gently once the answer is written (see drain).
+   */
+  linger = false;
+  /** Our FIN is sent after the answer; what still arrives is discarded until the peer's FIN or the deadline. */
+  draining = false;
   closed = false;
   /** Last time bytes arrived or an answer's write progressed (performance.now()). */
   lastActivity: number;
@@ -282,7 +295,8 @@ export class HttpServer {
           const conn = socket.data;
           if (conn === null || conn.closed) return;
           conn.peerEnded = true;
-          if (!conn.busy && !conn.scheduled) this.pump(conn);
+          if (conn.draining) this.close(conn, false);
+          else if (!conn.busy && !conn.scheduled) this.pump(conn);
         },
       },
     });
@@ -340,17 +354,19 @@ export class HttpServer {
   }
 
   private received(conn: Connection, chunk: Buffer): void {
+    if (conn.draining) return;
     const now = performance.now();
     conn.lastActivity = now;
     if (conn.requestStart < 0) conn.requestStart = now;
     // Copied: the bytes outlive this callback when a request is incomplete or pipelined.
     conn.append(chunk);
-    if (conn.buffered > MAX_INPUT) {
+    // First the request in hand (one read can hold a head and far more than MAX_BODY: its answer
+    // must still go out), then the bound on what waits behind an answer being made.
+    if (!conn.busy) this.pump(conn);
+    if (!conn.closed && !conn.draining && conn.buffered > MAX_INPUT) {
       // Far more than one request while the last is being answered: a flood, not a client.
       this.close(conn, true);
-      return;
     }
-    if (!conn.busy) this.pump(conn);
   }
 
   /** Take one complete request from the input, if there is one, and answer it. */
@@ -475,6 +491,7 @@ export class HttpServer {
       // and close (a body that comes after the answer is not read).
       conn.clear();
       conn.closeAfter = true;
+      conn.linger = true;
       dispatch();
     } else {
       conn.awaiting = { length, dispatch };
@@ -529,7 +546,8 @@ export class HttpServer {
     if (!conn.busy) return;
     conn.busy = false;
     if (conn.closeAfter) {
-      this.close(conn, false);
+      if (conn.linger && !conn.peerEnded) this.drain(conn);
+      else this.close(conn, false);
       return;
     }
     if (conn.buffered > 0 && !conn.scheduled) {
@@ -556,8 +574,24 @@ export class HttpServer {
     conn.clear();
     conn.searched = 0;
     conn.closeAfter = true;
+    conn.linger = true;
     conn.busy = true;
     this.answer(conn, { status, headers: { "content-type": "application/json; charset=utf-8" }, body: errorBody(code, message) }, withBody);
+  }
+
+  /**
+   * The answer is written but the client may still be sending (a body we
+   * refused): closing now would make the kernel answer those bytes with a
+   * reset, which can destroy the answer before the client reads it. So
+   * send FIN, discard what still arrives, and close at the peer's FIN, or
+   * at the idle timeout however much keeps coming (the connection still
+   * counts against the limit meanwhile).
+   */
+  private drain(conn: Connection): void {
+    conn.draining = true;
+    conn.clear();
+    conn.requestStart = performance.now();
+    conn.socket.shutdown();
   }
 
   private close(conn: Connection, abort: boolean): void {

@@ -399,6 +399,56 @@ describe("connections", () => {
     expect(next.answers().map((a) => a.status)).toEqual([200]);
   });
 
+  test("a body far over the limit sent in one go gets its 413, then a clean close and no reset", async () => {
+    await using ops = startDaemon({ opsLimits: LONG_IDLE });
+    // Megabytes arrive in reads larger than the bytes a connection may hold behind an answer, and
+    // keep arriving after the answer: neither may turn into a reset that destroys the answer.
+    const request = Buffer.concat([Buffer.from("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n"), Buffer.alloc(4_000_000, 0x61)]);
+    for (let i = 0; i < 3; i++) {
+      const outcome = await new Promise<{ text: string; error: string | null }>((resolve) => {
+        let text = "";
+        let error: string | null = null;
+        const socket = net.connect({ host: "127.0.0.1", port: ops.daemon.ops.port });
+        socket.on("connect", () => socket.write(request, () => {}));
+        socket.on("data", (chunk) => (text += chunk.toString("latin1")));
+        socket.on("error", (e) => (error = e.message));
+        socket.on("close", () => resolve({ text, error }));
+      });
+      expect(outcome.error).toBeNull();
+      expect(parseAnswers(outcome.text).map((a) => a.status)).toEqual([413]);
+    }
+  });
+
+  test("after a refusal, what the client keeps sending is discarded, and the connection still counts until the idle timeout", async () => {
+    await using ops = startDaemon({ opsLimits: { maxConnections: 1, idleTimeoutMs: 2000, metricsMaxAgeMs: 0 } });
+    // A client that never closes its side (Raw would answer the server's FIN with its own).
+    const socket = net.connect({ host: "127.0.0.1", port: ops.daemon.ops.port, allowHalfOpen: true });
+    const events = new Wakeup();
+    let text = "";
+    socket.on("data", (chunk) => {
+      text += chunk.toString("latin1");
+      events.wake();
+    });
+    socket.on("error", () => {});
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n");
+    await events.until(() => text.endsWith("}\n"), 10_000, () => `the 413 (got ${JSON.stringify(text)})`);
+    expect(parseAnswers(text).map((a) => a.status)).toEqual([413]);
+    // Our FIN is sent, the body may still come: the connection is open and counted until the idle timeout.
+    expect(ops.daemon.ops.connections.open).toBe(1);
+    const drip = setInterval(() => socket.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), 20);
+    const tick = setInterval(() => events.wake(), 10);
+    try {
+      await events.until(() => ops.daemon.ops.connections.open === 0, 10_000, () => "the draining connection to be closed");
+    } finally {
+      clearInterval(tick);
+      clearInterval(drip);
+      socket.destroy();
+    }
+    // Nothing it sent after the refusal was answered.
+    expect(parseAnswers(text).map((a) => a.status)).toEqual([413]);
+  });
+
   test("a client that half-closes mid-request gets the answers to its complete requests only", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     const raw = await Raw.connect(ops.daemon.ops.port);
