@@ -459,6 +459,40 @@ describe("connections", () => {
     expect(ops.daemon.ops.connections.open).toBe(0);
   });
 
+  test("many connections at once, ending every way a connection can: the open count returns to zero", async () => {
+    await using ops = startDaemon({ opsLimits: { maxConnections: 12, idleTimeoutMs: 300, metricsMaxAgeMs: 0 } });
+    const port = ops.daemon.ops.port;
+    const endings: ((socket: net.Socket) => void)[] = [
+      (s) => s.end("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), // half-close after a request
+      (s) => s.write("GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), // server closes
+      (s) => s.write("GET /livez HTTP/1.1\r\nHo"), // incomplete head: idle timeout
+      (s) => s.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n", () => s.destroy()), // vanishes mid-answer
+      (s) => s.resetAndDestroy(), // RST
+      (s) => s.write("BAD\r\n\r\n"), // refused with 400, then drained
+      (s) => s.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc"), // slow body: idle timeout
+      () => {}, // silent: idle timeout
+    ];
+    const closed: Promise<void>[] = [];
+    for (let i = 0; i < 40; i++) {
+      const socket = net.connect({ host: "127.0.0.1", port });
+      socket.on("data", () => {});
+      socket.on("error", () => {});
+      closed.push(new Promise((resolve) => socket.on("close", () => resolve())));
+      socket.on("connect", () => endings[i % endings.length]!(socket));
+    }
+    await Promise.all(closed);
+    const events = new Wakeup();
+    const tick = setInterval(() => events.wake(), 10);
+    try {
+      await events.until(() => ops.daemon.ops.connections.open === 0, 10_000, () => `open ${ops.daemon.ops.connections.open}`);
+    } finally {
+      clearInterval(tick);
+    }
+    // And the listener still serves.
+    const raw = await exchange(port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    expect(raw.answers().map((a) => a.status)).toEqual([200]);
+  });
+
   describe.skipIf(!hasOpenssl)("over HTTPS (--ops-tls-cert)", () => {
     const certs = suiteCerts();
 
