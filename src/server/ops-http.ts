@@ -17,14 +17,15 @@
  *   before them to be written, then for the next turn);
  * - heads up to MAX_HEAD bytes and MAX_HEADERS header lines, bodies (which
  *   no endpoint reads) up to MAX_BODY and only with Content-Length;
- *   keep-alive for HTTP/1.1 unless the client sends `Connection: close`;
- *   HEAD answers without the body.
+ *   keep-alive for HTTP/1.1 unless the client sends `Connection: close`
+ *   (answers announce `Keep-Alive: timeout=N`); HEAD answers without the
+ *   body; `OPTIONS *` is answered here, other targets reach the handler in
+ *   origin form;
  * - strict framing, so that no proxy in front can read a request's bounds
  *   differently: lines end in CRLF (a bare CR or LF, a NUL or another
  *   control character in the head is 400), no obs-fold, no space before a
  *   header's colon, one Content-Length (or repeats of the same value),
- *   Transfer-Encoding refused (501), and any of these close the connection.
- *
+ *   Transfer-Encoding refused (501), and any of these close the connection;
  * - an error answer (or one sent before a body we did not wait for) is
  *   followed by our FIN, and the connection is closed at the client's FIN
  *   or the idle timeout, discarding what still arrives: closing at once
