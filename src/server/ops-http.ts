@@ -389,6 +389,13 @@ export class HttpServer {
       conn.searched = 0;
     }
     const input = conn.buffer.subarray(conn.start, conn.end);
+    // A request line starts with a method (a token). Anything else, such as a TLS ClientHello
+    // (0x16) on this plaintext port, is answered at once: the client learns from the answer that
+    // this is not what it expected, instead of waiting for an idle timeout.
+    if (input.length > 0 && !isTokenByte(input[0]!)) {
+      this.refuse(conn, 400, "BAD_REQUEST", "not an HTTP/1.x request line");
+      return;
+    }
     const from = conn.searched;
     const headEnd = input.indexOf(HEAD_END, from);
     // A LF not after a CR: a client (or an attacker) that ends lines differently from a proxy in front.
@@ -643,4 +650,12 @@ function remoteOf(socket: Socket<unknown>): string {
   const port = socket.remotePort;
   const host = address.includes(":") ? `[${address}]` : address;
   return port === undefined ? host : `${host}:${port}`;
+}
+
+/** A byte that may start an HTTP method (RFC 9110 tchar). */
+function isTokenByte(byte: number): boolean {
+  return (
+    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a) ||
+    "!#$%&'*+-.^_`|~".includes(String.fromCharCode(byte))
+  );
 }

@@ -188,6 +188,14 @@ describe("framing: whatever a proxy in front might read differently is refused, 
     expect(raw.answers().map((a) => a.status)).toEqual([400]);
   });
 
+  test("a TLS ClientHello on the plaintext port is answered 400 at once (as main does since b709e32)", async () => {
+    await using ops = startDaemon({ opsLimits: LONG_IDLE });
+    const raw = await Raw.connect(ops.daemon.ops.port);
+    await raw.write(new Uint8Array([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]));
+    await raw.untilClosed();
+    expect(raw.answers().map((a) => a.status)).toEqual([400]);
+  });
+
   test("accepted leniencies: an empty line before the request line, the same Content-Length twice, a body on GET", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     const raw = await exchange(
