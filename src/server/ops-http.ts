@@ -114,6 +114,9 @@ const SINGLE = new Set(["content-length", "host", "authorization"]);
 /** An absolute-form target's scheme and authority. */
 const ABSOLUTE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
 
+/** The headers of the errors this module answers itself (as ops.ts's: JSON, never cached). */
+const ERROR_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+
 function errorBody(code: string, message: string): string {
   return `${JSON.stringify({ error: { code, message } }, null, 2)}\n`;
 }
@@ -265,7 +268,7 @@ export class HttpServer {
     this.refusal = serialize(
       {
         status: 503,
-        headers: { "content-type": "application/json; charset=utf-8", "cache-control": "no-store", "retry-after": "1" },
+        headers: { ...ERROR_HEADERS, "retry-after": "1" },
         body: errorBody("OPS_BUSY", `the ops server has ${limit} open connections, its limit (--ops-max-connections); retry`),
       },
       null,
@@ -512,7 +515,7 @@ export class HttpServer {
     conn.requestStart = conn.buffered > 0 ? performance.now() : -1;
     conn.busy = true;
     if (target === "*") {
-      this.answer(conn, { status: 200, headers: { allow: "GET, POST" }, body: "" }, withBody);
+      this.answer(conn, { status: 200, headers: { allow: "GET, POST", "cache-control": "no-store" }, body: "" }, withBody);
       return;
     }
     const request = new ParsedRequest(method, toAscii(target), headers, conn.remote);
@@ -584,7 +587,7 @@ export class HttpServer {
     conn.closeAfter = true;
     conn.linger = true;
     conn.busy = true;
-    this.answer(conn, { status, headers: { "content-type": "application/json; charset=utf-8" }, body: errorBody(code, message) }, withBody);
+    this.answer(conn, { status, headers: ERROR_HEADERS, body: errorBody(code, message) }, withBody);
   }
 
   /**

@@ -175,6 +175,7 @@ describe("framing: whatever a proxy in front might read differently is refused, 
       expect(answers.map((a) => a.status)).toEqual([status]);
       expect(answers[0]!.headers.get("connection")).toBe("close");
       expect(answers[0]!.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      expect(answers[0]!.headers.get("cache-control")).toBe("no-store");
       expect(JSON.parse(answers[0]!.body).error.code).toBe(code);
     });
   }
