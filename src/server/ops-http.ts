@@ -392,13 +392,6 @@ export class HttpServer {
       conn.searched = 0;
     }
     const input = conn.buffer.subarray(conn.start, conn.end);
-    // A request line starts with a method (a token). Anything else, such as a TLS ClientHello
-    // (0x16) on this plaintext port, is answered at once: the client learns from the answer that
-    // this is not what it expected, instead of waiting for an idle timeout.
-    if (input.length > 0 && !isTokenByte(input[0]!)) {
-      this.refuse(conn, 400, "BAD_REQUEST", "not an HTTP/1.x request line");
-      return;
-    }
     const from = conn.searched;
     const headEnd = input.indexOf(HEAD_END, from);
     // A LF not after a CR: a client (or an attacker) that ends lines differently from a proxy in front.
@@ -408,6 +401,14 @@ export class HttpServer {
       return;
     }
     if (headEnd < 0) {
+      // A request line starts with a method (a token). Anything else, such
+      // as a TLS ClientHello (0x16) on this plaintext port, is answered at
+      // once: the client learns from the answer that this is not what it
+      // expected, instead of waiting for an idle timeout.
+      if (input.length > 0 && !isTokenByte(input[0]!)) {
+        this.refuse(conn, 400, "BAD_REQUEST", "not an HTTP/1.x request line");
+        return;
+      }
       conn.searched = Math.max(0, input.length - (HEAD_END.length - 1));
       if (input.length > MAX_HEAD) this.refuseTooLarge(conn, input);
       else if (conn.peerEnded) this.close(conn, false); // nothing (more) can complete
