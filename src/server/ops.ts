@@ -34,6 +34,7 @@ import type { LockServer } from "./server.ts";
 import type { Lock } from "../core/session.ts";
 import type { Conn } from "./conn.ts";
 import { decodeCursor, holderView, lockView, locksPage, PageSelection, positionOf, waiterView } from "./views.ts";
+import { Board } from "./ui/board.ts";
 
 export interface OpsOptions {
   readonly hostname: string;
@@ -162,9 +163,12 @@ export class OpsServer {
   /** Listings waiting for their next slice, in turn order, and the pending turn. */
   private readonly scans: Scan[] = [];
   private scanTurn: ReturnType<typeof setImmediate> | null = null;
+  /** The operator's page, /ui (src/server/ui). */
+  readonly board: Board;
 
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
+    this.board = new Board({ engine: options.server.engine, scanSlice: this.limits.scanSlice, version: options.version });
     this.http = new HttpServer({
       hostname: options.hostname,
       port: options.port,
@@ -197,6 +201,7 @@ export class OpsServer {
     if (this.scanTurn !== null) clearImmediate(this.scanTurn);
     this.scanTurn = null;
     this.scans.length = 0;
+    this.board.stop();
     this.http.stop();
   }
 
@@ -233,6 +238,10 @@ export class OpsServer {
         return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request) : notAllowed(method, "POST");
       }
       return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
+    }
+    if (path.startsWith("/ui")) {
+      const page = this.board.handle(method, path, query);
+      if (page !== null) return page;
     }
     const kick = /^\/v1\/sessions\/([^/]*)\/kick$/.exec(path);
     if (kick !== null) return method === "POST" ? this.kick(kick[1]!, request) : notAllowed(method, "POST");
