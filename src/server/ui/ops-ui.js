@@ -42,6 +42,15 @@
     return `${h} h ${m % 60} m`;
   }
 
+  /**
+   * Text as shown: bidirectional controls and invisible characters, which
+   * could make one name look like another ("rtl\u202Eevil" shows as
+   * "rtllive"), become visible ⟨U+202E⟩ markers. Everything else is as sent.
+   */
+  const INVISIBLE = /[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+  const shown = (text) => text.replace(INVISIBLE, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+  const quoted = (text) => shown(JSON.stringify(text));
+
   const number = (n) => (n === null || n === undefined ? "—" : n.toLocaleString("en-US"));
   const micros = (us) => (us === null || us === undefined ? "—" : us >= 1000 ? `${(us / 1000).toFixed(1)} ms` : `${us} µs`);
 
@@ -96,15 +105,15 @@
     const locks = board.locks;
     const rows = [];
     for (const row of locks.rows) {
-      const name = el("button", { type: "button", className: "name", textContent: row.name, title: row.name });
+      const name = el("button", { type: "button", className: "name", textContent: shown(row.name) });
       name.addEventListener("click", () => select(row.name));
       const held = row.session !== 0;
       const tr = el(
         "tr",
         null,
         el("td", null, name),
-        el("td", { textContent: held ? row.owner : "", className: held ? "" : "none" }),
-        el("td", { textContent: held ? row.remote : "free" , className: held ? "" : "none" }),
+        el("td", { textContent: held ? shown(row.owner) : "", className: held ? "" : "none" }),
+        el("td", { textContent: held ? row.remote : "free", className: held ? "addr" : "addr none" }),
         el("td", { textContent: duration(row.heldForMs) }),
         el("td", { textContent: row.token }),
         el("td", { textContent: number(row.waiting) }),
@@ -115,7 +124,7 @@
       rows.push(tr);
     }
     $("rows").replaceChildren(...rows);
-    const what = locks.prefix === "" ? "" : ` with names starting ${JSON.stringify(locks.prefix)}`;
+    const what = locks.prefix === "" ? "" : ` with names starting ${quoted(locks.prefix)}`;
     $("counts").textContent = `showing ${number(locks.rows.length)} of ${number(locks.matched)} locks${what}; ${number(locks.total)} locks held or awaited in all`;
     for (const button of document.querySelectorAll("th button[data-sort]")) {
       const on = button.dataset.sort === state.sort;
@@ -190,7 +199,8 @@
   function select(name) {
     state.selected = name;
     $("detail").hidden = false;
-    $("d-name").textContent = name;
+    $("d-name").textContent = shown(name);
+    $("detail").dataset.lock = name;
     for (const tr of $("rows").children) tr.classList.toggle("selected", tr.dataset.lock === name);
     void refreshDetail();
   }
@@ -217,14 +227,14 @@
     } else {
       const release = el("button", { type: "button", className: "danger", textContent: "Force-release" });
       release.addEventListener("click", () =>
-        ask(`Force-release ${JSON.stringify(body.name)}, held by session ${h.session} (${JSON.stringify(h.owner)}, ${h.remote})? The holder gets ERROR FORCE_RELEASED and the next waiter is granted.`, {
+        ask(`Force-release ${quoted(body.name)}, held by session ${h.session} (${quoted(h.owner)}, ${h.remote})? The holder gets ERROR FORCE_RELEASED and the next waiter is granted.`, {
           kind: "force-release",
           url: `/v1/locks/force-release?name=${encodeURIComponent(body.name)}`,
         }),
       );
       const facts = [
         ["Holder", `session ${h.session}`],
-        ["Owner", h.owner],
+        ["Owner", shown(h.owner)],
         ["Address", h.remote],
         ["Token", h.token],
         ["Held for", duration(h.heldForMs)],
@@ -236,12 +246,12 @@
       dl.dataset.session = String(h.session);
       holder.replaceChildren(dl, release);
     }
-    const shown = body.waiters.length;
-    $("d-count").textContent = shown < body.waiting ? `(first ${number(shown)} of ${number(body.waiting)} waiters)` : `(${number(body.waiting)} waiting)`;
+    const listed = body.waiters.length;
+    $("d-count").textContent = listed < body.waiting ? `(first ${number(listed)} of ${number(body.waiting)} waiters)` : `(${number(body.waiting)} waiting)`;
     const rows = body.waiters.map((w) => {
       const kick = el("button", { type: "button", className: "action", textContent: "Kick" });
       kick.addEventListener("click", () =>
-        ask(`Kick session ${w.session} (${JSON.stringify(w.owner)}, ${w.remote}), number ${w.position} in the queue of ${JSON.stringify(body.name)}? It gets ERROR KICKED.`, {
+        ask(`Kick session ${w.session} (${quoted(w.owner)}, ${w.remote}), number ${w.position} in the queue of ${quoted(body.name)}? It gets ERROR KICKED.`, {
           kind: "kick",
           url: `/v1/sessions/${w.session}/kick`,
         }),
@@ -251,8 +261,8 @@
         null,
         el("td", { textContent: String(w.position) }),
         el("td", { textContent: String(w.session) }),
-        el("td", { textContent: w.owner }),
-        el("td", { textContent: w.remote }),
+        el("td", { textContent: shown(w.owner) }),
+        el("td", { textContent: w.remote, className: "addr" }),
         el("td", { textContent: duration(w.waitingForMs) }),
         el("td", { textContent: duration(w.leaseMs) }),
         el("td", null, kick),
@@ -298,10 +308,10 @@
     }
     if (response.ok && body !== null) {
       if (action.kind === "force-release") {
-        const next = body.promoted === null ? "nobody was waiting" : `session ${body.promoted.session} (${JSON.stringify(body.promoted.owner)}) now holds it`;
-        showMessage(`Force-released ${JSON.stringify(body.lock)} from session ${body.released.session}: ${next}.`, false);
+        const next = body.promoted === null ? "nobody was waiting" : `session ${body.promoted.session} (${quoted(body.promoted.owner)}) now holds it`;
+        showMessage(`Force-released ${quoted(body.lock)} from session ${body.released.session}: ${next}.`, false);
       } else {
-        showMessage(`Kicked session ${body.kicked.session} from the queue of ${JSON.stringify(body.lock)}.`, false);
+        showMessage(`Kicked session ${body.kicked.session} from the queue of ${quoted(body.lock)}.`, false);
       }
     } else {
       const error = body && body.error ? `${body.error.code}: ${body.error.message}` : `HTTP ${response.status}`;
