@@ -100,11 +100,14 @@ export class Samples {
   private readonly lastHandover: Float64Array;
   private readonly delta: Float64Array;
 
-  constructor(private readonly engine: Engine<Conn>) {
+  constructor(
+    private readonly engine: Engine<Conn>,
+    now: number,
+  ) {
     const stats = engine.stats;
     this.lastHandover = new Float64Array(stats.handoverSeconds.counts.length);
     this.delta = new Float64Array(stats.handoverSeconds.counts.length);
-    this.reset(performance.now());
+    this.reset(now);
   }
 
   private reset(now: number): void {
@@ -211,8 +214,10 @@ export interface BoardOptions {
   readonly engine: Engine<Conn>;
   /** Locks (and rows) looked at per turn of the event loop. */
   readonly scanSlice: number;
-  /** Protocol version and server version for the page's header. */
+  /** The server's version, for the page's header. */
   readonly version: string;
+  /** Monotonic ms (default performance.now; tests pass a manual clock). */
+  readonly now?: () => number;
 }
 
 export class Board {
@@ -224,10 +229,12 @@ export class Board {
   private snapshot: Snapshot | null = null;
   private readonly timer: ReturnType<typeof setInterval>;
   private stopped = false;
+  private readonly now: () => number;
 
   constructor(private readonly options: BoardOptions) {
-    this.samples = new Samples(options.engine);
-    this.timer = setInterval(() => this.samples.take(performance.now(), Date.now()), INTERVAL_MS);
+    this.now = options.now ?? (() => performance.now());
+    this.samples = new Samples(options.engine, this.now());
+    this.timer = setInterval(() => this.samples.take(this.now(), Date.now()), INTERVAL_MS);
     this.timer.unref();
   }
 
@@ -251,7 +258,7 @@ export class Board {
 
   /** The current snapshot, or a new one if the last began INTERVAL_MS ago or more. */
   private current(): Snapshot {
-    const now = performance.now();
+    const now = this.now();
     const last = this.snapshot;
     if (last !== null && now - last.startedAt < INTERVAL_MS) return last;
     const snapshot: Snapshot = { startedAt: now, wallClock: 0, rows: [], totals: {}, views: new Map(), ready: Promise.resolve() };
@@ -267,7 +274,7 @@ export class Board {
     const walk = engine.locks.values();
     const slice = this.options.scanSlice;
     for (;;) {
-      const now = performance.now();
+      const now = this.now();
       let n = slice;
       for (; n > 0; n--) {
         const step = walk.next();
