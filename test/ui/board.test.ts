@@ -92,9 +92,26 @@ test("a snapshot of many locks is walked scanSlice locks per turn of the event l
   // 1000 locks in slices of 64 (then 1000 rows for the view): other callbacks ran in between.
   expect(turns).toBeGreaterThanOrEqual(Math.floor(1000 / 64));
   const body = json(reply);
+  expect(b.snapshotsBuilt).toBe(1);
   expect(body.locks.total).toBe(1000);
   expect(body.locks.matched).toBe(100);
   expect(body.locks.rows.map((r: any) => r.name)).toEqual(["k/0999", "k/0998", "k/0997", "k/0996", "k/0995"]);
+});
+
+test("a walk that outlasts the interval is shared, not doubled: requests during it wait for it", async () => {
+  const h = harness();
+  for (let i = 0; i < 300; i++) hold(h, `w/${i}`);
+  const b = board(h, 10);
+  const first = get(b, "/ui/v1/board");
+  h.now += 5 * INTERVAL_MS; // the walk is still going (30 turns)
+  const second = get(b, "/ui/v1/board?prefix=w/1");
+  const [a, c] = [json(await first), json(await second)];
+  expect(b.snapshotsBuilt).toBe(1);
+  expect(a.locks.total).toBe(300);
+  expect(c.locks.matched).toBe(111); // w/1, w/10..w/19, w/100..w/199
+  const third = json(await get(b, "/ui/v1/board"));
+  expect(b.snapshotsBuilt).toBe(2); // complete and older than an interval: a new one
+  expect(third.locks.total).toBe(300);
 });
 
 test("rows carry holder, token, waiters and the oldest wait, and sort by each column with ties by name", async () => {

@@ -164,7 +164,7 @@ export class Samples {
 /** The locks at one moment, shared by every page within INTERVAL_MS, and the views built from it. */
 interface Snapshot {
   readonly startedAt: number;
-  /** When the walk ended (wall clock ms) and what the counters said then. */
+  /** When the walk ended (wall clock ms; 0 while it goes on) and what the counters said then. */
   wallClock: number;
   rows: LockRow[];
   totals: Record<string, unknown>;
@@ -256,11 +256,12 @@ export class Board {
     return this.view(parsed).then((body) => reply(200, "application/json; charset=utf-8", body));
   }
 
-  /** The current snapshot, or a new one if the last began INTERVAL_MS ago or more. */
+  /** The current snapshot, or a new one if the last began INTERVAL_MS ago or more and is complete. */
   private current(): Snapshot {
     const now = this.now();
     const last = this.snapshot;
-    if (last !== null && now - last.startedAt < INTERVAL_MS) return last;
+    // One walk at a time: a walk still going after an interval (a huge lock table) is waited for, not doubled.
+    if (last !== null && (now - last.startedAt < INTERVAL_MS || last.wallClock === 0)) return last;
     const snapshot: Snapshot = { startedAt: now, wallClock: 0, rows: [], totals: {}, views: new Map(), ready: Promise.resolve() };
     snapshot.ready = this.walk(snapshot);
     this.snapshot = snapshot;
