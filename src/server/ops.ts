@@ -1,7 +1,8 @@
 /**
- * The ops server: health, readiness, metrics, a JSON view of the locks, and
- * the two admin actions, over the connection-limited HTTP/1.1 listener of
- * ops-http.ts. docs/operations.md is its reference.
+ * The ops server: health, readiness, metrics, a JSON view of the locks,
+ * the two admin actions, and the operator's page (/ui, in ui/board.ts), over
+ * the connection-limited HTTP/1.1 listener of ops-http.ts.
+ * docs/operations.md is its reference.
  *
  * It shares the event loop with every lock session, so no request does
  * work that grows with sessions, locks or descriptors in one go: /metrics
