@@ -1,9 +1,10 @@
 // The single binary: `npm run build` (bun build --compile) into a temp dir,
 // then a smoke test of that file alone, run from another directory: serve,
 // a second server refused on the same data directory, a claim and a pushed
-// handover with the client library, `run`, `status`, SIGTERM, exit 0.
+// handover with the client library, `status`, the embedded /ui page, `run`,
+// SIGTERM, exit 0.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LockClient } from "../src/client/index.ts";
@@ -87,6 +88,15 @@ test("the compiled binary serves, hands over, runs, reports and stops cleanly", 
     expect(status.exitCode).toBe(0);
     expect(JSON.parse(status.stdout.toString()).locks[0].name).toBe("smoke");
     await second.release();
+
+    // The operator's page is embedded: the binary serves its three files as they are in the tree.
+    for (const [path, file] of [["/ui", "index.html"], ["/ui/ops-ui.js", "ops-ui.js"], ["/ui/ops-ui.css", "ops-ui.css"]] as const) {
+      const page = await fetch(`http://${ops}${path}`, { signal: AbortSignal.timeout(10_000) });
+      expect(page.status).toBe(200);
+      expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
+      expect(await page.text()).toBe(readFileSync(join(ROOT, "src/server/ui", file), "utf8"));
+    }
+    expect(start.ui).toBe(`http://${ops}/ui`);
 
     const run = Bun.spawnSync([binary, "run", "--server", address, "smoke", "--", "sh", "-c", 'echo "token=$LOCKD_TOKEN lock=$LOCKD_LOCK"'], { cwd });
     expect(run.exitCode).toBe(0);

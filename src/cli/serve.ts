@@ -136,6 +136,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     version: VERSION,
     listen: `${daemon.server.hostname}:${daemon.server.port}`,
     ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
+    ui: `${opsTls === undefined ? "http" : "https"}://${daemon.ops.hostname.includes(":") ? `[${daemon.ops.hostname}]` : daemon.ops.hostname}:${daemon.ops.port}/ui`,
     ioTimeoutMs: options.ioTimeout,
     maxSessions: Number.isFinite(maxSessions) ? maxSessions : "unlimited",
     maxSessionsPerSource: options.maxSessionsPerSource ?? "off",

@@ -1,7 +1,8 @@
 /**
- * The ops server: health, readiness, metrics, a JSON view of the locks, and
- * the two admin actions, over the connection-limited HTTP/1.1 listener of
- * ops-http.ts. docs/operations.md is its reference.
+ * The ops server: health, readiness, metrics, a JSON view of the locks,
+ * the two admin actions, and the operator's page (/ui, in ui/board.ts), over
+ * the connection-limited HTTP/1.1 listener of ops-http.ts.
+ * docs/operations.md is its reference.
  *
  * It shares the event loop with every lock session, so no request does
  * work that grows with sessions, locks or descriptors in one go: /metrics
@@ -35,6 +36,7 @@ import type { LockServer } from "./server.ts";
 import type { Lock } from "../core/session.ts";
 import type { Conn } from "./conn.ts";
 import { decodeCursor, holderView, lockView, locksPage, PageSelection, positionOf, waiterView } from "./views.ts";
+import { Board } from "./ui/board.ts";
 
 export interface OpsOptions {
   readonly hostname: string;
@@ -165,9 +167,12 @@ export class OpsServer {
   /** Listings waiting for their next slice, in turn order, and the pending turn. */
   private readonly scans: Scan[] = [];
   private scanTurn: ReturnType<typeof setImmediate> | null = null;
+  /** The operator's page, /ui (src/server/ui). */
+  readonly board: Board;
 
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
+    this.board = new Board({ engine: options.server.engine, scanSlice: this.limits.scanSlice, version: options.version });
     this.http = new HttpServer({
       hostname: options.hostname,
       port: options.port,
@@ -200,6 +205,7 @@ export class OpsServer {
     if (this.scanTurn !== null) clearImmediate(this.scanTurn);
     this.scanTurn = null;
     this.scans.length = 0;
+    this.board.stop();
     this.http.stop();
   }
 
@@ -236,6 +242,10 @@ export class OpsServer {
         return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request) : notAllowed(method, "POST");
       }
       return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
+    }
+    if (path.startsWith("/ui")) {
+      const page = this.board.handle(method, path, query);
+      if (page !== null) return page;
     }
     const kick = /^\/v1\/sessions\/([^/]*)\/kick$/.exec(path);
     if (kick !== null) return method === "POST" ? this.kick(kick[1]!, request) : notAllowed(method, "POST");

@@ -187,3 +187,95 @@ export function locksPage(engine: Engine<Conn>, selection: PageSelection, now: n
     sessions: { connected: states[SessionState.CONNECTED]!, waiting: states[SessionState.WAITING]!, owner: states[SessionState.OWNER]! },
   };
 }
+
+/**
+ * One lock as the operator's page (/ui) lists it: what the shared
+ * snapshot keeps per lock, times relative to the snapshot's moment.
+ */
+export interface LockRow {
+  readonly name: string;
+  /** The holder's session, owner label, address and token; 0, "", "", "" when nobody holds it. */
+  readonly session: number;
+  readonly owner: string;
+  readonly remote: string;
+  readonly token: string;
+  /** -1 when nobody holds it. */
+  readonly heldForMs: number;
+  readonly waiting: number;
+  /** How long the head of the queue has waited (the oldest wait, FIFO); -1 with no waiters. */
+  readonly oldestWaitMs: number;
+}
+
+export function lockRow(lock: Lock<Conn>, now: number): LockRow {
+  const owner = lock.owner;
+  const head = lock.head;
+  return {
+    name: lock.name,
+    session: owner === null ? 0 : owner.id,
+    owner: owner === null ? "" : owner.owner,
+    remote: owner === null ? "" : remoteOf(owner.conn),
+    token: owner === null ? "" : String(owner.token),
+    heldForMs: owner === null ? -1 : ms(now - owner.grantedAt),
+    waiting: lock.waiting,
+    oldestWaitMs: head === null ? -1 : ms(now - head.acquiredAt),
+  };
+}
+
+/** The orders the page's table offers. Ties go by name. */
+export const RowOrder = { name: "name", held: "held", waiting: "waiting", wait: "wait" } as const;
+export type RowOrder = (typeof RowOrder)[keyof typeof RowOrder];
+
+const rowKey: Record<RowOrder, (row: LockRow) => number> = {
+  name: () => 0,
+  held: (row) => row.heldForMs,
+  waiting: (row) => row.waiting,
+  wait: (row) => row.oldestWaitMs,
+};
+
+/** A comparator for `order`, descending when `descending` (the name tie-break stays ascending). */
+export function rowComparator(order: RowOrder, descending: boolean): (a: LockRow, b: LockRow) => number {
+  const key = rowKey[order];
+  const sign = descending ? -1 : 1;
+  return (a, b) => {
+    const d = order === "name" ? 0 : key(a) - key(b);
+    if (d !== 0) return sign * d;
+    const byName = a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+    return order === "name" ? sign * byName : byName;
+  };
+}
+
+/**
+ * The first `limit` rows in an order, picked from rows offered one at a
+ * time, with exact counts of what was offered and what matched a name
+ * prefix. Memory is bounded by the limit (a buffer of at most 2 * limit,
+ * sorted and cut back when full), so picking from n rows is O(n log limit).
+ */
+export class RowSelection {
+  private picked: LockRow[] = [];
+  /** Rows whose name starts with the prefix. */
+  matched = 0;
+
+  constructor(
+    readonly prefix: string,
+    readonly limit: number,
+    private readonly compare: (a: LockRow, b: LockRow) => number,
+  ) {}
+
+  offer(row: LockRow): void {
+    if (!row.name.startsWith(this.prefix)) return;
+    this.matched++;
+    this.picked.push(row);
+    if (this.picked.length >= 2 * this.limit) this.cut();
+  }
+
+  private cut(): void {
+    this.picked.sort(this.compare);
+    if (this.picked.length > this.limit) this.picked.length = this.limit;
+  }
+
+  /** The chosen rows, in order. */
+  finish(): LockRow[] {
+    this.cut();
+    return this.picked;
+  }
+}

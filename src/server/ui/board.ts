@@ -1,0 +1,350 @@
+/**
+ * The operator's page on the ops server: GET /ui (one HTML file, one script,
+ * one stylesheet, embedded in the binary as text) and the JSON it polls,
+ * GET /ui/v1/board. docs/operations.md ("The operator's page") is its
+ * reference.
+ *
+ * Cost, whatever the number of open pages:
+ *
+ * - one sample of the server's counters per INTERVAL_MS, always, into a ring
+ *   of SAMPLES (O(1) each: counters and a histogram's 17 buckets), shared by
+ *   every viewer for the plots;
+ * - at most one snapshot of the locks per INTERVAL_MS, built only when a
+ *   page asks, walking the engine's Map `scanSlice` locks per turn of the
+ *   event loop (so lock traffic runs between slices), shared by every page;
+ * - a page's view of a snapshot (name prefix, order, at most MAX_ROWS rows,
+ *   exact counts) is picked from the snapshot's rows `scanSlice` per turn
+ *   with memory bounded by its row limit, once per snapshot and query: pages
+ *   asking the same thing within an interval get the same built body.
+ *
+ * A lock's queue and the actions are the existing /v1 endpoints (a capped
+ * view, and force-release and kick with the admin token as a bearer header).
+ */
+import { SessionState } from "../../core/session.ts";
+import type { Engine } from "../../core/engine.ts";
+import type { Histogram } from "../../core/stats.ts";
+import { ErrorCode, MAX_NAME_LENGTH } from "../../protocol/constants.ts";
+import type { HttpReply } from "../ops-http.ts";
+import type { Conn } from "../conn.ts";
+import { type LockRow, lockRow, rowComparator, RowOrder, RowSelection } from "../views.ts";
+import pageHtml from "./index.html" with { type: "text" };
+import pageJs from "./ops-ui.js" with { type: "text" };
+import pageCss from "./ops-ui.css" with { type: "text" };
+
+/** One sample and one snapshot at most per this many ms; the page polls at this pace. */
+export const INTERVAL_MS = 1000;
+/** Samples kept: five minutes at one per second. */
+export const SAMPLES = 300;
+/** Most rows in one view of the table (the default is DEFAULT_ROWS); the counts are always exact. */
+export const MAX_ROWS = 500;
+export const DEFAULT_ROWS = 200;
+/** Distinct views kept per snapshot; more are answered but built again each time. */
+const MAX_VIEWS = 64;
+
+/**
+ * Sent with every /ui answer: no inline script or style (everything the page
+ * runs is /ui/ops-ui.js from this server), no framing, no referrer, no
+ * content sniffing, no caching.
+ */
+export const UI_SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "cache-control": "no-store",
+};
+
+const encoder = new TextEncoder();
+const ASSETS: Record<string, { type: string; body: Uint8Array }> = {
+  "/ui": { type: "text/html; charset=utf-8", body: encoder.encode(pageHtml as unknown as string) },
+  "/ui/": { type: "text/html; charset=utf-8", body: encoder.encode(pageHtml as unknown as string) },
+  "/ui/ops-ui.js": { type: "text/javascript; charset=utf-8", body: encoder.encode(pageJs) },
+  "/ui/ops-ui.css": { type: "text/css; charset=utf-8", body: encoder.encode(pageCss) },
+};
+export const BOARD = "/ui/v1/board";
+
+function reply(status: number, type: string, body: string | Uint8Array, extra: Record<string, string> = {}): HttpReply {
+  return { status, headers: { ...UI_SECURITY_HEADERS, "content-type": type, ...extra }, body };
+}
+
+function failure(status: number, code: string, message: string, extra?: Record<string, string>): HttpReply {
+  return reply(status, "application/json; charset=utf-8", `${JSON.stringify({ error: { code, message } })}\n`, extra);
+}
+
+/** The value of a handover quantile from bucket counts: the upper bound of its bucket, in microseconds. */
+function quantileUs(bounds: readonly number[], counts: ArrayLike<number>, total: number, q: number): number | null {
+  if (total <= 0) return null;
+  const rank = q * total;
+  let seen = 0;
+  for (let i = 0; i < counts.length; i++) {
+    seen += counts[i]!;
+    if (seen >= rank) return Math.round(bounds[Math.min(i, bounds.length - 1)]! * 1e6 * 10) / 10;
+  }
+  return Math.round(bounds[bounds.length - 1]! * 1e6 * 10) / 10;
+}
+
+/** The series the plots draw, one column per series, in a ring. */
+const SERIES = ["t", "connected", "waiting", "owner", "locks", "grantsPerSecond", "handoverP50Us", "handoverP99Us", "leaseExpired", "ioTimeout"] as const;
+type SeriesName = (typeof SERIES)[number];
+
+/** The last SAMPLES samples of the server's counters, one per INTERVAL_MS. */
+export class Samples {
+  private readonly columns = new Map<SeriesName, Float64Array>(SERIES.map((name) => [name, new Float64Array(SAMPLES)]));
+  /** Samples taken so far; the newest is at (count - 1) % SAMPLES. */
+  count = 0;
+  private lastAt = 0;
+  private lastGrants = 0;
+  private lastLease = 0;
+  private lastIo = 0;
+  private readonly lastHandover: Float64Array;
+  private readonly delta: Float64Array;
+
+  constructor(
+    private readonly engine: Engine<Conn>,
+    now: number,
+  ) {
+    const stats = engine.stats;
+    this.lastHandover = new Float64Array(stats.handoverSeconds.counts.length);
+    this.delta = new Float64Array(stats.handoverSeconds.counts.length);
+    this.reset(now);
+  }
+
+  private reset(now: number): void {
+    const stats = this.engine.stats;
+    this.lastAt = now;
+    this.lastGrants = stats.grantsImmediate + stats.grantsPromoted;
+    this.lastLease = stats.ends[ErrorCode.LEASE_EXPIRED]!;
+    this.lastIo = stats.ends[ErrorCode.IO_TIMEOUT]!;
+    this.lastHandover.set(stats.handoverSeconds.counts);
+  }
+
+  /** Take one sample: rates and quantiles over the time since the last one. */
+  take(now: number, wallClock: number): void {
+    const stats = this.engine.stats;
+    const seconds = Math.max(0.001, (now - this.lastAt) / 1000);
+    const slot = this.count % SAMPLES;
+    const put = (name: SeriesName, value: number) => (this.columns.get(name)![slot] = value);
+    const histogram: Histogram = stats.handoverSeconds;
+    const delta = this.delta;
+    let handovers = 0;
+    for (let i = 0; i < delta.length; i++) handovers += delta[i] = histogram.counts[i]! - this.lastHandover[i]!;
+    put("t", wallClock);
+    put("connected", stats.states[SessionState.CONNECTED]!);
+    put("waiting", stats.states[SessionState.WAITING]!);
+    put("owner", stats.states[SessionState.OWNER]!);
+    put("locks", this.engine.locks.size);
+    put("grantsPerSecond", Math.round(((stats.grantsImmediate + stats.grantsPromoted - this.lastGrants) / seconds) * 10) / 10);
+    put("handoverP50Us", quantileUs(histogram.bounds, delta, handovers, 0.5) ?? Number.NaN);
+    put("handoverP99Us", quantileUs(histogram.bounds, delta, handovers, 0.99) ?? Number.NaN);
+    put("leaseExpired", stats.ends[ErrorCode.LEASE_EXPIRED]! - this.lastLease);
+    put("ioTimeout", stats.ends[ErrorCode.IO_TIMEOUT]! - this.lastIo);
+    this.count++;
+    this.reset(now);
+  }
+
+  /** Each series oldest first (null where there was nothing to measure). */
+  toJSON(): Record<SeriesName, (number | null)[]> {
+    const n = Math.min(this.count, SAMPLES);
+    const first = this.count - n;
+    const out = {} as Record<SeriesName, (number | null)[]>;
+    for (const name of SERIES) {
+      const column = this.columns.get(name)!;
+      const values: (number | null)[] = new Array(n);
+      for (let i = 0; i < n; i++) {
+        const value = column[(first + i) % SAMPLES]!;
+        values[i] = Number.isNaN(value) ? null : value;
+      }
+      out[name] = values;
+    }
+    return out;
+  }
+}
+
+/** The locks at one moment, shared by every page within INTERVAL_MS, and the views built from it. */
+interface Snapshot {
+  readonly startedAt: number;
+  /** When the walk ended (wall clock ms; 0 while it goes on) and what the counters said then. */
+  wallClock: number;
+  rows: LockRow[];
+  totals: Record<string, unknown>;
+  readonly views: Map<string, Promise<Uint8Array>>;
+  ready: Promise<void>;
+}
+
+/** What a page asks for: a name prefix, an order, a direction and a row limit. */
+interface BoardQuery {
+  readonly prefix: string;
+  readonly sort: RowOrder;
+  readonly descending: boolean;
+  readonly limit: number;
+}
+
+const QUERY = {
+  prefix: /(?:^|&)prefix=([^&]*)/,
+  sort: /(?:^|&)sort=([^&]*)/,
+  dir: /(?:^|&)dir=([^&]*)/,
+  limit: /(?:^|&)limit=([^&]*)/,
+} as const;
+
+/** The page's query, or an error message naming the parameter. */
+export function parseBoardQuery(query: string): BoardQuery | { error: string } {
+  const get = (key: keyof typeof QUERY) => QUERY[key].exec(query)?.[1];
+  let prefix = "";
+  const rawPrefix = get("prefix");
+  if (rawPrefix !== undefined) {
+    try {
+      prefix = decodeURIComponent(rawPrefix.replace(/\+/g, "%20"));
+    } catch {
+      return { error: "prefix is not valid percent-encoded UTF-8" };
+    }
+    if (encoder.encode(prefix).length > MAX_NAME_LENGTH) return { error: `prefix is longer than a lock name can be (${MAX_NAME_LENGTH} bytes)` };
+  }
+  const sort = get("sort") ?? "name";
+  if (!Object.hasOwn(RowOrder, sort)) return { error: `sort must be one of ${Object.keys(RowOrder).join(", ")}` };
+  const dir = get("dir") ?? "asc";
+  if (dir !== "asc" && dir !== "desc") return { error: "dir must be asc or desc" };
+  const limitText = get("limit");
+  const limit = limitText === undefined ? DEFAULT_ROWS : /^\d{1,4}$/.test(limitText) ? Number(limitText) : -1;
+  if (limit < 1 || limit > MAX_ROWS) return { error: `limit must be a whole number in 1..${MAX_ROWS}` };
+  return { prefix, sort: sort as RowOrder, descending: dir === "desc", limit };
+}
+
+export interface BoardOptions {
+  readonly engine: Engine<Conn>;
+  /** Locks (and rows) looked at per turn of the event loop. */
+  readonly scanSlice: number;
+  /** The server's version, for the page's header. */
+  readonly version: string;
+  /** Monotonic ms (default performance.now; tests pass a manual clock). */
+  readonly now?: () => number;
+}
+
+export class Board {
+  readonly samples: Samples;
+  /** Snapshots built so far (for tests and the docs' claim of one per interval). */
+  snapshotsBuilt = 0;
+  /** Views of a snapshot built so far. */
+  viewsBuilt = 0;
+  private snapshot: Snapshot | null = null;
+  private readonly timer: ReturnType<typeof setInterval>;
+  private stopped = false;
+  private readonly now: () => number;
+
+  constructor(private readonly options: BoardOptions) {
+    this.now = options.now ?? (() => performance.now());
+    this.samples = new Samples(options.engine, this.now());
+    this.timer = setInterval(() => this.samples.take(this.now(), Date.now()), INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.timer);
+  }
+
+  /** GET /ui, its two files, and /ui/v1/board; null for any other path. */
+  handle(method: string, path: string, query: string): HttpReply | Promise<HttpReply> | null {
+    const asset = ASSETS[path];
+    if (asset === undefined && path !== BOARD) {
+      return path === "/ui" || path.startsWith("/ui/") ? failure(404, "NOT_FOUND", `no route ${path}; the page is /ui`) : null;
+    }
+    if (method !== "GET") return failure(405, "METHOD_NOT_ALLOWED", `${method} is not allowed here; use GET`, { allow: "GET" });
+    if (asset !== undefined) return reply(200, asset.type, asset.body);
+    const parsed = parseBoardQuery(query);
+    if ("error" in parsed) return failure(400, "BAD_QUERY", parsed.error);
+    return this.view(parsed).then((body) => reply(200, "application/json; charset=utf-8", body));
+  }
+
+  /** The current snapshot, or a new one if the last began INTERVAL_MS ago or more and is complete. */
+  private current(): Snapshot {
+    const now = this.now();
+    const last = this.snapshot;
+    // One walk at a time: a walk still going after an interval (a huge lock table) is waited for, not doubled.
+    if (last !== null && (now - last.startedAt < INTERVAL_MS || last.wallClock === 0)) return last;
+    const snapshot: Snapshot = { startedAt: now, wallClock: 0, rows: [], totals: {}, views: new Map(), ready: Promise.resolve() };
+    snapshot.ready = this.walk(snapshot);
+    this.snapshot = snapshot;
+    this.snapshotsBuilt++;
+    return snapshot;
+  }
+
+  /** Fill a snapshot from the engine's Map, scanSlice locks per turn. */
+  private async walk(snapshot: Snapshot): Promise<void> {
+    const engine = this.options.engine;
+    const walk = engine.locks.values();
+    const slice = this.options.scanSlice;
+    for (;;) {
+      const now = this.now();
+      let n = slice;
+      for (; n > 0; n--) {
+        const step = walk.next();
+        if (step.done === true) break;
+        snapshot.rows.push(lockRow(step.value, now));
+      }
+      if (n > 0 || this.stopped) break;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    snapshot.wallClock = Date.now();
+    const stats = engine.stats;
+    const handover = stats.handoverSeconds;
+    snapshot.totals = {
+      locks: snapshot.rows.length,
+      sessions: { connected: stats.states[SessionState.CONNECTED]!, waiting: stats.states[SessionState.WAITING]!, owner: stats.states[SessionState.OWNER]! },
+      grants: stats.grantsImmediate + stats.grantsPromoted,
+      handoverSinceStart: {
+        count: handover.count,
+        p50Us: quantileUs(handover.bounds, handover.counts, handover.count, 0.5),
+        p99Us: quantileUs(handover.bounds, handover.counts, handover.count, 0.99),
+      },
+      ends: {
+        leaseExpired: stats.ends[ErrorCode.LEASE_EXPIRED]!,
+        ioTimeout: stats.ends[ErrorCode.IO_TIMEOUT]!,
+        forceReleased: stats.ends[ErrorCode.FORCE_RELEASED]!,
+        kicked: stats.ends[ErrorCode.KICKED]!,
+      },
+    };
+  }
+
+  /** One page's view of the current snapshot, built once per snapshot and query. */
+  private view(query: BoardQuery): Promise<Uint8Array> {
+    const snapshot = this.current();
+    const key = `${query.sort}\u0000${query.descending ? "d" : "a"}\u0000${query.limit}\u0000${query.prefix}`;
+    const built = snapshot.views.get(key);
+    if (built !== undefined) return built;
+    const body = snapshot.ready.then(() => this.build(snapshot, query));
+    if (snapshot.views.size < MAX_VIEWS) snapshot.views.set(key, body);
+    return body;
+  }
+
+  private async build(snapshot: Snapshot, query: BoardQuery): Promise<Uint8Array> {
+    this.viewsBuilt++;
+    const selection = new RowSelection(query.prefix, query.limit, rowComparator(query.sort, query.descending));
+    const rows = snapshot.rows;
+    const slice = this.options.scanSlice;
+    for (let i = 0; i < rows.length; ) {
+      const end = Math.min(rows.length, i + slice);
+      for (; i < end; i++) selection.offer(rows[i]!);
+      if (i < rows.length) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    const picked = selection.finish();
+    return encoder.encode(
+      JSON.stringify({
+        version: this.options.version,
+        at: snapshot.wallClock,
+        intervalMs: INTERVAL_MS,
+        totals: snapshot.totals,
+        series: this.samples,
+        locks: {
+          total: rows.length,
+          matched: selection.matched,
+          prefix: query.prefix,
+          sort: query.sort,
+          dir: query.descending ? "desc" : "asc",
+          limit: query.limit,
+          rows: picked,
+        },
+      }),
+    );
+  }
+}

@@ -1,0 +1,384 @@
+// lockd's operator page. Plain browser JavaScript, no build step, no library.
+// Lock names and owner labels are whatever clients sent: every piece of data
+// goes into the page as text (textContent, text nodes, attribute values),
+// never as markup. The admin token lives in this script's memory only and
+// goes out as an Authorization header on each action.
+"use strict";
+
+(() => {
+  const INTERVAL_MS = 1000;
+  const ROWS = 200;
+  const QUEUE = 100;
+  const $ = (id) => document.getElementById(id);
+
+  const state = {
+    sort: "name",
+    dir: "asc",
+    prefix: "",
+    /** The lock whose queue is shown, or null. */
+    selected: null,
+    /** The admin token typed in the page: memory only. */
+    token: "",
+    /** The action awaiting confirmation. */
+    pending: null,
+  };
+
+  /** An element with text children (strings become text nodes) and plain properties. */
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    if (props) for (const [key, value] of Object.entries(props)) node[key] = value;
+    for (const child of children) if (child !== null && child !== undefined) node.append(child);
+    return node;
+  }
+
+  function duration(ms) {
+    if (ms === null || ms === undefined || ms < 0) return "—";
+    if (ms < 1000) return `${ms} ms`;
+    const s = ms / 1000;
+    if (s < 60) return `${s.toFixed(1)} s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m} m ${Math.floor(s % 60)} s`;
+    const h = Math.floor(m / 60);
+    return `${h} h ${m % 60} m`;
+  }
+
+  /**
+   * Text as shown: bidirectional controls and invisible characters, which
+   * could make one name look like another ("rtl\u202Eevil" shows as
+   * "rtllive"), become visible ⟨U+202E⟩ markers. Everything else is as sent.
+   */
+  const INVISIBLE = /[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+  const shown = (text) => text.replace(INVISIBLE, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+  const quoted = (text) => shown(JSON.stringify(text));
+
+  const number = (n) => (n === null || n === undefined ? "—" : n.toLocaleString("en-US"));
+  const micros = (us) => (us === null || us === undefined ? "—" : us >= 1000 ? `${(us / 1000).toFixed(1)} ms` : `${us} µs`);
+
+  async function getJson(url) {
+    const response = await fetch(url, { cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null;
+    }
+    return { status: response.status, body };
+  }
+
+  function setStatus(text, down) {
+    const status = $("status");
+    status.textContent = text;
+    status.classList.toggle("down", down);
+  }
+
+  function showMessage(text, isError) {
+    const message = $("message");
+    message.textContent = text;
+    message.classList.toggle("error", isError);
+    message.hidden = false;
+  }
+
+  // ---- the table -------------------------------------------------------
+
+  function boardUrl() {
+    const params = new URLSearchParams({ sort: state.sort, dir: state.dir, limit: String(ROWS) });
+    if (state.prefix !== "") params.set("prefix", state.prefix);
+    return `/ui/v1/board?${params}`;
+  }
+
+  function renderTotals(board) {
+    const t = board.totals;
+    $("version").textContent = `v${board.version}`;
+    $("t-owner").textContent = number(t.sessions.owner);
+    $("t-waiting").textContent = number(t.sessions.waiting);
+    $("t-connected").textContent = number(t.sessions.connected);
+    $("t-locks").textContent = number(t.locks);
+    const grants = board.series.grantsPerSecond;
+    $("t-grants").textContent = grants.length === 0 ? "—" : number(grants[grants.length - 1]);
+    const h = t.handoverSinceStart;
+    $("t-handover").textContent = `${micros(h.p50Us)} / ${micros(h.p99Us)} (since start, ${number(h.count)} handovers)`;
+    const e = t.ends;
+    $("t-ends").textContent = `lease expired ${number(e.leaseExpired)} · I/O timeout ${number(e.ioTimeout)} · force-released ${number(e.forceReleased)} · kicked ${number(e.kicked)}`;
+  }
+
+  function renderRows(board) {
+    const locks = board.locks;
+    const rows = [];
+    for (const row of locks.rows) {
+      const name = el("button", { type: "button", className: "name", textContent: shown(row.name) });
+      name.addEventListener("click", () => select(row.name));
+      const held = row.session !== 0;
+      const tr = el(
+        "tr",
+        null,
+        el("td", null, name),
+        el("td", { textContent: held ? shown(row.owner) : "", className: held ? "" : "none" }),
+        el("td", { textContent: held ? row.remote : "free", className: held ? "addr" : "addr none" }),
+        el("td", { textContent: duration(row.heldForMs) }),
+        el("td", { textContent: row.token }),
+        el("td", { textContent: number(row.waiting) }),
+        el("td", { textContent: duration(row.oldestWaitMs) }),
+      );
+      tr.dataset.lock = row.name;
+      if (row.name === state.selected) tr.classList.add("selected");
+      rows.push(tr);
+    }
+    $("rows").replaceChildren(...rows);
+    const what = locks.prefix === "" ? "" : ` with names starting ${quoted(locks.prefix)}`;
+    $("counts").textContent = `showing ${number(locks.rows.length)} of ${number(locks.matched)} locks${what}; ${number(locks.total)} locks held or awaited in all`;
+    for (const button of document.querySelectorAll("th button[data-sort]")) {
+      const on = button.dataset.sort === state.sort;
+      button.classList.toggle("sorted", on);
+      button.classList.toggle("asc", on && state.dir === "asc");
+      button.classList.toggle("desc", on && state.dir === "desc");
+    }
+  }
+
+  // ---- plots: inline SVG drawn by hand ----------------------------------
+
+  const SVG = "http://www.w3.org/2000/svg";
+
+  function svg(tag, attributes) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+    return node;
+  }
+
+  /** Lines of `series` (arrays of numbers or null, oldest first) over the last 300 samples. */
+  function plot(id, lines) {
+    const W = 300, H = 80, TOP = 10, BOTTOM = 76, SLOTS = 300;
+    let max = 0;
+    for (const { values } of lines) for (const v of values) if (v !== null && v > max) max = v;
+    const scale = max > 0 ? max : 1;
+    const nodes = [svg("line", { x1: 0, y1: BOTTOM, x2: W, y2: BOTTOM, class: "axis" })];
+    for (const { values, className } of lines) {
+      const offset = SLOTS - values.length;
+      let points = [];
+      const flush = () => {
+        if (points.length === 1) points.push(points[0].replace(/^[\d.]+/, (x) => String(Number(x) + 1)));
+        if (points.length > 0) nodes.push(svg("polyline", { points: points.join(" "), class: className }));
+        points = [];
+      };
+      values.forEach((v, i) => {
+        if (v === null) return flush();
+        const x = ((offset + i) / (SLOTS - 1)) * W;
+        const y = BOTTOM - (v / scale) * (BOTTOM - TOP);
+        points.push(`${x.toFixed(1)},${y.toFixed(1)}`);
+      });
+      flush();
+    }
+    const label = svg("text", { x: 2, y: 9 });
+    label.textContent = `max ${max.toLocaleString("en-US")}`;
+    const left = svg("text", { x: 2, y: H - 1 });
+    left.textContent = "−5 min";
+    const right = svg("text", { x: W - 2, y: H - 1, "text-anchor": "end" });
+    right.textContent = "now";
+    nodes.push(label, left, right);
+    $(id).replaceChildren(...nodes);
+  }
+
+  function renderPlots(series) {
+    plot("p-sessions", [
+      { values: series.owner, className: "owner" },
+      { values: series.waiting, className: "waiting" },
+      { values: series.connected, className: "connected" },
+    ]);
+    plot("p-grants", [{ values: series.grantsPerSecond, className: "grants" }]);
+    plot("p-handover", [
+      { values: series.handoverP50Us, className: "p50" },
+      { values: series.handoverP99Us, className: "p99" },
+    ]);
+    plot("p-ends", [
+      { values: series.leaseExpired, className: "lease" },
+      { values: series.ioTimeout, className: "io" },
+    ]);
+  }
+
+  // ---- a lock's queue ----------------------------------------------------
+
+  function select(name) {
+    state.selected = name;
+    $("detail").hidden = false;
+    $("d-name").textContent = shown(name);
+    $("detail").dataset.lock = name;
+    for (const tr of $("rows").children) tr.classList.toggle("selected", tr.dataset.lock === name);
+    void refreshDetail();
+  }
+
+  async function refreshDetail() {
+    const name = state.selected;
+    if (name === null) return;
+    const { status, body } = await getJson(`/v1/locks?name=${encodeURIComponent(name)}&limit=${QUEUE}`);
+    if (name !== state.selected) return;
+    const holder = $("d-holder");
+    if (status === 404) {
+      holder.replaceChildren(el("p", { className: "none", textContent: "Nobody holds or waits for this lock now." }));
+      $("d-count").textContent = "";
+      $("d-queue").replaceChildren();
+      return;
+    }
+    if (status !== 200 || body === null) {
+      holder.replaceChildren(el("p", { className: "none", textContent: `Could not read the lock (HTTP ${status}).` }));
+      return;
+    }
+    const h = body.holder;
+    if (h === null) {
+      holder.replaceChildren(el("p", { className: "none", textContent: "Free: nobody holds it (its next waiter is being granted)." }));
+    } else {
+      const release = el("button", { type: "button", className: "danger", textContent: "Force-release" });
+      release.addEventListener("click", () =>
+        ask(`Force-release ${quoted(body.name)}, held by session ${h.session} (${quoted(h.owner)}, ${h.remote})? The holder gets ERROR FORCE_RELEASED and the next waiter is granted.`, {
+          kind: "force-release",
+          url: `/v1/locks/force-release?name=${encodeURIComponent(body.name)}`,
+        }),
+      );
+      const facts = [
+        ["Holder", `session ${h.session}`],
+        ["Owner", shown(h.owner)],
+        ["Address", h.remote],
+        ["Token", h.token],
+        ["Held for", duration(h.heldForMs)],
+        ["Silent for", duration(h.silentForMs)],
+        ["Lease", duration(h.leaseMs)],
+      ];
+      const dl = el("dl", { className: "holder" });
+      for (const [term, value] of facts) dl.append(el("dt", { textContent: term }), el("dd", { textContent: value }));
+      dl.dataset.session = String(h.session);
+      holder.replaceChildren(dl, release);
+    }
+    const listed = body.waiters.length;
+    $("d-count").textContent = listed < body.waiting ? `(first ${number(listed)} of ${number(body.waiting)} waiters)` : `(${number(body.waiting)} waiting)`;
+    const rows = body.waiters.map((w) => {
+      const kick = el("button", { type: "button", className: "action", textContent: "Kick" });
+      kick.addEventListener("click", () =>
+        ask(`Kick session ${w.session} (${quoted(w.owner)}, ${w.remote}), number ${w.position} in the queue of ${quoted(body.name)}? It gets ERROR KICKED.`, {
+          kind: "kick",
+          url: `/v1/sessions/${w.session}/kick`,
+        }),
+      );
+      const tr = el(
+        "tr",
+        null,
+        el("td", { textContent: String(w.position) }),
+        el("td", { textContent: String(w.session) }),
+        el("td", { textContent: shown(w.owner) }),
+        el("td", { textContent: w.remote, className: "addr" }),
+        el("td", { textContent: duration(w.waitingForMs) }),
+        el("td", { textContent: duration(w.leaseMs) }),
+        el("td", null, kick),
+      );
+      tr.dataset.session = String(w.session);
+      return tr;
+    });
+    $("d-queue").replaceChildren(...rows);
+  }
+
+  // ---- actions -----------------------------------------------------------
+
+  function ask(question, action) {
+    state.pending = action;
+    $("confirm-text").textContent = question;
+    $("confirm").hidden = false;
+    $("confirm-yes").focus();
+  }
+
+  function cancel() {
+    state.pending = null;
+    $("confirm").hidden = true;
+  }
+
+  async function confirmAction() {
+    const action = state.pending;
+    cancel();
+    if (action === null) return;
+    const headers = {};
+    if (state.token !== "") headers.authorization = `Bearer ${state.token}`;
+    let response;
+    try {
+      response = await fetch(action.url, { method: "POST", headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
+    } catch (error) {
+      showMessage(`${action.kind} failed: the server did not answer (${error.message})`, true);
+      return;
+    }
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null;
+    }
+    if (response.ok && body !== null) {
+      if (action.kind === "force-release") {
+        const next = body.promoted === null ? "nobody was waiting" : `session ${body.promoted.session} (${quoted(body.promoted.owner)}) now holds it`;
+        showMessage(`Force-released ${quoted(body.lock)} from session ${body.released.session}: ${next}.`, false);
+      } else {
+        showMessage(`Kicked session ${body.kicked.session} from the queue of ${quoted(body.lock)}.`, false);
+      }
+    } else {
+      const error = body && body.error ? `${body.error.code}: ${body.error.message}` : `HTTP ${response.status}`;
+      const hint = response.status === 401 && state.token === "" ? " Enter the admin token at the top of the page." : "";
+      showMessage(`Refused ${action.kind} (HTTP ${response.status}) — ${error}.${hint}`, true);
+    }
+    void refreshBoard();
+    void refreshDetail();
+  }
+
+  // ---- polling -------------------------------------------------------------
+
+  let timer = null;
+
+  async function refreshBoard() {
+    try {
+      const { status, body } = await getJson(boardUrl());
+      if (status !== 200 || body === null) {
+        const why = body && body.error ? body.error.message : `HTTP ${status}`;
+        setStatus(`not updated: ${why}`, true);
+        return;
+      }
+      renderTotals(body);
+      renderRows(body);
+      renderPlots(body.series);
+      setStatus(`live · ${new Date(body.at).toLocaleTimeString()}`, false);
+    } catch (error) {
+      setStatus(`disconnected: ${error.message}`, true);
+    }
+  }
+
+  async function tick() {
+    timer = null;
+    await Promise.all([refreshBoard(), refreshDetail().catch(() => {})]);
+    timer = setTimeout(tick, INTERVAL_MS);
+  }
+
+  function refreshSoon() {
+    if (timer !== null) {
+      clearTimeout(timer);
+      void tick();
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("token").addEventListener("input", (event) => (state.token = event.target.value));
+    let typing = null;
+    $("prefix").addEventListener("input", (event) => {
+      state.prefix = event.target.value;
+      clearTimeout(typing);
+      typing = setTimeout(refreshSoon, 200);
+    });
+    for (const button of document.querySelectorAll("th button[data-sort]")) {
+      button.addEventListener("click", () => {
+        const sort = button.dataset.sort;
+        if (state.sort === sort) state.dir = state.dir === "asc" ? "desc" : "asc";
+        else [state.sort, state.dir] = [sort, sort === "name" ? "asc" : "desc"];
+        refreshSoon();
+      });
+    }
+    $("confirm-yes").addEventListener("click", () => void confirmAction());
+    $("confirm-no").addEventListener("click", cancel);
+    $("d-close").addEventListener("click", () => {
+      state.selected = null;
+      $("detail").hidden = true;
+      for (const tr of $("rows").children) tr.classList.remove("selected");
+    });
+    void tick();
+  });
+})();
