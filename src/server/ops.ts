@@ -211,7 +211,8 @@ export class OpsServer {
 
   private handle(request: HttpRequest): HttpReply | Promise<HttpReply> {
     const { path, query } = splitTarget(request.target);
-    const method = request.method;
+    // HEAD is GET without the body (ops-http sends the head only), so `curl -I` works.
+    const method = request.method === "HEAD" ? "GET" : request.method;
     switch (path) {
       case "/livez":
       case "/healthz":
