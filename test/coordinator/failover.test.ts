@@ -60,7 +60,7 @@ async function pair(service: string, port: number, lease = LEASE, env?: Record<s
 }
 
 describe("two instances", () => {
-  test("one active, one standby; SIGKILL the active: the standby takes over and a waiting client is granted a higher token", async () => {
+  test("one active, one standby; SIGKILL the active: the standby takes over and a waiting client (library and lockd run) is granted a higher token", async () => {
     const service = nextService();
     const port = await freePort();
     const { a, b } = await pair(service, port);
@@ -94,6 +94,9 @@ describe("two instances", () => {
     }
     const waiter = client.acquire("k", { lease: 5000, wait: 20_000 });
     await waitForWaiter(await opsPort(a), "k");
+    // lockd run waits too, and keeps waiting through the failover within its --wait.
+    const run = runCli(["run", "k", "--server", `127.0.0.1:${port}`, "--wait", "20s", "--", "sh", "-c", "echo token=$LOCKD_TOKEN"], {}, 30_000);
+    await waitForWaiter(await opsPort(a), "k", 2);
 
     a.proc.kill("SIGKILL");
     const took = await b.line("active: listening", 15_000);
@@ -106,6 +109,11 @@ describe("two instances", () => {
     for (const token of issued) expect(granted.token).toBeGreaterThan(token);
     expect(holder.signal.aborted).toBe(true);
     await granted.release();
+    const ran = await run;
+    expect({ code: ran.code, err: ran.err }).toEqual({ code: 0, err: expect.any(String) });
+    const runToken = BigInt(/token=(\d+)/.exec(ran.out)![1]!);
+    for (const token of issued) expect(runToken).toBeGreaterThan(token);
+    expect(runToken).not.toBe(granted.token);
     expect((await readyz(standbyOps)).status).toBe(200);
     expect(await (await fetch(`http://127.0.0.1:${standbyOps}/metrics`)).text()).toContain("lockd_coordinator_takeovers_total 1");
   });
@@ -274,10 +282,10 @@ describe("the coordinator goes away", () => {
 });
 
 /** Wait until the ops view shows a waiter on `name` (bounded). */
-async function waitForWaiter(ops: number, name: string): Promise<void> {
+async function waitForWaiter(ops: number, name: string, atLeast = 1): Promise<void> {
   for (let i = 0; i < 200; i++) {
     const response = await fetch(`http://127.0.0.1:${ops}/v1/locks?name=${encodeURIComponent(name)}`);
-    if (response.status === 200 && ((await response.json()) as { waiting: number }).waiting > 0) return;
+    if (response.status === 200 && ((await response.json()) as { waiting: number }).waiting >= atLeast) return;
     await Bun.sleep(25);
   }
   throw new Error(`no waiter on ${name}`);

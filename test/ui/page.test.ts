@@ -89,11 +89,12 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () =>
 
   async function selectLock(page: Page, name: string): Promise<void> {
     await rowOf(page, name);
-    const button = await page.evaluateHandle(
-      (n) => Array.from(document.querySelectorAll<HTMLElement>("#rows tr")).find((tr) => tr.dataset.lock === n)!.querySelector("button.name")!,
+    // Found and clicked in one step inside the page: the table is re-rendered
+    // every second, so a handle taken in one call can be detached by the next.
+    await page.evaluate(
+      (n) => Array.from(document.querySelectorAll<HTMLElement>("#rows tr")).find((tr) => tr.dataset.lock === n)!.querySelector<HTMLElement>("button.name")!.click(),
       name,
     );
-    await button.asElement()!.click();
     await page.waitForFunction((n) => document.getElementById("detail")?.dataset.lock === n, name);
   }
 
@@ -215,8 +216,8 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () =>
     await page.fill("#token", TOKEN);
     await selectLock(page, name);
     await page.waitForFunction(() => document.querySelectorAll("#d-queue tr").length === 3);
-    const target = await page.evaluateHandle(() => document.querySelectorAll("#d-queue tr")[1]!.querySelector("button")!);
-    await target.asElement()!.click();
+    // Found and clicked in one step (the queue is re-rendered on refresh).
+    await page.evaluate(() => document.querySelectorAll("#d-queue tr")[1]!.querySelector<HTMLElement>("button")!.click());
     expect(await page.textContent("#confirm-text")).toContain('("waiter-2"');
     expect(c.frames.length).toBe(1); // nothing happens before the confirmation
     await page.click("#confirm-yes");
