@@ -258,6 +258,26 @@ export const SERVE_OPTIONS = {
     help: "tokens reserved per durable write of the floor; a crash skips at most this many",
     schema: count(1, 1_000_000_000_000),
   },
+  shard: {
+    flag: "--shard",
+    env: "LOCKD_SHARD",
+    help: "this server's shard of --shards: ACQUIREs for names of other shards get ERROR WRONG_SHARD",
+    value: "NAME",
+    schema: z.string(),
+  },
+  shards: {
+    flag: "--shards",
+    env: "LOCKD_SHARDS",
+    help: "every shard's name (alpha,beta), or the clients' whole server map (gen=N;alpha=HOST:PORT;beta=HOST:PORT)",
+    value: "NAMES|MAP",
+    schema: z.string(),
+  },
+  shardsGeneration: {
+    flag: "--shards-generation",
+    env: "LOCKD_SHARDS_GENERATION",
+    help: "the map's generation, 0..31: raise it at every change of the map (tokens are generation * 2^48 + counter)",
+    schema: count(0, 31),
+  },
   tlsCert: {
     flag: "--tls-cert",
     env: "LOCKD_TLS_CERT",

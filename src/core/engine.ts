@@ -68,6 +68,13 @@ export interface EngineOptions {
    */
   readonly maxSessionsPerSource?: number;
   readonly tokens?: TokenSource;
+  /**
+   * The shard guard (src/shard-guard.ts): called with the name of every
+   * well-formed ACQUIRE before the lock rules see it; returns the ERROR
+   * WRONG_SHARD frame that ends the session when the name belongs to
+   * another shard, else null. Must be pure (no I/O, no clock).
+   */
+  readonly guard?: (name: string) => Uint8Array | null;
 }
 
 /** Ended-by-rule frames are the same bytes every time: built once. */
@@ -103,6 +110,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   private nextId = 1;
   /** Shutting down: owners that end hand nothing over. */
   private draining = false;
+  private readonly guard: ((name: string) => Uint8Array | null) | null;
 
   constructor(
     private readonly transport: Transport<C>,
@@ -113,6 +121,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
     this.maxSessions = options.maxSessions ?? Infinity;
     this.maxSessionsPerSource = options.maxSessionsPerSource ?? Infinity;
     this.tokens = options.tokens ?? new MemoryTokens();
+    this.guard = options.guard ?? null;
     this.wheel = new TimerWheel(now);
   }
 
@@ -308,6 +317,13 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
       return false;
     }
     const request = decoded.request;
+    if (this.guard !== null) {
+      const refusal = this.guard(request.name);
+      if (refusal !== null) {
+        this.end(session, ErrorCode.WRONG_SHARD, refusal, now);
+        return false;
+      }
+    }
     let lock = this.locks.get(request.name);
     if (lock !== undefined && request.try) {
       this.stats.busy++;

@@ -21,6 +21,9 @@ import { AdminAuth } from "./admin.ts";
 import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer } from "./ops.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
+import { shardGuard, type ShardSettings } from "../shard-guard.ts";
+import { tokensInGeneration } from "../shard-tokens.ts";
+import { MemoryTokens } from "../core/tokens.ts";
 import type { FileTokens } from "./tokens-file.ts";
 import { remoteOf } from "./views.ts";
 
@@ -43,6 +46,8 @@ export interface DaemonOptions {
   readonly opsTls?: { readonly cert: string; readonly key: string };
   /** Connection limit, idle timeout and /metrics reuse of the ops server (defaults: DEFAULT_OPS_LIMITS). */
   readonly opsLimits?: Partial<OpsLimits>;
+  /** This server's shard of a map, and the generation tokens carry (src/shard-guard.ts). Omitted: no shards, generation 0. */
+  readonly shards?: ShardSettings;
 }
 
 export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
@@ -91,7 +96,8 @@ export class Daemon {
         maxSessions: options.maxSessions,
         maxSessionsPerSource: options.maxSessionsPerSource,
         events: sessionLog(options.log),
-        ...(options.tokens === undefined ? {} : { tokens: options.tokens }),
+        tokens: tokensInGeneration(options.tokens ?? new MemoryTokens(), options.shards?.generation ?? 0),
+        guard: options.shards === undefined ? null : shardGuard(options.shards),
         ...(options.tls === undefined ? {} : { tls: options.tls }),
       });
     } catch (error) {

@@ -44,6 +44,8 @@ export interface ServerOptions {
    */
   readonly outboxLimit?: number;
   readonly tokens?: TokenSource;
+  /** The shard guard: refuses ACQUIREs for names of other shards (EngineOptions.guard). */
+  readonly guard?: ((name: string) => Uint8Array | null) | null;
   /** Serve TLS instead of plain TCP. */
   readonly tls?: ServerTls;
   /** Session lifecycle callbacks (logging). Off the hot path: once per session. */
@@ -118,6 +120,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         maxSessions: options.maxSessions,
         maxSessionsPerSource: options.maxSessionsPerSource,
         tokens: options.tokens,
+        ...(options.guard == null ? {} : { guard: options.guard }),
       },
       performance.now(),
     );
