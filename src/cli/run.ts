@@ -28,7 +28,7 @@ import {
 } from "../client/errors.ts";
 import type { Lock } from "../client/lock.ts";
 import type { TlsSettings } from "../client/transport.ts";
-import { formatAddressList } from "../address.ts";
+import { formatServerMap } from "../address.ts";
 import { RUN_OPTIONS, helpRow, optionsHelp, parseOptions } from "../config.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
@@ -135,7 +135,7 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   try {
     const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
     const client = new LockClient({
-      servers: formatAddressList(server),
+      servers: formatServerMap(server),
       // A server restarting (or failing over) is waited out within the --wait budget.
       retryFirstConnect: true,
       reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,
