@@ -111,6 +111,7 @@ export class Daemon {
         auth: new AdminAuth(options.adminToken),
         log: options.log,
         version: options.version,
+        shard: { shard: options.shards?.shard ?? null, generation: options.shards?.generation ?? 0 },
         isReady: () => this.phase === "running",
         ...(options.opsTls === undefined ? {} : { tls: options.opsTls }),
         ...(options.opsLimits === undefined ? {} : { limits: options.opsLimits }),

@@ -113,6 +113,7 @@ describe("shards", () => {
     expect(await holderToken(alpha, theirs!)).toBeNull();
     const metrics = await (await fetch(`http://127.0.0.1:${alpha.opsPort}/metrics`)).text();
     expect(metrics).toContain('lockd_session_ends_total{reason="wrong_shard"} 1');
+    expect(metrics).toContain('lockd_shard_info{shard="alpha",generation="0"} 1');
   });
 
   test("a client with a two-shard map holds locks on both shards at once, each on its own shard", async () => {
