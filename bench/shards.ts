@@ -5,11 +5,17 @@
  *
  *     bun bench/shards.ts [NAMES]     (default 10^6)
  *
+ * Then the cost of the server's guard per ACQUIRE (one placement of the
+ * name over the shards) as a ratio to decoding that ACQUIRE, both timed in
+ * alternating blocks in the same run.
+ *
  * Each name's weight on shards s0..s16 is computed once (the spec's
  * SHA-256 weight, weightBytes); the shard among the first N is the largest
  * of the first N weights, so every N and N+1 come from the same weights.
  */
-import { weightBytes } from "../src/shard.ts";
+import { Placement, weightBytes } from "../src/shard.ts";
+import { HEADER_LENGTH } from "../src/protocol/constants.ts";
+import { decodeAcquire, encodeAcquire } from "../src/protocol/frames.ts";
 
 const names = Number(process.argv[2] ?? 1_000_000);
 const sizes = [2, 4, 8, 16];
@@ -56,4 +62,26 @@ for (const n of sizes) {
   console.log(
     `| ${n} | ${min} | ${mean.toFixed(0)} | ${max} | ${(max / mean).toFixed(4)} | ${(min / mean).toFixed(4)} | ${m} (${((100 * m) / names).toFixed(2)} %) | ${(100 / (n + 1)).toFixed(2)} % | ${movedElsewhere.get(n)} |`,
   );
+}
+
+// --- the guard's cost per ACQUIRE, against decodeAcquire in the same run ----------------
+const name = "orders/2026/11/30/customer-4711";
+const frame = encodeAcquire({ name, leaseMs: 5000, owner: "host-12/pid-4411", try: false });
+const body = frame.length - HEADER_LENGTH;
+function perCall(fn: () => unknown, calls: number): number {
+  const start = performance.now();
+  for (let i = 0; i < calls; i++) fn();
+  return ((performance.now() - start) * 1e6) / calls; // ns
+}
+console.log("\n| shards | guard (placement of one name) | decodeAcquire of its ACQUIRE | ratio |");
+console.log("|---|---|---|---|");
+for (const n of [2, 4, 8, 16]) {
+  const placement = new Placement(shards.slice(0, n));
+  let guard = 0;
+  let decode = 0;
+  for (let block = 0; block < 10; block++) {
+    decode += perCall(() => decodeAcquire(frame, HEADER_LENGTH, body), 20_000);
+    guard += perCall(() => placement.indexOf(name), 20_000);
+  }
+  console.log(`| ${n} | ${(guard / 10).toFixed(0)} ns | ${(decode / 10).toFixed(0)} ns | ${(guard / decode).toFixed(1)}x |`);
 }
