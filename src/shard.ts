@@ -14,8 +14,9 @@
  * lock, and adding a shard moves exactly the names whose new weight beats
  * their old winner (about 1/(N+1) of them), each to the new shard.
  *
- * Pure, no Bun API (node:crypto works on Node and Bun alike): used by the
- * client library, the CLI and the server's guard. Comparing the 8 bytes
+ * Pure: used by the client library, the CLI and the server's guard. On
+ * Bun it hashes with Bun.SHA256 into reused buffers; on Node (the client
+ * library runs there too) with node:crypto. Both are checked on the vectors. Comparing the 8 bytes
  * lexicographically is comparing the big-endian integers, so no 64-bit
  * arithmetic is needed.
  */
@@ -40,6 +41,10 @@ export function weightHex(shard: string, lock: string | Uint8Array): string {
 
 const ZERO = new Uint8Array(1);
 
+/** Bun's SHA-256 (no hash object per call), or null on Node. */
+const BUN_SHA256: ((input: Uint8Array, out: Uint8Array) => unknown) | null =
+  typeof Bun !== "undefined" ? (input, out) => Bun.SHA256.hash(input, out) : null;
+
 /** -1, 0, 1 as `a` is below, equal to or above `b` (8-byte big-endian weights). */
 function compareWeights(a: Uint8Array, b: Uint8Array): number {
   for (let i = 0; i < 8; i++) {
@@ -57,6 +62,10 @@ export class Placement {
   readonly shards: readonly string[];
   /** UTF-8(shard) || 0x00 for each shard: the hash's fixed prefix. */
   private readonly prefixes: readonly Uint8Array[];
+  private readonly longestPrefix: number;
+  private scratch = new Uint8Array(1024);
+  private readonly digest = new Uint8Array(64);
+  private readonly bestWeight = new Uint8Array(8);
 
   constructor(shards: readonly string[]) {
     if (shards.length === 0) throw new AddressError("no shard names given (example: alpha,beta)", "");
@@ -74,12 +83,18 @@ export class Placement {
       prefix.set(bytes);
       return prefix;
     });
+    this.longestPrefix = Math.max(...this.prefixes.map((p) => p.length));
   }
 
   /** The index (in `shards`) of the shard `lock` belongs to. `lock` as text or its UTF-8 bytes. */
   indexOf(lock: string | Uint8Array): number {
-    const bytes = typeof lock === "string" ? encoder.encode(lock) : lock;
     if (this.shards.length === 1) return 0;
+    const bytes = typeof lock === "string" ? encoder.encode(lock) : lock;
+    return BUN_SHA256 === null ? this.indexOfPortable(bytes) : this.indexOfBun(bytes, BUN_SHA256);
+  }
+
+  /** node:crypto (Node and Bun): one hash object per shard. */
+  private indexOfPortable(bytes: Uint8Array): number {
     let best = -1;
     let bestWeight: Uint8Array | null = null;
     for (let i = 0; i < this.prefixes.length; i++) {
@@ -88,6 +103,32 @@ export class Placement {
       if (order > 0 || (order === 0 && this.shards[i]! < this.shards[best]!)) {
         best = i;
         bestWeight = weight;
+      }
+    }
+    return best;
+  }
+
+  /**
+   * Bun's one-shot SHA-256 into reused buffers (the server's guard runs
+   * once per ACQUIRE): the name is copied once, right after the longest
+   * prefix, and each shard's prefix is written just before it.
+   */
+  private indexOfBun(bytes: Uint8Array, sha256: (input: Uint8Array, out: Uint8Array) => unknown): number {
+    const at = this.longestPrefix;
+    if (this.scratch.length < at + bytes.length) this.scratch = new Uint8Array(at + bytes.length + 256);
+    const scratch = this.scratch;
+    scratch.set(bytes, at);
+    const digest = this.digest;
+    const best8 = this.bestWeight;
+    let best = -1;
+    for (let i = 0; i < this.prefixes.length; i++) {
+      const prefix = this.prefixes[i]!;
+      scratch.set(prefix, at - prefix.length);
+      sha256(scratch.subarray(at - prefix.length, at + bytes.length), digest);
+      const order = best < 0 ? 1 : compareWeights(digest, best8);
+      if (order > 0 || (order === 0 && this.shards[i]! < this.shards[best]!)) {
+        best = i;
+        for (let k = 0; k < 8; k++) best8[k] = digest[k]!;
       }
     }
     return best;
