@@ -73,7 +73,8 @@ ${aliases([
 Exit status:
   COMMAND's own   COMMAND ran and exited (128+N if it died of signal N)
   1               --try and the lock is held (change with -E)
-  64              bad usage: options, lock name, owner, lease
+  64              bad usage: options, lock name, owner, lease; or WRONG_SHARD:
+                  the --server map is not the servers' map
   66              a file an option names (certificate, key) cannot be read
   69              the lock server stayed unreachable or unavailable (for --wait,
                   or 30 s without --wait), or TLS is set up on one end only

@@ -51,16 +51,22 @@ export async function status(argv: readonly string[], env: Record<string, string
     return await statusOf(getFrom(shard.addresses), name, json, out, shard.name);
   }
   let worst: number = ExitCode.OK;
+  const views: Record<string, unknown> = {};
   for (const shard of map.shards) {
     if (!json) out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name} of ${about}\n`);
+    // With --json, each shard's answer is collected and printed as one document at the end.
+    const collected = { text: "", write(text: string) { this.text += text; } };
     try {
-      await statusOf(getFrom(shard.addresses), undefined, json, out, shard.name);
+      await statusOf(getFrom(shard.addresses), undefined, json, json ? collected : out, shard.name);
+      if (json) views[shard.name] = JSON.parse(collected.text);
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
       process.stderr.write(`lockd status: shard ${shard.name}: ${error.message}\n`);
+      if (json) views[shard.name] = { error: error.message };
       worst = error.exitCode;
     }
   }
+  if (json) out.write(`${JSON.stringify({ generation: map.generation, shards: views }, null, 2)}\n`);
   return worst;
 }
 

@@ -67,4 +67,10 @@ test("lockd status with a map of ops servers: a name on its shard, and every sha
   expect(betaPart).toContain(onBeta);
   expect(betaPart).toContain(String(b.token));
   expect(a.token).toBeGreaterThan(0n);
+  const json = await runCli(["status", "--json", "--ops", opsMap]);
+  expect(json.code).toBe(0);
+  const doc = JSON.parse(json.out) as { generation: number; shards: Record<string, { locks: { name: string }[] }> };
+  expect(doc.generation).toBe(0);
+  expect(doc.shards.alpha!.locks.map((l) => l.name)).toContain(onAlpha);
+  expect(doc.shards.beta!.locks.map((l) => l.name)).toEqual([onBeta]);
 });
