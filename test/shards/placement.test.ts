@@ -105,17 +105,19 @@ function names(count: number, seed: number): string[] {
 
 test("adding a shard moves only names that now land on the new shard (10^5 names, 2..16 shards)", () => {
   const all = names(100_000, 0x5eed);
+  const encoded = all.map((name) => new TextEncoder().encode(name));
   const shardNames = Array.from({ length: 17 }, (_, i) => `s${i}`);
-  let before = all.map((name) => new Placement(shardNames.slice(0, 2)).shardOf(name));
+  const first = new Placement(shardNames.slice(0, 2));
+  let before = encoded.map((bytes) => first.shardOf(bytes));
   for (let n = 2; n < 17; n++) {
     const after = new Placement(shardNames.slice(0, n + 1));
     const added = shardNames[n]!;
     let moved = 0;
-    const now = all.map((name, i) => {
-      const shard = after.shardOf(name);
+    const now = encoded.map((bytes, i) => {
+      const shard = after.shardOf(bytes);
       if (shard !== before[i]) {
         moved++;
-        if (shard !== added) throw new Error(`${name} moved from ${before[i]} to ${shard}, not to the new shard ${added}`);
+        if (shard !== added) throw new Error(`${all[i]} moved from ${before[i]} to ${shard}, not to the new shard ${added}`);
       }
       return shard;
     });
