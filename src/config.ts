@@ -6,7 +6,7 @@
  * came from, before anything starts.
  */
 import { z } from "zod";
-import { AddressError, parseAddress, parseAddressList, type Address } from "./address.ts";
+import { AddressError, parseAddress, parseAddressList, parseServerMap, type Address } from "./address.ts";
 
 // --- value types ------------------------------------------------------------
 
@@ -84,6 +84,9 @@ export const listenAddress = addressSchema("HOST:PORT", (text) => parseAddress(t
 
 /** Addresses to try in order: HOST:PORT[,HOST:PORT...]. */
 export const hostPortList = addressSchema("HOST:PORT[,...]", (text) => parseAddressList(text));
+
+/** A server map: an address list (one shard), or [gen=N;]NAME=LIST;NAME=LIST (src/address.ts). */
+export const serverMap = addressSchema("HOST:PORT[,...]|MAP", (text) => parseServerMap(text));
 
 export const count = (min: number, max: number) =>
   kind("N", z.string().transform((text, ctx) => {
@@ -270,6 +273,26 @@ export const SERVE_OPTIONS = {
     help: "tokens reserved per durable write of the floor; a crash skips at most this many",
     schema: count(1, 1_000_000_000_000),
   },
+  shard: {
+    flag: "--shard",
+    env: "LOCKD_SHARD",
+    help: "this server's shard of --shards: ACQUIREs for names of other shards get ERROR WRONG_SHARD",
+    value: "NAME",
+    schema: z.string(),
+  },
+  shards: {
+    flag: "--shards",
+    env: "LOCKD_SHARDS",
+    help: "every shard's name (alpha,beta), or the clients' whole server map (gen=N;alpha=HOST:PORT;beta=HOST:PORT)",
+    value: "NAMES|MAP",
+    schema: z.string(),
+  },
+  shardsGeneration: {
+    flag: "--shards-generation",
+    env: "LOCKD_SHARDS_GENERATION",
+    help: "the map's generation, 0..31: raise it at every change of the map (tokens are generation * 2^48 + counter)",
+    schema: count(0, 31),
+  },
   tlsCert: {
     flag: "--tls-cert",
     env: "LOCKD_TLS_CERT",
@@ -342,9 +365,13 @@ export const SERVE_OPTIONS = {
   },
 } as const satisfies OptionTable;
 
-/** `lockd status`: read-only, no token needed. */
+/** `lockd status`: read-only, no token needed. `--ops` may be a map of shards' ops servers. */
 export const STATUS_OPTIONS = {
-  ops: OPS_ADDRESSES,
+  ops: {
+    ...OPS_ADDRESSES,
+    help: "ops HTTP server (a list is tried in order), or each shard's: alpha=HOST:PORT;beta=HOST:PORT",
+    schema: serverMap,
+  },
   opsCa: {
     flag: "--ops-ca",
     env: "LOCKD_OPS_CA",
@@ -363,6 +390,7 @@ export const STATUS_OPTIONS = {
 /** `lockd force-release`, `lockd kick`. */
 export const ADMIN_OPTIONS = {
   ...STATUS_OPTIONS,
+  ops: OPS_ADDRESSES,
   adminToken: ADMIN_TOKEN,
   adminTokenFile: ADMIN_TOKEN_FILE,
 } as const satisfies OptionTable;
@@ -373,8 +401,8 @@ export const RUN_OPTIONS = {
     flag: "--server",
     env: "LOCKD_SERVER",
     default: "127.0.0.1:7700",
-    help: "lock server, or a list of them tried in order",
-    schema: hostPortList,
+    help: "lock server, a list of them tried in order, or a map of shards: [gen=N;]alpha=HOST:PORT,...;beta=HOST:PORT",
+    schema: serverMap,
   },
   lease: {
     flag: "--lease",

@@ -57,15 +57,16 @@ describe("parseAddress / parseAddressList", () => {
 
 describe("the same grammar everywhere", () => {
   test("lockd run --server and LOCKD_SERVER take a list (the library always did)", () => {
-    expect(parseOptions(RUN_OPTIONS, [], { LOCKD_SERVER: "a:1,[::1]:2" }).options.server).toEqual([
-      { host: "a", port: 1 },
-      { host: "::1", port: 2 },
-    ]);
-    expect(parseOptions(RUN_OPTIONS, ["--server", "a:1,b:2"], {}).options.server).toHaveLength(2);
+    expect(parseOptions(RUN_OPTIONS, [], { LOCKD_SERVER: "a:1,[::1]:2" }).options.server).toEqual({
+      generation: 0,
+      shards: [{ name: "", addresses: [{ host: "a", port: 1 }, { host: "::1", port: 2 }] }],
+    });
+    expect(parseOptions(RUN_OPTIONS, ["--server", "a:1,b:2"], {}).options.server.shards[0]!.addresses).toHaveLength(2);
+    expect(parseOptions(RUN_OPTIONS, ["--server", "gen=1;alpha=a:1;beta=b:2"], {}).options.server.shards.map((s) => s.name)).toEqual(["alpha", "beta"]);
   });
 
   test("status and the admin verbs take a list in --ops and LOCKD_OPS", () => {
-    expect(parseOptions(STATUS_OPTIONS, ["--ops", "a:1,b:2"], {}).options.ops).toHaveLength(2);
+    expect(parseOptions(STATUS_OPTIONS, ["--ops", "a:1,b:2"], {}).options.ops.shards[0]!.addresses).toHaveLength(2);
     expect(parseOptions(ADMIN_OPTIONS, [], { LOCKD_OPS: "a:1,b:2" }).options.ops).toHaveLength(2);
   });
 

@@ -27,7 +27,9 @@ const (
 // Client holds the settings shared by claims. The zero value is usable:
 // LOCKD_SERVER, else 127.0.0.1:7700.
 type Client struct {
-	// Servers is an address list ("a:7700,b:7700" or one address); empty: LOCKD_SERVER, else DefaultServer.
+	// Servers is an address list ("a:7700,b:7700" or one address), or a map
+	// of shards ("gen=1;alpha=a:7700,b:7700;beta=c:7700": each lock name goes
+	// to its shard's list); empty: LOCKD_SERVER, else DefaultServer.
 	Servers string
 	// Owner is the label operators see; default "HOST/pid-PID".
 	Owner string
@@ -54,7 +56,9 @@ type Options struct {
 // Dial returns a client for an address list (see Client.Servers).
 func Dial(servers string) *Client { return &Client{Servers: servers} }
 
-func (c *Client) addresses() ([]string, error) {
+// ServerMap parses Servers (else LOCKD_SERVER, else DefaultServer): a plain
+// address list (one shard) or a map of shards, "[gen=N;]NAME=LIST;NAME=LIST".
+func (c *Client) ServerMap() (*ServerMap, error) {
 	s := c.Servers
 	if s == "" {
 		s = os.Getenv("LOCKD_SERVER")
@@ -62,18 +66,7 @@ func (c *Client) addresses() ([]string, error) {
 	if s == "" {
 		s = DefaultServer
 	}
-	var out []string
-	for i, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if strings.HasPrefix(part, ":") {
-			part = "127.0.0.1" + part
-		}
-		if _, _, err := net.SplitHostPort(part); err != nil {
-			return nil, &Error{Code: "BAD_REQUEST", Class: "client", Message: fmt.Sprintf("element %d of %q (%q) is not HOST:PORT", i+1, s, part), Err: err}
-		}
-		out = append(out, part)
-	}
-	return out, nil
+	return ParseServerMap(s)
 }
 
 func (c *Client) owner(o Options) string {
@@ -91,6 +84,19 @@ func (c *Client) owner(o Options) string {
 // the wait (ABORTED) and, once held, ends holding (the lock is released and
 // its Context cancelled). Errors are *Error.
 func (c *Client) Acquire(ctx context.Context, name string, opts Options) (*Lock, error) {
+	m, err := c.ServerMap()
+	if err != nil {
+		return nil, err
+	}
+	shard := m.ShardOf(name)
+	lock, err := c.acquire(ctx, name, opts, m.Shards[shard].Addresses)
+	if e, ok := err.(*Error); ok && e.Code == "WRONG_SHARD" {
+		e.Message = fmt.Sprintf("the client's map %s places it on shard %s, but %s", m.Describe(), m.Shards[shard].Name, e.ServerMessage)
+	}
+	return lock, err
+}
+
+func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs []string) (*Lock, error) {
 	if opts.Lease == 0 {
 		opts.Lease = DefaultLease
 	}
@@ -98,10 +104,6 @@ func (c *Client) Acquire(ctx context.Context, name string, opts Options) (*Lock,
 	frame, err := EncodeAcquire(name, c.owner(opts), leaseMs, opts.Try)
 	if err != nil {
 		return nil, &Error{Code: "BAD_REQUEST", Class: "client", Lock: name, Message: err.Error()}
-	}
-	addrs, err := c.addresses()
-	if err != nil {
-		return nil, err
 	}
 	reconnect := c.Reconnect
 	if reconnect == 0 {

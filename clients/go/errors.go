@@ -43,6 +43,8 @@ var (
 	ErrAborted           = &Error{Code: "ABORTED"}
 	ErrKicked            = &Error{Code: "KICKED"}
 	ErrBadRequest        = &Error{Code: "BAD_REQUEST"}
+	// ErrWrongShard: the server serves another shard than this client's map says (the maps differ; fix the map, do not retry).
+	ErrWrongShard = &Error{Code: "WRONG_SHARD"}
 )
 
 // ClassOfCode maps an ERROR code to its class by the high nibble; classes

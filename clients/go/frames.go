@@ -35,13 +35,14 @@ const (
 	CodeBadRequest         = 0x21
 	CodeUnsupportedVersion = 0x22
 	CodeIOTimeout          = 0x23
+	CodeWrongShard         = 0x24
 )
 
 var codeNames = map[byte]string{
 	CodeShuttingDown: "SHUTTING_DOWN", CodeOverloaded: "OVERLOADED", CodeLeaseExpired: "LEASE_EXPIRED",
 	CodeForceReleased: "FORCE_RELEASED", CodeKicked: "KICKED", CodeLockBusy: "LOCK_BUSY",
 	CodeProtocolError: "PROTOCOL_ERROR", CodeBadRequest: "BAD_REQUEST", CodeUnsupportedVersion: "UNSUPPORTED_VERSION",
-	CodeIOTimeout: "IO_TIMEOUT",
+	CodeIOTimeout: "IO_TIMEOUT", CodeWrongShard: "WRONG_SHARD",
 }
 
 // CodeName is the protocol's name of an ERROR code, or "UNKNOWN_0xNN".

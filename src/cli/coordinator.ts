@@ -11,6 +11,7 @@ import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server
 import { Daemon, ListenError } from "../server/daemon.ts";
 import type { openFileLimit } from "../server/limits.ts";
 import type { ServerTls } from "../server/server.ts";
+import type { ShardSettings } from "../shard-guard.ts";
 import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -95,6 +96,7 @@ export interface CoordinatedServe {
   readonly admin: { readonly token: string | null; readonly from: string };
   readonly log: Logger;
   readonly limit: ReturnType<typeof openFileLimit>;
+  readonly shards: ShardSettings;
   readonly maxSessions: number;
   readonly tls: ServerTls | undefined;
   readonly opsTls: { readonly cert: string; readonly key: string } | undefined;
@@ -138,6 +140,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
       ...(c.tls !== undefined ? { tls: c.tls } : {}),
       ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
       opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
+      shards: c.shards,
     });
   } catch (error) {
     await store.close().catch(() => {});

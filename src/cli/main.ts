@@ -8,6 +8,7 @@ import { floor } from "./floor.ts";
 import { CliError } from "./ops-client.ts";
 import { run } from "./run.ts";
 import { serve } from "./serve.ts";
+import { shardOf } from "./shard-of.ts";
 import { status } from "./status.ts";
 
 const HELP = `Usage: lockd <command> [options]
@@ -21,6 +22,8 @@ Commands:
                   end the holder of NAME (FORCE_RELEASED); the next waiter gets it
   kick ID         end waiting session ID (KICKED)
   floor [N]       show, or raise to N, the fencing-token floor in --data-dir (server stopped)
+  shard-of NAME...
+                  the shard each lock name belongs to in the server map (lockd shard-of --help)
 
 Options:
   -h, --help      this text
@@ -42,6 +45,8 @@ export async function main(argv: readonly string[], env: Record<string, string |
         return await run(rest, env);
       case "floor":
         return floor(rest, env);
+      case "shard-of":
+        return shardOf(rest, env);
       case "--version":
       case "version":
         process.stdout.write(`lockd ${VERSION}\n`);

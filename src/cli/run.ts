@@ -28,7 +28,7 @@ import {
 } from "../client/errors.ts";
 import type { Lock } from "../client/lock.ts";
 import type { TlsSettings } from "../client/transport.ts";
-import { formatAddressList } from "../address.ts";
+import { formatServerMap } from "../address.ts";
 import { RUN_OPTIONS, helpRow, optionsHelp, parseOptions } from "../config.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
@@ -73,7 +73,8 @@ ${aliases([
 Exit status:
   COMMAND's own   COMMAND ran and exited (128+N if it died of signal N)
   1               --try and the lock is held (change with -E)
-  64              bad usage: options, lock name, owner, lease
+  64              bad usage: options, lock name, owner, lease; or WRONG_SHARD:
+                  the --server map is not the servers' map
   66              a file an option names (certificate, key) cannot be read
   69              the lock server stayed unreachable or unavailable (for --wait,
                   or 30 s without --wait), or TLS is set up on one end only
@@ -135,7 +136,7 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   try {
     const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
     const client = new LockClient({
-      servers: formatAddressList(server),
+      servers: formatServerMap(server),
       // A server restarting (or failing over) is waited out within the --wait budget.
       retryFirstConnect: true,
       reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,

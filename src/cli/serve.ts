@@ -7,6 +7,8 @@ import { Daemon, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
 import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
 import { resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
+import { AddressError } from "../address.ts";
+import { shardSettings, type ShardSettings } from "../shard-guard.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -76,10 +78,18 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     ? undefined
     : { ...tlsPair, ...(options.tlsClientCa !== undefined ? { clientCa: readOptionFile(options.tlsClientCa, "--tls-client-ca") } : {}) };
   const opsTls = pairOf(options.opsTlsCert, options.opsTlsKey, "--ops-tls-cert", "--ops-tls-key");
+  let shards: ShardSettings;
+  try {
+    shards = shardSettings(options.shard, options.shards, options.shardsGeneration);
+  } catch (error) {
+    if (!(error instanceof AddressError)) throw error;
+    process.stderr.write(`lockd serve: ${error.message}\n`);
+    return ExitCode.USAGE;
+  }
 
   // --coordinator: one of the active and standbys of a service (src/cli/coordinator.ts).
   const coordinatorUrl = resolveCoordinatorUrl(options, parsed.sources);
-  if (coordinatorUrl !== null) return serveCoordinated({ options, url: coordinatorUrl, admin, log, limit, maxSessions, tls, opsTls });
+  if (coordinatorUrl !== null) return serveCoordinated({ options, url: coordinatorUrl, admin, log, limit, maxSessions, tls, opsTls, shards });
 
   let tokens: FileTokens;
   try {
@@ -107,6 +117,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
       log,
       version: VERSION,
       tokens,
+      shards,
       ...(tls !== undefined ? { tls } : {}),
       ...(opsTls !== undefined ? { opsTls } : {}),
       opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
@@ -144,7 +155,10 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     adminToken: admin.token === null ? "none (admin endpoints answer 403)" : admin.from,
     logLevel: options.logLevel,
     dataDir: options.dataDir,
-    tokensFrom: tokens.last + 1,
+    tokensFrom: daemon.server.engine.tokens.last + 1,
+    shard: shards.shard ?? "none",
+    shards: shards.shards.join(",") || "none",
+    shardsGeneration: shards.generation,
     tls: tls === undefined ? "off" : tls.clientCa === undefined ? "on" : "mutual",
     opsTls: opsTls === undefined ? "off" : "on",
     opsMaxConnections: options.opsMaxConnections,

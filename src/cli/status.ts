@@ -4,6 +4,8 @@ import { helpRow, optionsHelp, parseOptions, STATUS_OPTIONS } from "../config.ts
 import type { HolderView, LockView, LocksView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError, expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
+import type { Address } from "../address.ts";
+import { describeShards, placementOf } from "../shard.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 
@@ -18,8 +20,13 @@ ${optionsHelp(STATUS_OPTIONS)}
 ${helpRow("--json", "print the ops server's JSON instead of a table")}
 ${helpRow("-h, --help", "this text")}
 
+With shards, --ops (or LOCKD_OPS) names each shard's ops servers in the
+map syntax of LOCKD_SERVER (alpha=HOST:PORT,...;beta=HOST:PORT): NAME is
+looked up on its shard only (the same placement the clients use), and
+without NAME every shard is shown, one section per shard.
+
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
-unreachable.
+(of any shard) unreachable.
 `;
 
 export async function status(argv: readonly string[], env: Record<string, string | undefined>, out = process.stdout): Promise<number> {
@@ -29,15 +36,53 @@ export async function status(argv: readonly string[], env: Record<string, string
     return ExitCode.OK;
   }
   if (parsed.positionals.length > 1) throw new CliError(`one lock name at most (got ${parsed.positionals.length})`, ExitCode.USAGE);
-  const { ops, timeout, opsCa } = parsed.options;
+  const { ops: map, timeout, opsCa } = parsed.options;
   const json = parsed.switches.has("json");
   const name = parsed.positionals[0];
   const ca = opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {};
-  const get = (path: string) => opsRequest(ops, "GET", path, { timeoutMs: timeout, ...ca });
+  const placement = placementOf(map);
+  const getFrom = (ops: readonly Address[]) => (path: string) => opsRequest(ops, "GET", path, { timeoutMs: timeout, ...ca });
+  if (placement === null) return await statusOf(getFrom(map.shards[0]!.addresses), name, json, out);
+  const about = describeShards(placement.shards, map.generation);
+  if (name !== undefined) {
+    const index = placement.indexOf(name);
+    const shard = map.shards[index]!;
+    if (!json) out.write(`shard ${shard.name} of ${about}\n`);
+    return await statusOf(getFrom(shard.addresses), name, json, out, shard.name);
+  }
+  let worst: number = ExitCode.OK;
+  const views: Record<string, unknown> = {};
+  for (const shard of map.shards) {
+    if (!json) out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name} of ${about}\n`);
+    // With --json, each shard's answer is collected and printed as one document at the end.
+    const collected = { text: "", write(text: string) { this.text += text; } };
+    try {
+      await statusOf(getFrom(shard.addresses), undefined, json, json ? collected : out, shard.name);
+      if (json) views[shard.name] = JSON.parse(collected.text);
+    } catch (error) {
+      if (!(error instanceof CliError)) throw error;
+      process.stderr.write(`lockd status: shard ${shard.name}: ${error.message}\n`);
+      if (json) views[shard.name] = { error: error.message };
+      worst = error.exitCode;
+    }
+  }
+  if (json) out.write(`${JSON.stringify({ generation: map.generation, shards: views }, null, 2)}\n`);
+  return worst;
+}
+
+/** One service's status (every lock, or NAME); `shard` labels the JSON when the service is a shard. */
+async function statusOf(
+  get: (path: string) => Promise<OpsAnswer>,
+  name: string | undefined,
+  json: boolean,
+  out: { write(text: string): unknown },
+  shard?: string,
+): Promise<number> {
+  const label = shard === undefined ? {} : { shard };
   if (name === undefined) {
     const view = await listLocks(get);
     if (json) {
-      out.write(`${JSON.stringify(view, null, 2)}\n`);
+      out.write(`${JSON.stringify({ ...label, ...view }, null, 2)}\n`);
       return ExitCode.OK;
     }
     const s = view.sessions;
@@ -51,11 +96,11 @@ export async function status(argv: readonly string[], env: Record<string, string
   }
   const answer = await get(`/v1/locks?${lockQuery(name)}`);
   if (answer.status === 404) {
-    out.write(json ? `${JSON.stringify({ name, holder: null, waiters: [] }, null, 2)}\n` : `${name}: free (no holder, no waiters)\n`);
+    out.write(json ? `${JSON.stringify({ ...label, name, holder: null, waiters: [] }, null, 2)}\n` : `${name}: free (no holder, no waiters)\n`);
     return ExitCode.OK;
   }
   expectOk(answer);
-  out.write(json ? `${JSON.stringify(answer.body, null, 2)}\n` : table([answer.body as LockView]));
+  out.write(json ? `${JSON.stringify({ ...label, ...(answer.body as object) }, null, 2)}\n` : table([answer.body as LockView]));
   return ExitCode.OK;
 }
 

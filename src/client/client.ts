@@ -3,11 +3,13 @@ import { hostname } from "node:os";
 import { encodeAcquire } from "../protocol/frames.ts";
 import { connectBun } from "./bun-transport.ts";
 import { Claim } from "./claim.ts";
-import { LockRequestError } from "./errors.ts";
+import { LockRequestError, ServerErrorFrame, WrongShardError } from "./errors.ts";
 import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
-import { parseAddressList, type Address, type Connector, type TlsSettings } from "./transport.ts";
+import { type Address, type Connector, type TlsSettings } from "./transport.ts";
+import { parseServerMap, type ServerMap } from "../address.ts";
+import { describeShards, placementOf, type Placement } from "../shard.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
 export const DEFAULT_LEASE_MS = 5000;
@@ -21,7 +23,9 @@ export interface ClientOptions {
    * Lock server address(es): "HOST:PORT", "[v6]:PORT", a comma-separated
    * list, or an array. Tried in order; after any failure (refused, SHUTTING_DOWN,
    * a broken connection before the grant) the claim moves on to the next one
-   * at once. Default: LOCKD_SERVER, else 127.0.0.1:7700.
+   * at once. Or a server map of shards, "[gen=N;]NAME=LIST;NAME=LIST":
+   * each lock name goes to its shard's list (docs/client.md, Shards).
+   * Default: LOCKD_SERVER, else 127.0.0.1:7700.
    */
   readonly servers?: string | readonly string[];
   /** TLS for the lock connection (for servers that serve TLS). */
@@ -84,7 +88,9 @@ export interface Held {
  * }, { lease: 10_000, wait: 30_000 });
  */
 export class LockClient {
-  private readonly addresses: readonly Address[];
+  /** The server map: one unnamed shard for a plain address list. */
+  readonly map: ServerMap;
+  private readonly placement: Placement | null;
   private readonly tls: TlsSettings | undefined;
   private readonly owner: string;
   private readonly reconnectMs: number;
@@ -94,7 +100,8 @@ export class LockClient {
 
   constructor(options: ClientOptions = {}) {
     const servers = options.servers ?? envServer() ?? DEFAULT_SERVER;
-    this.addresses = parseAddressList(servers); // throws AddressError (a RangeError) naming the bad element
+    this.map = parseServerMap(servers); // throws AddressError (a RangeError) naming the bad element
+    this.placement = placementOf(this.map);
     this.tls = options.tls;
     this.owner = options.owner ?? `${hostname()}/pid-${process.pid}`;
     this.reconnectMs = options.reconnectMs ?? DEFAULT_RECONNECT_MS;
@@ -121,13 +128,14 @@ export class LockClient {
       throw new LockRequestError("BAD_REQUEST", (error as Error).message, error);
     }
     if (options.wait !== undefined && !(options.wait >= 0)) throw new LockRequestError("BAD_REQUEST", `wait must be >= 0 ms, got ${options.wait}`);
+    const shard = this.placement === null ? 0 : this.placement.indexOf(name);
     const claim = new Claim({
       name,
       leaseMs,
       acquireFrame,
       waitMs: options.wait,
       signal: options.signal,
-      addresses: this.addresses,
+      addresses: this.map.shards[shard]!.addresses,
       tls: this.tls,
       connect: this.connector,
       reconnectMs: this.reconnectMs,
@@ -135,8 +143,34 @@ export class LockClient {
       onRetry: options.onRetry,
       minHeartbeatIntervalMs: this.minIntervalMs,
     });
-    const granted = await claim.start();
+    let granted;
+    try {
+      granted = await claim.start();
+    } catch (error) {
+      throw this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD" ? this.wrongShard(name, shard, error) : error;
+    }
     return new Lock(name, granted.token, granted.signal, claim);
+  }
+
+  /** The shard `name` belongs to in this client's map ("" for a plain address list). */
+  shardOf(name: string): string {
+    return this.placement === null ? "" : this.placement.shardOf(name);
+  }
+
+  /** The addresses a claim on `name` tries, in order: its shard's. */
+  addressesFor(name: string): readonly Address[] {
+    return this.map.shards[this.placement === null ? 0 : this.placement.indexOf(name)]!.addresses;
+  }
+
+  private wrongShard(name: string, shard: number, error: LockRequestError): WrongShardError {
+    const frame = error.cause instanceof ServerErrorFrame ? error.cause : undefined;
+    return new WrongShardError(
+      name,
+      this.map.shards[shard]!.name,
+      describeShards(this.placement!.shards, this.map.generation),
+      frame?.serverMessage || "the server says it is another shard's",
+      frame ?? error,
+    );
   }
 
   /**

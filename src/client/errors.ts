@@ -139,7 +139,7 @@ export class ServerUnavailableError extends LockError {
  * protocol.
  */
 export class LockRequestError extends LockError {
-  override readonly name = "LockRequestError";
+  override readonly name: string = "LockRequestError";
   readonly code: string;
   readonly class: LockErrorClass;
   readonly serverCode: number | undefined;
@@ -158,5 +158,32 @@ export class LockAbortedError extends LockError {
   readonly class = "client";
   constructor(readonly lock: string, cause: unknown) {
     super(`claim on lock ${JSON.stringify(lock)} aborted`, { cause });
+  }
+}
+
+/**
+ * The server that was asked serves another shard of the map than the one
+ * this name belongs to (ERROR WRONG_SHARD): the client's server map and
+ * the servers' differ (a map changed and this client, or that server, has
+ * the old one). A setting to fix, never retried. Names both views: the
+ * client's (`clientShard`, `clientMap`) and the server's (its message).
+ */
+export class WrongShardError extends LockRequestError {
+  override readonly name = "WrongShardError";
+  constructor(
+    readonly lock: string,
+    /** The shard this client placed the name on. */
+    readonly clientShard: string,
+    /** The client's map: shard names and generation, e.g. "alpha,beta (generation 1)". */
+    readonly clientMap: string,
+    /** What the server said (its shard, its map, and where the name belongs in it). */
+    readonly serverMessage: string,
+    cause?: unknown,
+  ) {
+    super(
+      "WRONG_SHARD",
+      `lock ${JSON.stringify(lock)}: the client's map ${clientMap} places it on shard ${clientShard}, but ${serverMessage}`,
+      cause,
+    );
   }
 }

@@ -76,6 +76,13 @@ export interface EngineOptions {
    * coordinator deadline on the clock at the moment of the grant.
    */
   readonly grantGuard?: GrantGuard;
+  /**
+   * The shard guard (src/shard-guard.ts): called with the name of every
+   * well-formed ACQUIRE before the lock rules see it; returns the ERROR
+   * WRONG_SHARD frame that ends the session when the name belongs to
+   * another shard, else null. Must be pure (no I/O, no clock).
+   */
+  readonly shardGuard?: (name: string) => Uint8Array | null;
 }
 
 export interface GrantGuard {
@@ -116,6 +123,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   private nextId = 1;
   /** Shutting down: owners that end hand nothing over. */
   private draining = false;
+  private readonly shardGuard: ((name: string) => Uint8Array | null) | null;
 
   constructor(
     private readonly transport: Transport<C>,
@@ -127,6 +135,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
     this.maxSessionsPerSource = options.maxSessionsPerSource ?? Infinity;
     this.tokens = options.tokens ?? new MemoryTokens();
     this.guard = options.grantGuard ?? null;
+    this.shardGuard = options.shardGuard ?? null;
     this.wheel = new TimerWheel(now);
   }
 
@@ -322,6 +331,13 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
       return false;
     }
     const request = decoded.request;
+    if (this.shardGuard !== null) {
+      const refusal = this.shardGuard(request.name);
+      if (refusal !== null) {
+        this.end(session, ErrorCode.WRONG_SHARD, refusal, now);
+        return false;
+      }
+    }
     let lock = this.locks.get(request.name);
     if (lock !== undefined && request.try) {
       this.stats.busy++;

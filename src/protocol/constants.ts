@@ -51,6 +51,8 @@ export const ErrorCode = {
   BAD_REQUEST: 0x21,
   UNSUPPORTED_VERSION: 0x22,
   IO_TIMEOUT: 0x23,
+  /** The lock name belongs to another shard of the server's map (protocol.md section 12). */
+  WRONG_SHARD: 0x24,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -29,6 +29,9 @@ import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer } from "./ops.ts";
 import { Roles, type RolesOptions } from "./roles.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
+import { shardGuard, type ShardSettings } from "../shard-guard.ts";
+import { tokensInGeneration } from "../shard-tokens.ts";
+import { MemoryTokens } from "../core/tokens.ts";
 import type { FileTokens } from "./tokens-file.ts";
 import { remoteOf } from "./views.ts";
 
@@ -56,6 +59,8 @@ export interface DaemonOptions {
    * listener until this instance is active; tokens from the coordinator.
    */
   readonly coordinator?: Omit<RolesOptions, "listen" | "log" | "ioTimeoutMs">;
+  /** This server's shard of a map, and the generation tokens carry (src/shard-guard.ts). Omitted: no shards, generation 0. */
+  readonly shards?: ShardSettings;
 }
 
 export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
@@ -120,6 +125,7 @@ export class Daemon {
         auth: new AdminAuth(options.adminToken),
         log: options.log,
         version: options.version,
+        shard: { shard: options.shards?.shard ?? null, generation: options.shards?.generation ?? 0 },
         isReady: () => this.ready,
         ...(roles === null ? {} : { roles }),
         ...(options.opsTls === undefined ? {} : { tls: options.opsTls }),
@@ -152,7 +158,9 @@ export class Daemon {
       maxSessions: options.maxSessions,
       maxSessionsPerSource: options.maxSessionsPerSource,
       events: sessionLog(options.log),
-      ...(tokens === undefined ? {} : { tokens }),
+      // Tokens carry the shard map's generation (0: as they are), whichever source issues them.
+      tokens: tokensInGeneration(tokens ?? new MemoryTokens(), options.shards?.generation ?? 0),
+      ...(options.shards === undefined ? {} : { shardGuard: shardGuard(options.shards) }),
       ...(guard === null ? {} : { grantGuard: guard }),
       ...(options.tls === undefined ? {} : { tls: options.tls }),
     });

@@ -51,6 +51,8 @@ export interface MetricsInput {
   readonly opsConnections: OpsConnections;
   /** With --coordinator: the instance's role and the coordinator's figures. */
   readonly coordinator?: CoordinatorMetrics;
+  /** This server's shard ("" for none) and the map's generation (lockd_shard_info). */
+  readonly shard?: { readonly shard: string | null; readonly generation: number };
 }
 
 /** End reasons as label values: 0 is the peer's close, the rest are ERROR codes. */
@@ -68,6 +70,12 @@ export function renderMetrics(input: MetricsInput): string {
   const out = new Exposition();
 
   out.single("lockd_build_info", "gauge", "Always 1; the version is a label.", 1, { version: input.version });
+  if (input.shard !== undefined) {
+    out.single("lockd_shard_info", "gauge", "Always 1; this server's shard (empty when it is not one of several) and the map's generation are labels.", 1, {
+      shard: input.shard.shard ?? "",
+      generation: String(input.shard.generation),
+    });
+  }
   out.single("lockd_ready", "gauge", "1 while accepting sessions, 0 from the first moment of shutdown.", input.ready ? 1 : 0);
 
   out.family("lockd_sessions", "gauge", "Live sessions by state: connected (no ACQUIRE yet), waiting (queued), owner (holds its lock).");

@@ -48,6 +48,8 @@ export interface OpsOptions {
   readonly auth: AdminAuth;
   readonly log: Logger;
   readonly version: string;
+  /** This server's shard and the map's generation, for /metrics (lockd_shard_info). */
+  readonly shard?: { readonly shard: string | null; readonly generation: number };
   /** False from the first moment of shutdown. */
   readonly isReady: () => boolean;
   /** Serve HTTPS with this PEM certificate chain and key. */
@@ -279,6 +281,7 @@ export class OpsServer {
       logSuppressed: this.options.log.suppressed,
       opsConnections: this.connections,
       ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
+      ...(this.options.shard === undefined ? {} : { shard: this.options.shard }),
     }));
     this.metricsCache = { body, at: now, ready };
     return body;

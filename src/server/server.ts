@@ -46,6 +46,8 @@ export interface ServerOptions {
   readonly tokens?: TokenSource;
   /** Asked before every grant (see EngineOptions.grantGuard): --coordinator's deadline check. */
   readonly grantGuard?: GrantGuard;
+  /** The shard guard: refuses ACQUIREs for names of other shards (EngineOptions.shardGuard). */
+  readonly shardGuard?: ((name: string) => Uint8Array | null) | null;
   /** Serve TLS instead of plain TCP. */
   readonly tls?: ServerTls;
   /** Session lifecycle callbacks (logging). Off the hot path: once per session. */
@@ -121,6 +123,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         maxSessionsPerSource: options.maxSessionsPerSource,
         tokens: options.tokens,
         grantGuard: options.grantGuard,
+        ...(options.shardGuard == null ? {} : { shardGuard: options.shardGuard }),
       },
       performance.now(),
     );

@@ -24,11 +24,12 @@ test("placeholders by kind: HOST:PORT, DURATION, FILE, N, ...", () => {
     [SERVE_OPTIONS, "--log-level", "LEVEL"],
     [SERVE_OPTIONS, "--token-block", "N"],
     [SERVE_OPTIONS, "--tls-cert", "FILE"],
-    [RUN_OPTIONS, "--server", "HOST:PORT[,...]"],
+    [RUN_OPTIONS, "--server", "HOST:PORT[,...]|MAP"],
     [RUN_OPTIONS, "--wait", "DURATION"],
     [RUN_OPTIONS, "--conflict-exit-code", "N"],
     [RUN_OPTIONS, "--owner", "LABEL"],
-    [STATUS_OPTIONS, "--ops", "HOST:PORT[,...]"],
+    [STATUS_OPTIONS, "--ops", "HOST:PORT[,...]|MAP"],
+    [ADMIN_OPTIONS, "--ops", "HOST:PORT[,...]"],
     [ADMIN_OPTIONS, "--timeout", "DURATION"],
   ];
   for (const [table, flag, placeholder] of expected) {

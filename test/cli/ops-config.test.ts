@@ -23,6 +23,9 @@ describe("serve options: flags beat env beat defaults", () => {
       logLevel: "info",
       dataDir: "./lockd-data",
       tokenBlock: 100_000,
+      shard: undefined,
+      shards: undefined,
+      shardsGeneration: undefined,
       tlsCert: undefined,
       tlsKey: undefined,
       tlsClientCa: undefined,
@@ -52,6 +55,9 @@ describe("serve options: flags beat env beat defaults", () => {
       LOCKD_LOG_LEVEL: "warn",
       LOCKD_DATA_DIR: "/env/data",
       LOCKD_TOKEN_BLOCK: "500",
+      LOCKD_SHARD: "alpha",
+      LOCKD_SHARDS: "alpha,beta",
+      LOCKD_SHARDS_GENERATION: "1",
       LOCKD_TLS_CERT: "/env/cert.pem",
       LOCKD_TLS_KEY: "/env/key.pem",
       LOCKD_TLS_CLIENT_CA: "/env/ca.pem",
@@ -77,6 +83,9 @@ describe("serve options: flags beat env beat defaults", () => {
       logLevel: "warn",
       dataDir: "/env/data",
       tokenBlock: 500,
+      shard: "alpha",
+      shards: "alpha,beta",
+      shardsGeneration: 1,
       tlsCert: "/env/cert.pem",
       tlsKey: "/env/key.pem",
       tlsClientCa: "/env/ca.pem",
@@ -102,6 +111,9 @@ describe("serve options: flags beat env beat defaults", () => {
       "--log-level", "DEBUG",
       "--data-dir", "/flag/data",
       "--token-block", "7",
+      "--shard", "beta",
+      "--shards", "gen=2;alpha=10.0.0.1:7700;beta=10.0.0.2:7700",
+      "--shards-generation", "2",
       "--tls-cert", "/flag/cert.pem",
       "--tls-key", "/flag/key.pem",
       "--tls-client-ca", "/flag/ca.pem",
@@ -127,6 +139,9 @@ describe("serve options: flags beat env beat defaults", () => {
       logLevel: "debug",
       dataDir: "/flag/data",
       tokenBlock: 7,
+      shard: "beta",
+      shards: "gen=2;alpha=10.0.0.1:7700;beta=10.0.0.2:7700",
+      shardsGeneration: 2,
       tlsCert: "/flag/cert.pem",
       tlsKey: "/flag/key.pem",
       tlsClientCa: "/flag/ca.pem",
@@ -195,7 +210,7 @@ describe("serve options: flags beat env beat defaults", () => {
   });
 
   test("status and admin verbs take --ops and the token from the same variables", () => {
-    expect(parseOptions(STATUS_OPTIONS, [], { LOCKD_OPS: "127.0.0.1:1" }).options.ops).toEqual([{ host: "127.0.0.1", port: 1 }]);
+    expect(parseOptions(STATUS_OPTIONS, [], { LOCKD_OPS: "127.0.0.1:1" }).options.ops).toEqual({ generation: 0, shards: [{ name: "", addresses: [{ host: "127.0.0.1", port: 1 }] }] });
     const admin = parseOptions(ADMIN_OPTIONS, ["--ops", "127.0.0.1:2"], { LOCKD_OPS: "127.0.0.1:1", LOCKD_ADMIN_TOKEN: "t" });
     expect(admin.options.ops).toEqual([{ host: "127.0.0.1", port: 2 }]);
     expect(admin.options.adminToken).toBe("t");

@@ -7,6 +7,7 @@
  * (SHUTTING_DOWN at accept; a grant followed by SHUTTING_DOWN). A client
  * whose toolchain is missing is skipped, and the output says so and why.
  */
+import { Placement } from "../../src/shard.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Socket, TCPSocketListener } from "bun";
 import { readdirSync, readFileSync } from "node:fs";
@@ -174,10 +175,18 @@ const SHUTTING_DOWN = (() => {
   frame.set(msg, 5);
   return frame;
 })();
+/** What a shard answers for a name of another shard (protocol.md section 12.2). */
+const WRONG_SHARD = (() => {
+  const msg = new TextEncoder().encode("this server is shard beta of alpha,beta (generation 0), where this lock belongs to shard alpha");
+  const frame = new Uint8Array(5 + msg.length);
+  frame.set([0xff, 0x00, 0, 1 + msg.length, 0x24]);
+  frame.set(msg, 5);
+  return frame;
+})();
 const FAKE_TOKEN = 9;
 const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
 
-const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant"] as const;
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard"] as const;
 type FakeMode = (typeof FAKE_MODES)[number];
 
 /**
@@ -243,6 +252,10 @@ class FakeServer {
                 break;
               case "late-grant":
                 socket.write(new Uint8Array([0x82, 0x01, 0, 0]));
+                break;
+              case "wrong-shard":
+                socket.write(WRONG_SHARD);
+                socket.end();
                 break;
             }
             fake.answered++;
@@ -377,14 +390,27 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
       const where = `${scenario.name}: ${JSON.stringify(step)}`;
       switch (step.do ?? `expect ${step.expect}`) {
         case "acquire": {
-          const servers = String(step.via ?? "server")
-            .split(",")
-            .map((v) => {
-              if (addressOf[v] === undefined) throw new Error(`unknown address ${v} in ${where}`);
-              return `127.0.0.1:${addressOf[v]}`;
-            })
-            .join(",");
-          const name = typeof step.nameLength === "number" ? "x".repeat(step.nameLength) : lock;
+          // `via`: a list of address names, or a map of shards whose lists are address names
+          // (`alpha=proxy;beta=fake-wrong-shard`); `onShard` picks a lock name that the map's
+          // placement puts on that shard (each client must compute the same placement).
+          const list = (text: string) =>
+            text
+              .split(",")
+              .map((v) => {
+                if (addressOf[v] === undefined) throw new Error(`unknown address ${v} in ${where}`);
+                return `127.0.0.1:${addressOf[v]}`;
+              })
+              .join(",");
+          const via = String(step.via ?? "server");
+          const shards = via.includes("=") ? via.split(";").map((part) => part.split("=") as [string, string]) : null;
+          const servers = shards === null ? list(via) : shards.map(([shard, addresses]) => `${shard}=${list(addresses)}`).join(";");
+          let name = typeof step.nameLength === "number" ? "x".repeat(step.nameLength) : lock;
+          if (typeof step.onShard === "string") {
+            const placement = new Placement(shards!.map(([shard]) => shard));
+            let k = 0;
+            while (placement.shardOf(`${lock}/${id}/${k}`) !== step.onShard) if (++k > 1000) throw new Error(`no name on ${step.onShard} in ${where}`);
+            name = `${lock}/${id}/${k}`;
+          }
           driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id });
           break;
         }

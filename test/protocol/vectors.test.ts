@@ -17,6 +17,9 @@ import {
   encodeAcquire,
   encodeAcquired,
   encodeError,
+  ErrorClass,
+  errorClassOf,
+  errorCodeName,
 } from "../../src/protocol/index.ts";
 
 const hex = (text: string) => new Uint8Array(text.trim().split(/\s+/).map((b) => parseInt(b, 16)));
@@ -27,6 +30,7 @@ const ACQUIRED_REPLY_VECTOR = hex("81 01 00 08  00 00 00 00 00 00 00 01");
 const ACQUIRED_PUSH_VECTOR = hex("81 00 00 08  00 00 00 00 00 00 00 07");
 const WAITING_REPLY_VECTOR = hex("82 01 00 00");
 const LOCK_BUSY_VECTOR = hex("ff 00 00 0d  13 6c 6f 63 6b 20 69 73 20 68 65 6c 64");
+const WRONG_SHARD_VECTOR = hex("ff 00 00 0c  24 73 68 61 72 64 20 67 61 6d 6d 61");
 
 interface Frame {
   type: number;
@@ -60,6 +64,7 @@ describe("encoders produce the vectors", () => {
   test("ACQUIRED, push, token 7", () => expect(encodeAcquired(7, 0)).toEqual(ACQUIRED_PUSH_VECTOR));
   test("WAITING, REPLY", () => expect(WAITING_REPLY_FRAME).toEqual(WAITING_REPLY_VECTOR));
   test("ERROR LOCK_BUSY", () => expect(encodeError(ErrorCode.LOCK_BUSY, "lock is held")).toEqual(LOCK_BUSY_VECTOR));
+  test("ERROR WRONG_SHARD", () => expect(encodeError(ErrorCode.WRONG_SHARD, "shard gamma")).toEqual(WRONG_SHARD_VECTOR));
 });
 
 describe("decoders read the vectors", () => {
@@ -85,6 +90,12 @@ describe("decoders read the vectors", () => {
   test("ERROR LOCK_BUSY", () => {
     const [frame] = read(serverLimits, LOCK_BUSY_VECTOR);
     expect(decodeError(frame!.body, 0, frame!.body.length)).toEqual({ code: ErrorCode.LOCK_BUSY, message: "lock is held" });
+  });
+  test("ERROR WRONG_SHARD: class 0x2_, named", () => {
+    const [frame] = read(serverLimits, WRONG_SHARD_VECTOR);
+    expect(decodeError(frame!.body, 0, frame!.body.length)).toEqual({ code: ErrorCode.WRONG_SHARD, message: "shard gamma" });
+    expect(errorClassOf(ErrorCode.WRONG_SHARD)).toBe(ErrorClass.CLIENT);
+    expect(errorCodeName(0x24)).toBe("WRONG_SHARD");
   });
 });
 

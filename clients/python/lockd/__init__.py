@@ -22,11 +22,14 @@ from .errors import (
     LockRequestError,
     ServerUnavailableError,
     WaitTimeoutError,
+    WrongShardError,
 )
+from .shard import ServerMap, Shard, parse_server_map, place_index, weight
 from .schedule import base_interval, client_timeout, heartbeat_interval, smooth_rtt
 
 __all__ = [
     "Client", "Lock", "parse_addresses", "DEFAULT_LEASE", "DEFAULT_RECONNECT", "DEFAULT_SERVER",
-    "LockError", "LockBusyError", "WaitTimeoutError", "LockLostError", "ServerUnavailableError", "LockRequestError", "LockAbortedError",
+    "LockError", "LockBusyError", "WaitTimeoutError", "LockLostError", "ServerUnavailableError", "LockRequestError", "LockAbortedError", "WrongShardError",
+    "ServerMap", "Shard", "parse_server_map", "place_index", "weight",
     "base_interval", "client_timeout", "heartbeat_interval", "smooth_rtt",
 ]

@@ -20,6 +20,7 @@ from .errors import (
     LockRequestError,
     ServerUnavailableError,
     WaitTimeoutError,
+    WrongShardError,
     server_error,
 )
 from .frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, ProtocolViolation, Reader, SpeaksTLS, class_of_code, code_name, encode_acquire
@@ -296,8 +297,9 @@ class _Session:
 
 
 class Client:
-    """Settings shared by claims. ``servers``: an address list ('a:7700,b:7700'); default
-    LOCKD_SERVER, else 127.0.0.1:7700. ``tls``: an ssl.SSLContext (load_cert_chain on it
+    """Settings shared by claims. ``servers``: an address list ('a:7700,b:7700'), or a map of
+    shards ('gen=1;alpha=a:7700,b:7700;beta=c:7700': each lock name goes to its shard's
+    list); default LOCKD_SERVER, else 127.0.0.1:7700. ``tls``: an ssl.SSLContext (load_cert_chain on it
     for mutual TLS). Durations are in seconds."""
 
     def __init__(
@@ -310,7 +312,10 @@ class Client:
         retry_first_connect: bool = False,
         min_heartbeat_interval: float = MIN_HEARTBEAT_INTERVAL,
     ) -> None:
-        self.servers = parse_addresses(servers or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER)
+        from .shard import parse_server_map
+
+        self.map = parse_server_map(servers or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER)
+        self.servers = self.map.shards[0].addresses  # a plain list's addresses (the first shard's for a map)
         self.owner = owner or f"{socket.gethostname()}/pid-{os.getpid()}"
         self.tls = tls
         self.server_hostname = server_hostname
@@ -329,14 +334,27 @@ class Client:
     ) -> Lock:
         """Claim ``name``; return the Lock once granted. ``wait``: give up after this many
         seconds (WaitTimeoutError); ``try_``: LockBusyError if held; ``cancel``: an Event
-        that aborts the wait (LockAbortedError)."""
+        that aborts the wait (LockAbortedError); WrongShardError if the server serves
+        another shard than this client's map says."""
+        shard = self.map.shard_of(name)
+        try:
+            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel)
+        except LockRequestError as e:
+            if e.code != "WRONG_SHARD":
+                raise
+            raise WrongShardError(name, self.map.shards[shard].name, self.map.describe(), e.server_message) from None
+
+    def shard_of(self, name: str) -> str:
+        """The shard ``name`` belongs to in this client's map ('' for a plain address list)."""
+        return self.map.shards[self.map.shard_of(name)].name
+
+    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel) -> Lock:
         try:
             frame = encode_acquire(name, owner or self.owner, round(lease * 1000), try_)
         except (ValueError, UnicodeError) as e:
             raise LockRequestError("BAD_REQUEST", str(e), lock=name) from None
         start = time.monotonic()
         wait_until = start + wait if wait is not None else None
-        addrs = self.servers
         idx = failures = 0
         answered_ever = False
         trouble_since: float | None = None
@@ -361,9 +379,9 @@ class Client:
             failures += 1
             n = len(addrs)
             if not answered_ever and not self.retry_first_connect and failures >= n:
-                raise ServerUnavailableError(f"no server of {self._list()} took the claim: {last}", lock=name)
+                raise ServerUnavailableError(f"no server of {self._list(addrs)} took the claim: {last}", lock=name)
             if now - trouble_since >= self.reconnect:
-                raise ServerUnavailableError(f"the servers {self._list()} stayed unavailable for {self.reconnect} s: {last}", lock=name)
+                raise ServerUnavailableError(f"the servers {self._list(addrs)} stayed unavailable for {self.reconnect} s: {last}", lock=name)
             idx = (idx + 1) % n
             if not answered_ever and not self.retry_first_connect:
                 pause = 0.0
@@ -380,8 +398,8 @@ class Client:
             else:
                 time.sleep(pause)
 
-    def _list(self) -> str:
-        return ",".join(f"{h}:{p}" for h, p in self.servers)
+    def _list(self, addrs: list[tuple[str, int]]) -> str:
+        return ",".join(f"{h}:{p}" for h, p in addrs)
 
     def _await(self, s: _Session, wait_until: float | None, cancel: threading.Event | None) -> object:
         with s.cv:

@@ -49,6 +49,21 @@ class LockRequestError(LockError):
         self.error_class = class_of_code(sc) if sc is not None else "client"
 
 
+class WrongShardError(LockRequestError):
+    """ERROR WRONG_SHARD: the server serves another shard than this client's map places the
+    name on (the maps differ). A setting to fix, never retried. ``client_shard`` and
+    ``client_map`` are this client's view; ``server_message`` is the server's."""
+
+    def __init__(self, lock: str, client_shard: str, client_map: str, server_message: str) -> None:
+        super().__init__(
+            "WRONG_SHARD",
+            f"lock {lock!r}: the client's map {client_map} places it on shard {client_shard}, but {server_message}",
+            lock=lock, server_code=0x24, server_message=server_message,
+        )
+        self.client_shard = client_shard
+        self.client_map = client_map
+
+
 class LockLostError(LockError):
     """The held lock was lost. ``why``: 'server-error' (``server_code`` set), 'closed', 'unconfirmed', 'protocol' (the server broke the protocol), 'aborted', 'released'."""
     code = "LOCK_LOST"

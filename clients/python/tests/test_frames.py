@@ -28,6 +28,7 @@ class Vectors(unittest.TestCase):
             ("81 00 00 08 00 00 00 00 00 00 00 07", Frame(ACQUIRED, 0, token=7)),
             ("82 01 00 00", Frame(WAITING, 1)),
             ("ff 00 00 0d 13 6c 6f 63 6b 20 69 73 20 68 65 6c 64", Frame(ERROR, 0, code=0x13, message="lock is held")),
+            ("ff 00 00 0c 24 73 68 61 72 64 20 67 61 6d 6d 61", Frame(ERROR, 0, code=0x24, message="shard gamma")),
             ("81 00 00 08 00 00 01 00 00 00 00 05", Frame(ACQUIRED, 0, token=2**40 + 5)),
         ]
         for hexa, want in cases:
