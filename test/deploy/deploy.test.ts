@@ -2,8 +2,11 @@
  * deploy/: the systemd unit, the Prometheus alert rules (with their own
  * promtool unit tests) and the Grafana dashboard. Every metric they name
  * must be one a running server exports in a real /metrics scrape, with the
- * label values they match on; the unit must pass `systemd-analyze verify`
- * and its ExecStart must start and stop a real server.
+ * label values they match on: a plain server's, and a coordinated one's
+ * (`--coordinator` families: lockd_role, lockd_coordinator_*), whose
+ * coordinator row lives in memory (test/coordinator/memory-store.ts, the
+ * statements' semantics without PostgreSQL). The unit must pass
+ * `systemd-analyze verify` and its ExecStart must start and stop a real server.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -12,6 +15,10 @@ import { join, resolve } from "node:path";
 import { startDaemon, type TestDaemon } from "../ops/harness.ts";
 import { parseExposition } from "../ops/promtext.ts";
 import { sigtermOutcome } from "../packaging/sigterm.ts";
+import { MemoryRow, MemoryStore } from "../coordinator/memory-store.ts";
+import { Daemon } from "../../src/server/daemon.ts";
+import { Logger } from "../../src/log.ts";
+import { openFileLimit } from "../../src/server/limits.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const DEPLOY = join(ROOT, "deploy");
@@ -74,25 +81,67 @@ export function selectors(expr: string): { name: string; matchers: { label: stri
   return out;
 }
 
+/** Series the rules record themselves (`record:`): rules and panels may use them as metrics. */
+const recorded = new Set(rules.groups.flatMap((group) => group.rules.flatMap((rule) => (rule.record === undefined ? [] : [rule.record]))));
+
 let daemon: TestDaemon;
+let coordinated: Daemon;
 let exported: Map<string, { labels: Record<string, string> }[]>;
 
-beforeAll(async () => {
-  daemon = startDaemon();
-  const response = await daemon.get("/metrics");
+async function scrape(from: TestDaemon | Daemon): Promise<string> {
+  const response = from instanceof Daemon ? await fetch(`http://127.0.0.1:${from.ops.port}/metrics`, { signal: AbortSignal.timeout(10_000) }) : await from.get("/metrics");
   expect(response.status).toBe(200);
+  return response.text();
+}
+
+beforeAll(async () => {
+  // As `lockd serve` with --max-sessions auto (the default): the open-file limit's capacity
+  // (where this platform reports none, as --max-sessions 1000), so lockd_session_limit is exported.
+  const maxSessions = openFileLimit().sessionCapacity ?? 1000;
+  daemon = startDaemon({ maxSessions });
+  // lockd serve --coordinator, with the coordinator row in memory; scraped once it is active.
+  const LEASE = 4000;
+  coordinated = new Daemon({
+    listen: { host: "127.0.0.1", port: 0 },
+    ops: { host: "127.0.0.1", port: 0 },
+    ioTimeoutMs: 5000,
+    maxSessions,
+    shutdownGraceMs: 0,
+    adminToken: null,
+    log: new Logger("warn", () => {}),
+    version: "0.0.0-test",
+    opsLimits: { metricsMaxAgeMs: 0 },
+    coordinator: { store: new MemoryStore(new MemoryRow(), "deploy-test", LEASE, 1000), service: "deploy-test", instance: "deploy-test", leaseMs: LEASE, block: 1000 },
+  });
+  await coordinated.roles!.started;
+  expect(coordinated.roles!.role).toBe("active");
   exported = new Map();
-  for (const family of parseExposition(await response.text()).values()) {
-    for (const sample of family.samples) {
-      const list = exported.get(sample.name) ?? [];
-      list.push({ labels: sample.labels });
-      exported.set(sample.name, list);
+  for (const text of [await scrape(daemon), await scrape(coordinated)]) {
+    for (const family of parseExposition(text).values()) {
+      for (const sample of family.samples) {
+        const list = exported.get(sample.name) ?? [];
+        list.push({ labels: sample.labels });
+        exported.set(sample.name, list);
+      }
     }
   }
 });
 
 afterAll(async () => {
   await daemon?.[Symbol.asyncDispose]();
+  await coordinated?.close();
+});
+
+test("the coordinated scrape has the --coordinator families a plain server lacks", async () => {
+  const plain = parseExposition(await scrape(daemon));
+  for (const name of ["lockd_role", "lockd_coordinator_epoch", "lockd_coordinator_step_downs_total", "lockd_coordinator_renewals_failed_total"]) {
+    expect(plain.has(name)).toBe(false);
+    expect(exported.has(name)).toBe(true);
+  }
+  expect(exported.get("lockd_role")!.map((s) => s.labels)).toEqual([
+    { role: "active", service: "deploy-test" },
+    { role: "standby", service: "deploy-test" },
+  ]);
 });
 
 describe("every metric the rules and the dashboard use is exported", () => {
@@ -104,7 +153,7 @@ describe("every metric the rules and the dashboard use is exported", () => {
       const found = selectors(expr);
       expect(found.length).toBeGreaterThan(0);
       for (const { name, matchers } of found) {
-        if (SYNTHETIC.has(name)) continue;
+        if (SYNTHETIC.has(name) || recorded.has(name)) continue;
         expect(exported.has(name) ? name : `${name} (not in /metrics)`).toBe(name);
         const samples = exported.get(name)!;
         for (const { label, op, value } of matchers) {
