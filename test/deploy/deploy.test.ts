@@ -9,7 +9,7 @@
  * `systemd-analyze verify` and its ExecStart must start and stop a real server.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { startDaemon, type TestDaemon } from "../ops/harness.ts";
@@ -280,6 +280,37 @@ describe("the systemd unit", () => {
     });
   }, 30_000);
 
+  /** docs/operations.md's failover systemd setup: the env file lines and the drop-in on top of this unit. */
+  async function failoverDocs(): Promise<{ env: string[]; dropIn: string }> {
+    const docs = await Bun.file(join(ROOT, "docs/operations.md")).text();
+    const failover = docs.slice(docs.indexOf("## Running two or three instances"));
+    const section = failover.slice(failover.indexOf("### systemd"), failover.indexOf("\n### ", failover.indexOf("### systemd") + 1));
+    const blocks = [...section.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map(([, lang, text]) => ({ lang: lang!, text: text! }));
+    const env = blocks.find((b) => b.lang === "sh" && b.text.includes("lockd.env"));
+    const dropIn = blocks.find((b) => b.lang === "ini");
+    if (env === undefined || dropIn === undefined) throw new Error("docs/operations.md, failover systemd: no lockd.env block or no drop-in (ini) block");
+    return { env: env.text.split("\n").filter((l) => /^\w+=/.test(l)), dropIn: dropIn.text };
+  }
+
+  test("the failover setup in docs/operations.md is this unit plus a drop-in and lockd.env: it sets nothing the unit sets", async () => {
+    const { env, dropIn } = await failoverDocs();
+    expect(dropIn).toMatch(/^\[Service\]$/m);
+    const unitKeys = await service();
+    const added = dropIn.split("\n").filter((l) => /^\w+=/.test(l)).map((l) => l.slice(0, l.indexOf("=")));
+    expect(added.length).toBeGreaterThan(0);
+    expect(added.filter((key) => unitKeys.has(key))).toEqual([]);
+    // The coordinator URL comes as a credential, like the admin token.
+    expect(dropIn).toMatch(/^LoadCredential=coordinator-url:\S+$/m);
+    expect(dropIn).toMatch(/^Environment=LOCKD_COORDINATOR_FILE=%d\/coordinator-url$/m);
+    // The environment file the unit reads, with variables lockd serve knows.
+    expect(unitKeys.get("EnvironmentFile")).toBe("-/etc/lockd/lockd.env");
+    const help = Bun.spawnSync([process.execPath, join(ROOT, "src/cli/main.ts"), "serve", "--help"], { stdout: "pipe", stderr: "pipe" });
+    const helpText = help.stdout.toString() + help.stderr.toString();
+    const names = env.map((l) => l.slice(0, l.indexOf("=")));
+    expect(names).toContain("LOCKD_SERVICE");
+    expect(names.filter((name) => !helpText.includes(name))).toEqual([]);
+  });
+
   const noAnalyze = SYSTEMD_ANALYZE === null ? " (skipped: systemd-analyze is not installed here)" : "";
   test.skipIf(SYSTEMD_ANALYZE === null)(`passes systemd-analyze verify${noAnalyze}`, async () => {
     const dir = mkdtempSync(join(tmpdir(), "lockd-unit-"));
@@ -287,12 +318,17 @@ describe("the systemd unit", () => {
       // verify checks that ExecStart's program exists: point it at an executable that does.
       const file = join(dir, "lockd.service");
       writeFileSync(file, (await unitText).replace(/^ExecStart=\S+/m, `ExecStart=${process.execPath}`));
-      const proc = Bun.spawn([SYSTEMD_ANALYZE!, "verify", file], { stdout: "pipe", stderr: "pipe" });
-      const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-      // Only lines about this unit: a host's own units may have warnings of their own.
-      const ours = (out + err).split("\n").filter((line) => line.includes("lockd.service"));
-      expect(ours).toEqual([]);
-      expect(code).toBe(0);
+      // And with the failover drop-in of docs/operations.md (a second [Service] section is what systemd merges).
+      const failover = join(dir, "lockd-failover.service");
+      writeFileSync(failover, `${readFileSync(file, "utf8")}\n${(await failoverDocs()).dropIn}`);
+      for (const unit of [file, failover]) {
+        const proc = Bun.spawn([SYSTEMD_ANALYZE!, "verify", unit], { stdout: "pipe", stderr: "pipe" });
+        const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+        // Only lines about this unit: a host's own units may have warnings of their own.
+        const ours = (out + err).split("\n").filter((line) => line.includes("lockd.service") || line.includes("lockd-failover.service"));
+        expect(ours).toEqual([]);
+        expect(code).toBe(0);
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
