@@ -169,6 +169,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     coordinatorLeaseMs: leaseMs,
     listen: server === null ? `${options.listen.host}:${options.listen.port} (when active)` : `${server.hostname}:${server.port}`,
     ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
+    ui: `${c.opsTls === undefined ? "http" : "https"}://${daemon.ops.hostname.includes(":") ? `[${daemon.ops.hostname}]` : daemon.ops.hostname}:${daemon.ops.port}/ui`,
     ioTimeoutMs: options.ioTimeout,
     maxSessions: Number.isFinite(c.maxSessions) ? c.maxSessions : "unlimited",
     maxSessionsPerSource: options.maxSessionsPerSource ?? "off",
@@ -177,6 +178,8 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     shutdownGraceMs: options.shutdownGrace,
     adminToken: c.admin.token === null ? "none (admin endpoints answer 403)" : c.admin.from,
     logLevel: options.logLevel,
+    // Read once at start, for the floor of a row this instance creates; never written or locked.
+    dataDir: options.dataDir,
     tokensFrom: roles.role === "active" ? roles.last + 1 : "the coordinator's floor, when active",
     tokenBlock: Math.max(2, options.tokenBlock),
     tls: c.tls === undefined ? "off" : c.tls.clientCa === undefined ? "on" : "mutual",

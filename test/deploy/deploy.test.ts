@@ -2,16 +2,23 @@
  * deploy/: the systemd unit, the Prometheus alert rules (with their own
  * promtool unit tests) and the Grafana dashboard. Every metric they name
  * must be one a running server exports in a real /metrics scrape, with the
- * label values they match on; the unit must pass `systemd-analyze verify`
- * and its ExecStart must start and stop a real server.
+ * label values they match on: a plain server's, and a coordinated one's
+ * (`--coordinator` families: lockd_role, lockd_coordinator_*), whose
+ * coordinator row lives in memory (test/coordinator/memory-store.ts, the
+ * statements' semantics without PostgreSQL). The unit must pass
+ * `systemd-analyze verify` and its ExecStart must start and stop a real server.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { startDaemon, type TestDaemon } from "../ops/harness.ts";
 import { parseExposition } from "../ops/promtext.ts";
 import { sigtermOutcome } from "../packaging/sigterm.ts";
+import { MemoryRow, MemoryStore } from "../coordinator/memory-store.ts";
+import { Daemon } from "../../src/server/daemon.ts";
+import { Logger } from "../../src/log.ts";
+import { openFileLimit } from "../../src/server/limits.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const DEPLOY = join(ROOT, "deploy");
@@ -74,25 +81,67 @@ export function selectors(expr: string): { name: string; matchers: { label: stri
   return out;
 }
 
+/** Series the rules record themselves (`record:`): rules and panels may use them as metrics. */
+const recorded = new Set(rules.groups.flatMap((group) => group.rules.flatMap((rule) => (rule.record === undefined ? [] : [rule.record]))));
+
 let daemon: TestDaemon;
+let coordinated: Daemon;
 let exported: Map<string, { labels: Record<string, string> }[]>;
 
-beforeAll(async () => {
-  daemon = startDaemon();
-  const response = await daemon.get("/metrics");
+async function scrape(from: TestDaemon | Daemon): Promise<string> {
+  const response = from instanceof Daemon ? await fetch(`http://127.0.0.1:${from.ops.port}/metrics`, { signal: AbortSignal.timeout(10_000) }) : await from.get("/metrics");
   expect(response.status).toBe(200);
+  return response.text();
+}
+
+beforeAll(async () => {
+  // As `lockd serve` with --max-sessions auto (the default): the open-file limit's capacity
+  // (where this platform reports none, as --max-sessions 1000), so lockd_session_limit is exported.
+  const maxSessions = openFileLimit().sessionCapacity ?? 1000;
+  daemon = startDaemon({ maxSessions });
+  // lockd serve --coordinator, with the coordinator row in memory; scraped once it is active.
+  const LEASE = 4000;
+  coordinated = new Daemon({
+    listen: { host: "127.0.0.1", port: 0 },
+    ops: { host: "127.0.0.1", port: 0 },
+    ioTimeoutMs: 5000,
+    maxSessions,
+    shutdownGraceMs: 0,
+    adminToken: null,
+    log: new Logger("warn", () => {}),
+    version: "0.0.0-test",
+    opsLimits: { metricsMaxAgeMs: 0 },
+    coordinator: { store: new MemoryStore(new MemoryRow(), "deploy-test", LEASE, 1000), service: "deploy-test", instance: "deploy-test", leaseMs: LEASE, block: 1000 },
+  });
+  await coordinated.roles!.started;
+  expect(coordinated.roles!.role).toBe("active");
   exported = new Map();
-  for (const family of parseExposition(await response.text()).values()) {
-    for (const sample of family.samples) {
-      const list = exported.get(sample.name) ?? [];
-      list.push({ labels: sample.labels });
-      exported.set(sample.name, list);
+  for (const text of [await scrape(daemon), await scrape(coordinated)]) {
+    for (const family of parseExposition(text).values()) {
+      for (const sample of family.samples) {
+        const list = exported.get(sample.name) ?? [];
+        list.push({ labels: sample.labels });
+        exported.set(sample.name, list);
+      }
     }
   }
 });
 
 afterAll(async () => {
   await daemon?.[Symbol.asyncDispose]();
+  await coordinated?.close();
+});
+
+test("the coordinated scrape has the --coordinator families a plain server lacks", async () => {
+  const plain = parseExposition(await scrape(daemon));
+  for (const name of ["lockd_role", "lockd_coordinator_epoch", "lockd_coordinator_step_downs_total", "lockd_coordinator_renewals_failed_total"]) {
+    expect(plain.has(name)).toBe(false);
+    expect(exported.has(name)).toBe(true);
+  }
+  expect(exported.get("lockd_role")!.map((s) => s.labels)).toEqual([
+    { role: "active", service: "deploy-test" },
+    { role: "standby", service: "deploy-test" },
+  ]);
 });
 
 describe("every metric the rules and the dashboard use is exported", () => {
@@ -104,7 +153,7 @@ describe("every metric the rules and the dashboard use is exported", () => {
       const found = selectors(expr);
       expect(found.length).toBeGreaterThan(0);
       for (const { name, matchers } of found) {
-        if (SYNTHETIC.has(name)) continue;
+        if (SYNTHETIC.has(name) || recorded.has(name)) continue;
         expect(exported.has(name) ? name : `${name} (not in /metrics)`).toBe(name);
         const samples = exported.get(name)!;
         for (const { label, op, value } of matchers) {
@@ -231,6 +280,37 @@ describe("the systemd unit", () => {
     });
   }, 30_000);
 
+  /** docs/operations.md's failover systemd setup: the env file lines and the drop-in on top of this unit. */
+  async function failoverDocs(): Promise<{ env: string[]; dropIn: string }> {
+    const docs = await Bun.file(join(ROOT, "docs/operations.md")).text();
+    const failover = docs.slice(docs.indexOf("## Running two or three instances"));
+    const section = failover.slice(failover.indexOf("### systemd"), failover.indexOf("\n### ", failover.indexOf("### systemd") + 1));
+    const blocks = [...section.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map(([, lang, text]) => ({ lang: lang!, text: text! }));
+    const env = blocks.find((b) => b.lang === "sh" && b.text.includes("lockd.env"));
+    const dropIn = blocks.find((b) => b.lang === "ini");
+    if (env === undefined || dropIn === undefined) throw new Error("docs/operations.md, failover systemd: no lockd.env block or no drop-in (ini) block");
+    return { env: env.text.split("\n").filter((l) => /^\w+=/.test(l)), dropIn: dropIn.text };
+  }
+
+  test("the failover setup in docs/operations.md is this unit plus a drop-in and lockd.env: it sets nothing the unit sets", async () => {
+    const { env, dropIn } = await failoverDocs();
+    expect(dropIn).toMatch(/^\[Service\]$/m);
+    const unitKeys = await service();
+    const added = dropIn.split("\n").filter((l) => /^\w+=/.test(l)).map((l) => l.slice(0, l.indexOf("=")));
+    expect(added.length).toBeGreaterThan(0);
+    expect(added.filter((key) => unitKeys.has(key))).toEqual([]);
+    // The coordinator URL comes as a credential, like the admin token.
+    expect(dropIn).toMatch(/^LoadCredential=coordinator-url:\S+$/m);
+    expect(dropIn).toMatch(/^Environment=LOCKD_COORDINATOR_FILE=%d\/coordinator-url$/m);
+    // The environment file the unit reads, with variables lockd serve knows.
+    expect(unitKeys.get("EnvironmentFile")).toBe("-/etc/lockd/lockd.env");
+    const help = Bun.spawnSync([process.execPath, join(ROOT, "src/cli/main.ts"), "serve", "--help"], { stdout: "pipe", stderr: "pipe" });
+    const helpText = help.stdout.toString() + help.stderr.toString();
+    const names = env.map((l) => l.slice(0, l.indexOf("=")));
+    expect(names).toContain("LOCKD_SERVICE");
+    expect(names.filter((name) => !helpText.includes(name))).toEqual([]);
+  });
+
   const noAnalyze = SYSTEMD_ANALYZE === null ? " (skipped: systemd-analyze is not installed here)" : "";
   test.skipIf(SYSTEMD_ANALYZE === null)(`passes systemd-analyze verify${noAnalyze}`, async () => {
     const dir = mkdtempSync(join(tmpdir(), "lockd-unit-"));
@@ -238,12 +318,17 @@ describe("the systemd unit", () => {
       // verify checks that ExecStart's program exists: point it at an executable that does.
       const file = join(dir, "lockd.service");
       writeFileSync(file, (await unitText).replace(/^ExecStart=\S+/m, `ExecStart=${process.execPath}`));
-      const proc = Bun.spawn([SYSTEMD_ANALYZE!, "verify", file], { stdout: "pipe", stderr: "pipe" });
-      const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-      // Only lines about this unit: a host's own units may have warnings of their own.
-      const ours = (out + err).split("\n").filter((line) => line.includes("lockd.service"));
-      expect(ours).toEqual([]);
-      expect(code).toBe(0);
+      // And with the failover drop-in of docs/operations.md (a second [Service] section is what systemd merges).
+      const failover = join(dir, "lockd-failover.service");
+      writeFileSync(failover, `${readFileSync(file, "utf8")}\n${(await failoverDocs()).dropIn}`);
+      for (const unit of [file, failover]) {
+        const proc = Bun.spawn([SYSTEMD_ANALYZE!, "verify", unit], { stdout: "pipe", stderr: "pipe" });
+        const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+        // Only lines about this unit: a host's own units may have warnings of their own.
+        const ours = (out + err).split("\n").filter((line) => line.includes("lockd.service") || line.includes("lockd-failover.service"));
+        expect(ours).toEqual([]);
+        expect(code).toBe(0);
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
