@@ -76,7 +76,7 @@ export function renderMetrics(input: MetricsInput): string {
       generation: String(input.shard.generation),
     });
   }
-  out.single("lockd_ready", "gauge", "1 while accepting sessions, 0 from the first moment of shutdown.", input.ready ? 1 : 0);
+  out.single("lockd_ready", "gauge", "1 while accepting sessions; 0 from the first moment of shutdown, and on a standby (--coordinator).", input.ready ? 1 : 0);
 
   out.family("lockd_sessions", "gauge", "Live sessions by state: connected (no ACQUIRE yet), waiting (queued), owner (holds its lock).");
   out.sample("lockd_sessions", stats.states[SessionState.CONNECTED]!, { state: "connected" });
