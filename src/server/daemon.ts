@@ -116,7 +116,13 @@ export class Daemon {
         hostname: options.ops.host,
         port: options.ops.port,
         // With roles, the current term's server (or the last term's, or an idle engine while standby).
-        server: fixed ?? { get engine() { return roles!.engine; }, get connectionCount() { return roles!.server?.connectionCount ?? 0; } },
+        server: fixed ?? {
+          get view() { return roles!.engine; },
+          get connectionCount() { return roles!.server?.connectionCount ?? 0; },
+          // A standby's engine (idle, or the last term's, whose sessions all ended) has no session to act on.
+          forceRelease: (name, now) => roles!.server?.forceRelease(name, now) ?? null,
+          kick: (id, now) => roles!.server?.kick(id, now) ?? null,
+        },
         auth: new AdminAuth(options.adminToken),
         log: options.log,
         version: options.version,
@@ -212,7 +218,7 @@ export class Daemon {
     const log = this.options.log;
     this.phase = "draining";
     const roles = this.roles;
-    const engine = roles === null ? this.server.engine : roles.engine;
+    const engine = roles === null ? this.server.view : roles.engine;
     log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
     if (roles !== null) await roles.stop();
     else {

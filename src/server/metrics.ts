@@ -16,7 +16,7 @@
  */
 import { readdirSync, statSync } from "node:fs";
 import { SessionState } from "../core/session.ts";
-import type { Engine } from "../core/engine.ts";
+import type { EngineView } from "../core/engine.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
 import { openFileLimit } from "./limits.ts";
@@ -40,7 +40,7 @@ export interface OpsConnections {
 }
 
 export interface MetricsInput {
-  readonly engine: Engine<unknown>;
+  readonly engine: EngineView<unknown>;
   /** Open TCP connections of the lock listener. */
   readonly connections: number;
   readonly ready: boolean;

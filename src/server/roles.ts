@@ -23,7 +23,7 @@
  * late is taken over again after a lease).
  */
 import type { Logger } from "../log.ts";
-import { Engine, type GrantGuard } from "../core/engine.ts";
+import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "./conn.ts";
 import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
@@ -73,7 +73,7 @@ export class Roles implements GrantGuard, TokenSource {
   /** The LockServer of the current active term, null while standby. */
   server: LockServer | null = null;
   /** The engine the ops server shows: the current term's, else the last term's, else an idle one. */
-  engine: Engine<Conn>;
+  engine: EngineView<Conn>;
   /** Resolves once the first decision is made (the row read, created or taken). */
   readonly started: Promise<void>;
   private resolveStarted!: () => void;
@@ -280,7 +280,7 @@ export class Roles implements GrantGuard, TokenSource {
       return;
     }
     this.server = server;
-    this.engine = server.engine;
+    this.engine = server.view;
     this.options.log.info("active: listening", {
       service: this.options.service,
       epoch,
@@ -299,7 +299,7 @@ export class Roles implements GrantGuard, TokenSource {
       service: this.options.service,
       epoch,
       reason,
-      sessions: server?.engine.sessions.size ?? 0,
+      sessions: server?.view.sessions.size ?? 0,
     });
     if (server !== null) {
       const stopped = server.stop(); // at once: the listener closes and every session ends now

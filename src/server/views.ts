@@ -4,7 +4,7 @@
  * absolute times would mean nothing outside the process); fencing tokens are
  * decimal strings, since a u64 does not fit a JSON number everywhere.
  */
-import type { Engine } from "../core/engine.ts";
+import type { EngineView } from "../core/engine.ts";
 import { type Lock, type Session, SessionState } from "../core/session.ts";
 import type { Conn } from "./conn.ts";
 
@@ -167,7 +167,7 @@ const byName = (a: Lock<Conn>, b: Lock<Conn>): number => (a.name < b.name ? -1 :
  * picked is left out, but the cursor still moves past it: every lock that
  * exists from the first page to the last is shown exactly once.
  */
-export function locksPage(engine: Engine<Conn>, selection: PageSelection, now: number): LocksView {
+export function locksPage(engine: EngineView<Conn>, selection: PageSelection, now: number): LocksView {
   const { locks: picked, more } = selection.finish();
   const locks: LockView[] = [];
   let budget = PAGE_WAITERS;

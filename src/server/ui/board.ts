@@ -21,7 +21,7 @@
  * view, and force-release and kick with the admin token as a bearer header).
  */
 import { SessionState } from "../../core/session.ts";
-import type { Engine } from "../../core/engine.ts";
+import type { EngineView } from "../../core/engine.ts";
 import type { Histogram } from "../../core/stats.ts";
 import { ErrorCode, MAX_NAME_LENGTH } from "../../protocol/constants.ts";
 import type { HttpReply } from "../ops-http.ts";
@@ -101,7 +101,7 @@ export class Samples {
   private readonly delta: Float64Array;
 
   constructor(
-    private readonly engine: Engine<Conn>,
+    private readonly engine: EngineView<Conn>,
     now: number,
   ) {
     const stats = engine.stats;
@@ -211,7 +211,7 @@ export function parseBoardQuery(query: string): BoardQuery | { error: string } {
 }
 
 export interface BoardOptions {
-  readonly engine: Engine<Conn>;
+  readonly engine: EngineView<Conn>;
   /** Locks (and rows) looked at per turn of the event loop. */
   readonly scanSlice: number;
   /** The server's version, for the page's header. */
