@@ -3,9 +3,10 @@
  * admin token), the instance id, and the store opened and checked before
  * anything listens. Every problem is one line and an exit code.
  */
-import { readFileSync } from "node:fs";
+import { formatAddress } from "../address.ts";
 import { hostname } from "node:os";
 import { ConfigError, type OptionSource, type Options, type SERVE_OPTIONS } from "../config.ts";
+import { type CoordinatorFlags, type ReadFile, resolveCoordinatorSource } from "./secrets.ts";
 import type { Logger } from "../log.ts";
 import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server/coordinator-store.ts";
 import { Daemon, ListenError } from "../server/daemon.ts";
@@ -17,11 +18,6 @@ import { ExitCode } from "./exit.ts";
 import { CliError } from "./ops-client.ts";
 import { listenFailure } from "./serve.ts";
 
-export interface CoordinatorFlags {
-  readonly coordinator: string | undefined;
-  readonly coordinatorFile: string | undefined;
-}
-
 /**
  * The coordinator URL and where it came from, or null without one. Flags
  * beat the environment; on the same level the inline URL and the file are
@@ -30,9 +26,9 @@ export interface CoordinatorFlags {
 export function resolveCoordinatorUrl(
   options: CoordinatorFlags,
   sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource; readonly service?: OptionSource; readonly coordinatorLease?: OptionSource },
-  read: (path: string) => string = (path) => readFileSync(path, "utf8"),
+  read?: ReadFile,
 ): { url: string; from: string } | null {
-  const url = resolveUrl(options, sources, read);
+  const url = resolveCoordinatorSource(options, sources, read);
   if (url === null) {
     // --service and --coordinator-lease mean nothing alone: say so rather than run a single server.
     const stray = [
@@ -42,34 +38,6 @@ export function resolveCoordinatorUrl(
     if (stray.length > 0) throw new ConfigError([`${stray.join(" and ")} need${stray.length === 1 ? "s" : ""} --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)`]);
   }
   return url;
-}
-
-function resolveUrl(
-  options: CoordinatorFlags,
-  sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource },
-  read: (path: string) => string,
-): { url: string; from: string } | null {
-  for (const level of ["flag", "env"] as const) {
-    const inline = sources.coordinator === level ? options.coordinator : undefined;
-    const file = sources.coordinatorFile === level ? options.coordinatorFile : undefined;
-    if (inline !== undefined && file !== undefined) {
-      throw new ConfigError([`${level === "flag" ? "--coordinator and --coordinator-file" : "LOCKD_COORDINATOR and LOCKD_COORDINATOR_FILE"} are both set: give one`]);
-    }
-    if (inline !== undefined) return { url: inline, from: level === "flag" ? "--coordinator" : "LOCKD_COORDINATOR" };
-    if (file !== undefined) {
-      const where = level === "flag" ? "--coordinator-file" : "--coordinator-file (from LOCKD_COORDINATOR_FILE)";
-      let text: string;
-      try {
-        text = read(file);
-      } catch (error) {
-        throw new ConfigError([`${where}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
-      }
-      const url = text.replace(/\r?\n$/, "");
-      if (!/^\S+$/.test(url)) throw new ConfigError([`${where}: ${file} must hold one URL on one line`]);
-      return { url, from: level === "flag" ? "--coordinator-file" : "LOCKD_COORDINATOR_FILE" };
-    }
-  }
-  return null;
 }
 
 /** host/pid-N/random: unique per process, readable in the coordinator table. */
@@ -164,8 +132,8 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     coordinator: redactUrl(c.url.url),
     coordinatorFrom: c.url.from,
     coordinatorLeaseMs: leaseMs,
-    listen: server === null ? `${options.listen.host}:${options.listen.port} (when active)` : `${server.hostname}:${server.port}`,
-    ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
+    listen: server === null ? `${formatAddress(options.listen)} (when active)` : formatAddress({ host: server.hostname, port: server.port }),
+    ops: formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port }),
     ioTimeoutMs: options.ioTimeout,
     maxSessions: Number.isFinite(c.maxSessions) ? c.maxSessions : "unlimited",
     maxSessionsPerSource: options.maxSessionsPerSource ?? "off",

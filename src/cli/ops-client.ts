@@ -24,8 +24,7 @@ export interface OpsAnswer {
 }
 
 export function opsUrl(ops: HostPort, path: string, https = false): string {
-  const host = ops.host.includes(":") ? `[${ops.host}]` : ops.host;
-  return `${https ? "https" : "http"}://${host}:${ops.port}${path}`;
+  return `${https ? "https" : "http"}://${formatAddress(ops)}${path}`;
 }
 
 /** `?name=` form: it carries every lock name, also `.` and `..`, which a path segment cannot. */

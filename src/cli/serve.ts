@@ -2,7 +2,7 @@
 import { formatAddress } from "../address.ts";
 import { helpRow, optionsHelp, parseOptions, SERVE_OPTIONS } from "../config.ts";
 import { Logger } from "../log.ts";
-import { resolveAdminToken } from "../server/admin.ts";
+import { resolveAdminToken } from "./secrets.ts";
 import { Daemon, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
 import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
@@ -134,9 +134,9 @@ export async function serve(argv: readonly string[], env: Record<string, string 
 
   log.info("lockd listening", {
     version: VERSION,
-    listen: `${daemon.server.hostname}:${daemon.server.port}`,
-    ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
-    ui: `${opsTls === undefined ? "http" : "https"}://${daemon.ops.hostname.includes(":") ? `[${daemon.ops.hostname}]` : daemon.ops.hostname}:${daemon.ops.port}/ui`,
+    listen: formatAddress({ host: daemon.server.hostname, port: daemon.server.port }),
+    ops: formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port }),
+    ui: `${opsTls === undefined ? "http" : "https"}://${formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port })}/ui`,
     ioTimeoutMs: options.ioTimeout,
     maxSessions: Number.isFinite(maxSessions) ? maxSessions : "unlimited",
     maxSessionsPerSource: options.maxSessionsPerSource ?? "off",
@@ -173,8 +173,8 @@ export function listenFailure(error: ListenError): string {
     EACCES: "permission denied (ports below 1024 need privileges)",
   };
   const text = cause?.code !== undefined ? why[cause.code] : undefined;
-  if (text === undefined) return error.message;
-  return `cannot listen on ${formatAddress(error.address)} (${flag}): ${text} [${cause!.code}]`;
+  const reason = text === undefined ? (cause?.message ?? String(error.cause)) : `${text} [${cause!.code}]`;
+  return `cannot listen on ${formatAddress(error.address)} (${flag}): ${reason}`;
 }
 
 /** The exit code for a data directory that cannot be used. */

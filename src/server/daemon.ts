@@ -18,7 +18,7 @@
  * active of its service, step 2 is the role layer's stop (which also
  * releases the coordinator row), and readiness means "active".
  */
-import type { HostPort } from "../config.ts";
+import { type Address, formatAddress } from "../address.ts";
 import type { GrantGuard } from "../core/engine.ts";
 import type { Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
@@ -33,8 +33,8 @@ import type { FileTokens } from "./tokens-file.ts";
 import { remoteOf } from "./views.ts";
 
 export interface DaemonOptions {
-  readonly listen: HostPort;
-  readonly ops: HostPort;
+  readonly listen: Address;
+  readonly ops: Address;
   readonly ioTimeoutMs: number;
   readonly maxSessions?: number;
   /** Live sessions from one peer address beyond this get OVERLOADED. Omitted: no per-source limit. */
@@ -60,15 +60,15 @@ export interface DaemonOptions {
 
 export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
 
-/** A listener could not be opened; `which` says which one. */
+/** A listener could not be opened; `which` says which one (the CLI names its flag). */
 export class ListenError extends Error {
   readonly code = "LISTEN_FAILED";
   constructor(
     readonly which: "listen" | "ops",
-    readonly address: HostPort,
+    readonly address: Address,
     cause: unknown,
   ) {
-    super(`cannot listen on ${address.host}:${address.port} (${which === "listen" ? "--listen" : "--ops"}): ${(cause as Error)?.message ?? cause}`, { cause });
+    super(`cannot listen on ${formatAddress(address)} (the ${which === "listen" ? "lock" : "ops"} listener): ${(cause as Error)?.message ?? cause}`, { cause });
     this.name = "ListenError";
   }
 }

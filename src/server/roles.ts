@@ -22,6 +22,7 @@
  * that lands late changes nothing that matters, and a takeover that lands
  * late is taken over again after a lease).
  */
+import { formatAddress } from "../address.ts";
 import type { Logger } from "../log.ts";
 import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
@@ -286,7 +287,7 @@ export class Roles implements GrantGuard, TokenSource {
       epoch,
       why,
       ...(why === "expired" ? { unchangedMs: Math.round(unchangedMs) } : {}),
-      listen: `${server.hostname}:${server.port}`,
+      listen: formatAddress({ host: server.hostname, port: server.port }),
       tokensFrom: firstToken,
     });
     this.options.onRole?.("active", epoch);

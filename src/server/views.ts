@@ -7,6 +7,7 @@
 import type { EngineView } from "../core/engine.ts";
 import { type Lock, type Session, SessionState } from "../core/session.ts";
 import type { Conn } from "./conn.ts";
+import { peerOf } from "./peer.ts";
 
 export interface SessionView {
   readonly session: number;
@@ -39,12 +40,7 @@ export interface LockView {
 }
 
 export function remoteOf(conn: Conn): string {
-  const socket = conn.socket;
-  const address = socket.remoteAddress ?? "";
-  if (address === "") return "";
-  const port = socket.remotePort;
-  const host = address.includes(":") ? `[${address}]` : address;
-  return port === undefined ? host : `${host}:${port}`;
+  return peerOf(conn.socket);
 }
 
 const ms = (value: number): number => Math.max(0, Math.round(value));
