@@ -7,6 +7,9 @@
  */
 import { z } from "zod";
 import { AddressError, parseAddress, parseAddressList, type Address } from "./address.ts";
+import { isLogLevel, LOG_LEVEL_NAMES } from "./log.ts";
+import { MAX_LEASE_MS, MAX_OWNER_LENGTH } from "./protocol/constants.ts";
+import { DEFAULT_TOKEN_BLOCK } from "./server/tokens-file.ts";
 
 // --- value types ------------------------------------------------------------
 
@@ -117,15 +120,13 @@ export type Options<T extends OptionTable> = {
   -readonly [K in keyof T]: T[K]["default"] extends string ? z.output<T[K]["schema"]> : z.output<T[K]["schema"]> | undefined;
 };
 
-const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
-
 export const logLevel = kind("LEVEL", z.string().transform((text, ctx) => {
   const level = text.trim().toLowerCase();
-  if (!(LOG_LEVELS as readonly string[]).includes(level)) {
-    ctx.addIssue({ code: "custom", message: `"${text}" is not a log level (one of ${LOG_LEVELS.join(", ")})` });
+  if (!isLogLevel(level)) {
+    ctx.addIssue({ code: "custom", message: `"${text}" is not a log level (one of ${LOG_LEVEL_NAMES.join(", ")})` });
     return z.NEVER;
   }
-  return level as (typeof LOG_LEVELS)[number];
+  return level;
 }));
 
 /** "auto" (parsed as null: the caller decides), or a value of `schema`. */
@@ -266,7 +267,7 @@ export const SERVE_OPTIONS = {
   tokenBlock: {
     flag: "--token-block",
     env: "LOCKD_TOKEN_BLOCK",
-    default: "100000",
+    default: String(DEFAULT_TOKEN_BLOCK),
     help: "tokens reserved per durable write of the floor; a crash skips at most this many",
     schema: count(1, 1_000_000_000_000),
   },
@@ -381,7 +382,7 @@ export const RUN_OPTIONS = {
     env: "LOCKD_LEASE",
     default: "5s",
     help: "lease: the server gives the lock away after this much silence",
-    schema: duration(1, 0xffff_ffff),
+    schema: duration(1, MAX_LEASE_MS),
   },
   wait: {
     flag: "--wait",
@@ -399,7 +400,7 @@ export const RUN_OPTIONS = {
     env: "LOCKD_OWNER",
     help: "owner label shown to operators, default HOST/pid-PID",
     value: "LABEL",
-    schema: z.string().refine((text) => new TextEncoder().encode(text).length <= 256, "owner must be at most 256 bytes of UTF-8"),
+    schema: z.string().refine((text) => new TextEncoder().encode(text).length <= MAX_OWNER_LENGTH, `owner must be at most ${MAX_OWNER_LENGTH} bytes of UTF-8`),
   },
   killAfter: {
     flag: "--kill-after",
@@ -521,7 +522,7 @@ export function parseOptions<T extends OptionTable>(
   return { options: options as Options<T>, positionals, help, switches: on, sources: sources as Record<keyof T, OptionSource> };
 }
 
-/** The options section of a --help text, generated from the table. */
+/** The column where a help row's text starts. */
 const HELP_COLUMN = 32;
 
 /** `--wait -n`: the next argument is another flag, not this one's value. */
@@ -535,6 +536,7 @@ export function helpRow(left: string, text: string): string {
   return lead.length < HELP_COLUMN ? `${lead.padEnd(HELP_COLUMN)} ${text}` : `${lead}\n${" ".repeat(HELP_COLUMN + 1)}${text}`;
 }
 
+/** The options section of a --help text, generated from the table. */
 export function optionsHelp(table: OptionTable): string {
   const rows = Object.values(table).map((spec) => {
     const left = `  ${spec.flag} ${placeholderOf(spec)}`;

@@ -16,7 +16,7 @@ import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./ops-client.ts";
-import { listenFailure } from "./serve.ts";
+import { forceExit, listenFailure } from "./serve.ts";
 
 /**
  * The coordinator URL and where it came from, or null without one. Flags
@@ -113,7 +113,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
     return ExitCode.UNAVAILABLE;
   }
-  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
+  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal, forceExit);
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
 

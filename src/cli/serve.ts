@@ -117,7 +117,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
     return ExitCode.UNAVAILABLE;
   }
-  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
+  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal, forceExit);
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   // Only now, with both listeners bound, reserve the first block: a start that fails burns none.
@@ -161,6 +161,11 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   process.off("SIGINT", onSignal);
   process.off("SIGTERM", onSignal);
   return ExitCode.OK;
+}
+
+/** A second signal: stop now, without finishing the shutdown (EX_SOFTWARE). */
+export function forceExit(): never {
+  process.exit(ExitCode.SOFTWARE);
 }
 
 /** Why a listener could not be opened, in the same words for --listen and --ops. */

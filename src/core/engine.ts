@@ -37,7 +37,7 @@ import {
   WAITING_REPLY_FRAME,
   writeToken,
 } from "../protocol/index.ts";
-import { Lock, Session, SessionState } from "./session.ts";
+import { CLOSED_BY_PEER, Lock, Session, SessionState } from "./session.ts";
 import { EngineStats, GrantPath } from "./stats.ts";
 import { MemoryTokens, type TokenSource } from "./tokens.ts";
 import { TimerWheel, type WheelDriver, type WheelOwner } from "./wheel.ts";
@@ -276,8 +276,8 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   /** The peer closed, reset, or the socket failed. Idempotent. */
   closed(session: Session<C>, now: number): void {
     if (session.state === SessionState.ENDED) return;
-    session.endReason = 0;
-    this.stats.ends[0]!++;
+    session.endReason = CLOSED_BY_PEER;
+    this.stats.ends[CLOSED_BY_PEER]!++;
     this.detach(session, now);
   }
 

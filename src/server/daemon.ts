@@ -10,7 +10,7 @@
  *      see the whole window (including the final counters);
  *   4. the ops server stops and `stopped` resolves; `lockd serve` exits 0.
  *
- * A second signal exits at once (exit code 70), whatever phase it is in.
+ * A second signal exits at once (`lockd serve`: exit code 70), whatever phase it is in.
  * Tests drive the same sequence in-process through `shutdown()`.
  *
  * With `coordinator` (lockd serve --coordinator) the lock listener belongs
@@ -20,7 +20,7 @@
  */
 import { type Address, formatAddress } from "../address.ts";
 import type { GrantGuard } from "../core/engine.ts";
-import type { Session } from "../core/session.ts";
+import { CLOSED_BY_PEER, type Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
 import { type Logger, RateLimit } from "../log.ts";
@@ -72,9 +72,6 @@ export class ListenError extends Error {
     this.name = "ListenError";
   }
 }
-
-/** Exit code of a second signal: EX_SOFTWARE, "stopped without finishing". */
-export const FORCED_EXIT_CODE = 70;
 
 export class Daemon {
   readonly ops: OpsServer;
@@ -177,12 +174,12 @@ export class Daemon {
 
   /**
    * A signal arrived: the first starts the shutdown, the second calls
-   * `exit(70)` at once. `exit` is injectable for tests.
+   * `forceExit` at once (the CLI's: exit with its code for a forced stop).
    */
-  signal(name: string, exit: (code: number) => void = (code) => process.exit(code)): void {
+  signal(name: string, forceExit: () => void): void {
     if (++this.signals > 1) {
       this.options.log.warn("second signal: exiting at once", { signal: name, phase: this.phase });
-      exit(FORCED_EXIT_CODE);
+      forceExit();
       return;
     }
     void this.shutdown(name);
@@ -259,7 +256,7 @@ function sessionLog(log: Logger): ServerEvents {
     remote: remoteOf(session.conn),
     lock: session.lock?.name ?? null,
     owner: session.owner,
-    reason: session.endReason === 0 ? "closed" : errorCodeName(session.endReason),
+    reason: session.endReason === CLOSED_BY_PEER ? "closed" : errorCodeName(session.endReason),
   });
   return {
     opened(session) {

@@ -54,7 +54,7 @@ export interface ServerOptions {
 
 /**
  * Called once when a session is opened, and once when it ends, while its
- * socket is still usable (`session.endReason` says why: 0 the peer closed,
+ * socket is still usable (`session.endReason` says why: CLOSED_BY_PEER (0) the peer closed,
  * else the ERROR code being sent).
  */
 export interface ServerEvents {

@@ -82,6 +82,18 @@ export function positionOf(session: Session<Conn>): number {
   return 0;
 }
 
+/** Live sessions by state. */
+export interface SessionCounts {
+  readonly connected: number;
+  readonly waiting: number;
+  readonly owner: number;
+}
+
+/** Live sessions by state, from the engine's counters (EngineStats.states). */
+export function sessionCounts(states: ArrayLike<number>): SessionCounts {
+  return { connected: states[SessionState.CONNECTED]!, waiting: states[SessionState.WAITING]!, owner: states[SessionState.OWNER]! };
+}
+
 export interface LocksView {
   /**
    * One page of the locks that have a holder or waiters, in name order:
@@ -96,7 +108,7 @@ export interface LocksView {
   readonly next: string | null;
   /** More locks after this page (next is not null). */
   readonly truncated: boolean;
-  readonly sessions: { readonly connected: number; readonly waiting: number; readonly owner: number };
+  readonly sessions: SessionCounts;
 }
 
 /** Waiters shown per lock in a page of the list, and over the whole page. */
@@ -173,14 +185,13 @@ export function locksPage(engine: EngineView<Conn>, selection: PageSelection, no
     budget -= view.waiters.length;
     locks.push(view);
   }
-  const states = engine.stats.states;
   const next = more && picked.length > 0 ? encodeCursor(picked[picked.length - 1]!.name) : null;
   return {
     locks,
     total: engine.locks.size,
     next,
     truncated: next !== null,
-    sessions: { connected: states[SessionState.CONNECTED]!, waiting: states[SessionState.WAITING]!, owner: states[SessionState.OWNER]! },
+    sessions: sessionCounts(engine.stats.states),
   };
 }
 

@@ -22,6 +22,7 @@
  * throw, and the count of sessions ended by their peer must equal the
  * closes this code made itself.
  */
+import { CLOSED_BY_PEER } from "../../src/core/session.ts";
 import type { LockServer } from "../../src/server/index.ts";
 import { CLIENT_FRAMES, FrameType, PIPELINE_LIMIT } from "../../src/protocol/index.ts";
 import { WirePeer } from "../helpers/wire.ts";
@@ -66,7 +67,7 @@ export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thro
   control.acquire("control", 10_000, { owner: "control" });
   const grant = await control.frame(0);
   if (grant.type !== FrameType.ACQUIRED) throw new FuzzFailure(`control did not get its lock: ${control.describe()}`);
-  const peerClosesBefore = engine.stats.ends[0]!;
+  const peerClosesBefore = engine.stats.ends[CLOSED_BY_PEER]!;
   let myCloses = 0;
   /** Closes that may race a short lease's expiry: counted by the server either way. */
   let racing = 0;
@@ -122,7 +123,7 @@ export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thro
   myCloses++;
   await baseline(server, 0, "at the end");
   // A handler that threw would have been counted as a peer close.
-  const peerCloses = engine.stats.ends[0]! - peerClosesBefore;
+  const peerCloses = engine.stats.ends[CLOSED_BY_PEER]! - peerClosesBefore;
   if (peerCloses < myCloses || peerCloses > myCloses + racing) {
     throw new FuzzFailure(`${peerCloses} sessions ended as if by their peer, but the peers closed ${myCloses} (+${racing} racing their lease)`);
   }

@@ -26,7 +26,7 @@ import type { Histogram } from "../../core/stats.ts";
 import { ErrorCode, MAX_NAME_LENGTH } from "../../protocol/constants.ts";
 import type { HttpReply } from "../ops-http.ts";
 import type { Conn } from "../conn.ts";
-import { type LockRow, lockRow, rowComparator, RowOrder, RowSelection } from "../views.ts";
+import { type LockRow, lockRow, rowComparator, RowOrder, RowSelection, sessionCounts } from "../views.ts";
 import pageHtml from "./index.html" with { type: "text" };
 import pageJs from "./ops-ui.js" with { type: "text" };
 import pageCss from "./ops-ui.css" with { type: "text" };
@@ -290,7 +290,7 @@ export class Board {
     const handover = stats.handoverSeconds;
     snapshot.totals = {
       locks: snapshot.rows.length,
-      sessions: { connected: stats.states[SessionState.CONNECTED]!, waiting: stats.states[SessionState.WAITING]!, owner: stats.states[SessionState.OWNER]! },
+      sessions: sessionCounts(stats.states),
       grants: stats.grantsImmediate + stats.grantsPromoted,
       handoverSinceStart: {
         count: handover.count,
