@@ -4,7 +4,8 @@ import { ADMIN_OPTIONS, helpRow, optionsHelp, parseOptions } from "../config.ts"
 import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError, errorMessage, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
+import { errorMessage, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
 
 const COMMON = `Options (flag, then environment, then default):
 ${optionsHelp(ADMIN_OPTIONS)}

@@ -15,7 +15,7 @@ import type { ServerTls } from "../server/server.ts";
 import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
 import { forceExit, listenFailure } from "./serve.ts";
 
 /**

@@ -3,7 +3,7 @@ import { parseOptions, path, type OptionTable } from "../config.ts";
 import { DirLock } from "../server/dir-lock.ts";
 import { TokenStoreError, lockDataDir, readFloor, writeFloor } from "../server/tokens-file.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
 
 export const FLOOR_OPTIONS = {
   dataDir: {

@@ -5,7 +5,7 @@ import { VERSION } from "../version.ts";
 import { admin } from "./admin.ts";
 import { ExitCode } from "./exit.ts";
 import { floor } from "./floor.ts";
-import { CliError } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
 import { run } from "./run.ts";
 import { serve } from "./serve.ts";
 import { status } from "./status.ts";

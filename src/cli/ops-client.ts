@@ -6,17 +6,8 @@
 import { formatAddress } from "../address.ts";
 import { tlsConnectProblem } from "../client/tls-problem.ts";
 import type { HostPort } from "../config.ts";
+import { CliError } from "./errors.ts";
 import { ExitCode } from "./exit.ts";
-
-export class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number,
-  ) {
-    super(message);
-    this.name = "CliError";
-  }
-}
 
 export interface OpsAnswer {
   readonly status: number;

@@ -3,7 +3,8 @@ import { readOptionFile } from "./files.ts";
 import { helpRow, optionsHelp, parseOptions, STATUS_OPTIONS } from "../config.ts";
 import type { HolderView, LockView, LocksView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError, expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
+import { expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 
