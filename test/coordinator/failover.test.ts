@@ -124,9 +124,8 @@ describe("two instances", () => {
     const clientA = new LockClient({ servers: `127.0.0.1:${portA}`, reconnectMs: 0 });
     const holder = await clientA.acquire("k", { lease: 3000 });
     expect(await fence.write(holder.token)).toBe(200);
-    const waiter = await WirePeer.connect(portA);
-    waiter.acquire("k", 60_000);
-    expect((await waiter.frame(0)).type).toBe(FrameType.WAITING);
+    const waiter = await WirePeer.claim(portA, "k", 60_000);
+    expect(waiter.frames[0]!.type).toBe(FrameType.WAITING);
 
     a.proc.kill("SIGSTOP");
     try {
@@ -247,9 +246,8 @@ describe("the coordinator goes away", () => {
     const { a, b } = await pair(service, port);
     await using _a = a;
     await using _b = b;
-    const peer = await WirePeer.connect(port);
-    peer.acquire("k", 60_000);
-    expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const peer = await WirePeer.claim(port, "k", 60_000);
+    expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
 
     await pg.stop();
     try {

@@ -18,9 +18,8 @@ const OTHERS = 6;
 
 /** A session on its own lock that follows the client schedule (lease/4 after each reply) and records its round trips. */
 async function scheduled(port: number, index: number) {
-  const peer = await WirePeer.connect(port);
-  peer.acquire(`fault/steady-${index}`, LEASE);
-  const first = await peer.frame(0);
+  const peer = await WirePeer.claim(port, `fault/steady-${index}`, LEASE);
+  const first = peer.frames[0]!;
   expect(first.type).toBe(FrameType.ACQUIRED);
   const rtts: number[] = [];
   let stop = false;

@@ -63,9 +63,8 @@ export function watchThrows(server: LockServer): unknown[] {
 
 export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thrown: unknown[]): Promise<LiveResult> {
   const engine = server.engine;
-  const control = await WirePeer.connect(server.port);
-  control.acquire("control", 10_000, { owner: "control" });
-  const grant = await control.frame(0);
+  const control = await WirePeer.claim(server.port, "control", 10_000, { owner: "control" });
+  const grant = control.frames[0]!;
   if (grant.type !== FrameType.ACQUIRED) throw new FuzzFailure(`control did not get its lock: ${control.describe()}`);
   const peerClosesBefore = engine.stats.ends[CLOSED_BY_PEER]!;
   let myCloses = 0;
@@ -185,9 +184,8 @@ async function crowdRound(server: LockServer, rng: Rng): Promise<number> {
   const queue: WirePeer[] = [];
   let token = 0n;
   for (let i = 0; i < size; i++) {
-    const peer = await WirePeer.connect(server.port);
-    peer.acquire("crowd", 60_000, { owner: `crowd-${i}` });
-    const reply = await peer.frame(0);
+    const peer = await WirePeer.claim(server.port, "crowd", 60_000, { owner: `crowd-${i}` });
+    const reply = peer.frames[0]!;
     const expected = i === 0 ? FrameType.ACQUIRED : FrameType.WAITING;
     if (reply.type !== expected || (reply.flags & 1) !== 1) throw new FuzzFailure(`crowd peer ${i} got ${peer.describe()}`);
     if (i === 0) token = reply.token!;

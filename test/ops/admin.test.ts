@@ -9,9 +9,7 @@ const TOKEN = "s3cret-admin-token";
 async function queue(port: number, name: string, owners: string[]): Promise<WirePeer[]> {
   const peers: WirePeer[] = [];
   for (const owner of owners) {
-    const p = await WirePeer.connect(port);
-    p.acquire(name, 10_000, { owner });
-    await p.frame(0);
+    const p = await WirePeer.claim(port, name, 10_000, { owner });
     peers.push(p);
   }
   return peers;

@@ -7,12 +7,8 @@ import { parseExposition, valueOf } from "./promtext.ts";
 describe("controlled shutdown, in process", () => {
   test("readyz 503 at once; every session gets SHUTTING_DOWN, nothing hands over; ops stays up for the grace", async () => {
     await using ops = startDaemon({ shutdownGraceMs: 60_000 });
-    const owner = await WirePeer.connect(ops.port);
-    owner.acquire("s", 5000);
-    await owner.frame(0);
-    const waiter = await WirePeer.connect(ops.port);
-    waiter.acquire("s", 5000);
-    await waiter.frame(0);
+    const owner = await WirePeer.claim(ops.port, "s", 5000);
+    const waiter = await WirePeer.claim(ops.port, "s", 5000);
     const fresh = await WirePeer.connect(ops.port);
     // No frame answers a bare connect: wait (bounded) until the server has accepted it.
     for (let i = 0; i < 5000 && ops.daemon.server.engine.sessions.size < 3; i++) await Bun.sleep(1);

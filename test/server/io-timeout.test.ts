@@ -11,9 +11,8 @@ const IO_TIMEOUT = 300;
 
 /** A session on its own lock that heartbeats every 20 ms and checks each reply. */
 async function heartbeater(server: LockServer) {
-  const peer = await WirePeer.connect(server.port);
-  peer.acquire("control", 2000);
-  const token = (await peer.frame(0)).token;
+  const peer = await WirePeer.claim(server.port, "control", 2000);
+  const token = peer.frames[0]!.token;
   let count = 1;
   let stop = false;
   let worst = 0;
@@ -54,9 +53,7 @@ describe("io-timeout", () => {
   test("a frame started and never finished: IO_TIMEOUT", async () => {
     await using server = startServer({ ioTimeoutMs: IO_TIMEOUT });
     const control = await heartbeater(server);
-    const peer = await WirePeer.connect(server.port);
-    peer.acquire("L", 60_000);
-    await peer.frame(0);
+    const peer = await WirePeer.claim(server.port, "L", 60_000);
     const sent = performance.now();
     peer.write([2, 0]); // half a HEARTBEAT header
     const error = await peer.frame(1, 5000);

@@ -48,9 +48,8 @@ function spyWrites(conn: Conn): number[] {
  * every reply.
  */
 async function holder(server: LockServer, leaseMs: number) {
-  const peer = await WirePeer.connect(server.port);
-  peer.acquire("holder", leaseMs);
-  const token = (await peer.frame(0)).token;
+  const peer = await WirePeer.claim(server.port, "holder", leaseMs);
+  const token = peer.frames[0]!.token;
   let count = 1;
   let stop = false;
   const loop = (async () => {
@@ -137,9 +136,7 @@ describe("pipelining", () => {
 
   test("one read of PIPELINE_LIMIT heartbeats: one write; one frame more: the replies and PROTOCOL_ERROR in one write, then close", async () => {
     await using server = startServer();
-    const peer = await WirePeer.connect(server.port);
-    peer.acquire("L", 60_000);
-    await peer.frame(0);
+    const peer = await WirePeer.claim(server.port, "L", 60_000);
     const writes = spyWrites(connOf(server, "L"));
     peer.write(heartbeats(PIPELINE_LIMIT));
     await peer.frame(PIPELINE_LIMIT);
@@ -162,9 +159,7 @@ describe("pipelining", () => {
 
   test("a bad header after valid heartbeats in one read: their replies and the PROTOCOL_ERROR in one write", async () => {
     await using server = startServer();
-    const peer = await WirePeer.connect(server.port);
-    peer.acquire("L", 60_000);
-    await peer.frame(0);
+    const peer = await WirePeer.claim(server.port, "L", 60_000);
     const writes = spyWrites(connOf(server, "L"));
     peer.write([...heartbeats(3), 0x47, 0x45, 0x54, 0x20]); // then "GET "
     await peer.closed();

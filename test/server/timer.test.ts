@@ -14,9 +14,8 @@ test("a lease beyond setTimeout's 24.8-day limit does not make the wheel timer s
     ticks++;
     tick(now);
   };
-  const peer = await WirePeer.connect(server.port);
-  peer.acquire("long-lease", 2 ** 32 - 1);
-  expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+  const peer = await WirePeer.claim(server.port, "long-lease", 2 ** 32 - 1);
+  expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
   // The session stays filed at its first-frame deadline (20 ms) until the wheel
   // re-files it at its lease; no event announces that, so poll, bounded.
   const deadline = performance.now() + 5000;
