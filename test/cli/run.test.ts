@@ -187,6 +187,7 @@ test("a waiting run gets the lock when the holder's command ends", async () => {
   // The waiter is queued once the server has two sessions.
   const deadline = performance.now() + 10_000;
   while (server.engine.sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
+  expect(server.engine.sessions.size).toBe(2);
   expect(waiter.lines).toEqual([]);
   holder.proc.kill("SIGINT"); // forwarded; the fixture does not handle SIGINT, so it dies of it
   expect(await holder.exit()).toBe(130);

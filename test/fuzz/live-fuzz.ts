@@ -211,6 +211,9 @@ async function crowdRound(server: LockServer, rng: Rng): Promise<number> {
       // or it could be promoted as it goes. No event says so: poll, bounded.
       const deadline = performance.now() + 5000;
       while (engine.sessions.size > sessionsBefore - closes && performance.now() < deadline) await Bun.sleep(1);
+      if (engine.sessions.size !== sessionsBefore - closes) {
+        throw new FuzzFailure(`crowd: ${engine.sessions.size} sessions 5 s after a waiter left, expected ${sessionsBefore - closes}`);
+      }
     }
     for (const peer of queue.slice(1)) {
       if (peer.frames.length !== 1) throw new FuzzFailure(`crowd: a waiter not at the head got ${peer.describe()}`);
