@@ -44,12 +44,11 @@ const MAX_VIEWS = 64;
 /**
  * Sent with every /ui answer: no inline script or style (everything the page
  * runs is /ui/ops-ui.js from this server), no framing, no referrer, no
- * content sniffing, no caching.
+ * caching. (No content sniffing: ops-http.ts sends nosniff with every answer.)
  */
 export const UI_SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "content-security-policy":
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",
   "x-frame-options": "DENY",
   "cache-control": "no-store",
