@@ -9,14 +9,14 @@ import { ConfigError, type OptionSource, type Options, type SERVE_OPTIONS } from
 import { type CoordinatorFlags, type ReadFile, resolveCoordinatorSource } from "./secrets.ts";
 import type { Logger } from "../log.ts";
 import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server/coordinator-store.ts";
-import { Daemon, ListenError } from "../server/daemon.ts";
+import { Daemon } from "../server/daemon.ts";
 import type { openFileLimit } from "../server/limits.ts";
 import type { ServerTls } from "../server/server.ts";
 import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-import { forceExit, listenFailure } from "./serve.ts";
+import { listenFailed, relaySignals } from "./serve.ts";
 
 /**
  * The coordinator URL and where it came from, or null without one. Flags
@@ -109,13 +109,9 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     });
   } catch (error) {
     await store.close().catch(() => {});
-    if (!(error instanceof ListenError)) throw error;
-    process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
-    return ExitCode.UNAVAILABLE;
+    return listenFailed(error);
   }
-  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal, forceExit);
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  const unrelay = relaySignals(daemon);
 
   const roles = daemon.roles!;
   // The role is known after the coordinator's first answer (bounded: it may be gone already).
@@ -152,7 +148,6 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   });
 
   await daemon.stopped;
-  process.off("SIGINT", onSignal);
-  process.off("SIGTERM", onSignal);
+  unrelay();
   return ExitCode.OK;
 }

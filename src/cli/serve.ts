@@ -113,13 +113,9 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     });
   } catch (error) {
     tokens.abandon(); // nothing was reserved: the floor is as it was
-    if (!(error instanceof ListenError)) throw error;
-    process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
-    return ExitCode.UNAVAILABLE;
+    return listenFailed(error);
   }
-  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal, forceExit);
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  const unrelay = relaySignals(daemon);
   // Only now, with both listeners bound, reserve the first block: a start that fails burns none.
   try {
     tokens.start();
@@ -127,8 +123,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     if (!(error instanceof TokenStoreError)) throw error;
     process.stderr.write(`lockd serve: ${error.message}\n`);
     await daemon.close();
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    unrelay();
     return storeExit(error);
   }
 
@@ -158,14 +153,31 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   }
 
   await daemon.stopped;
-  process.off("SIGINT", onSignal);
-  process.off("SIGTERM", onSignal);
+  unrelay();
   return ExitCode.OK;
 }
 
 /** A second signal: stop now, without finishing the shutdown (EX_SOFTWARE). */
-export function forceExit(): never {
+function forceExit(): never {
   process.exit(ExitCode.SOFTWARE);
+}
+
+/** SIGINT and SIGTERM go to the daemon: the first shuts down, the second forces the exit. Returns the undo. */
+export function relaySignals(daemon: Daemon): () => void {
+  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal, forceExit);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  return () => {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  };
+}
+
+/** A Daemon that could not start: a ListenError is said on stderr (exit 69); anything else is rethrown. */
+export function listenFailed(error: unknown): number {
+  if (!(error instanceof ListenError)) throw error;
+  process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
+  return ExitCode.UNAVAILABLE;
 }
 
 /** Why a listener could not be opened, in the same words for --listen and --ops. */

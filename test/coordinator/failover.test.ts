@@ -211,21 +211,7 @@ describe("bad configuration: one line, a non-zero exit", () => {
   });
 
   test("tables of another schema version", async () => {
-    const db = `schema_${process.pid}`;
-    const admin = pg.client();
-    try {
-      await admin.unsafe(`CREATE DATABASE ${db}`);
-    } finally {
-      await admin.close();
-    }
-    const other = new Bun.SQL({ url: pg.url(undefined, db), adapter: "postgres", max: 1 });
-    try {
-      await other.unsafe("CREATE TABLE lockd_schema (component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)");
-      await other.unsafe("INSERT INTO lockd_schema VALUES ('coordinator', 2)");
-    } finally {
-      await other.close();
-    }
-    const { code, err } = await serve(pg.url(undefined, db));
+    const { code, err } = await serve(await pg.databaseAtSchema(`schema_${process.pid}`, 2));
     expect(code).toBe(65);
     expect(err.trim().split("\n")).toHaveLength(1);
     expect(err).toContain("schema version 2");
