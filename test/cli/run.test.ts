@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Wakeup } from "../helpers/events.ts";
 import { startServer } from "../helpers/wire.ts";
+import { alive } from "../helpers/pids.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const MAIN = resolve(ROOT, "src/cli/main.ts");
@@ -122,15 +123,6 @@ function lockdRun(port: number | string, args: string[], env: Record<string, str
 
 function child(...args: string[]): string[] {
   return ["--", process.execPath, CHILD, ...args];
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 test("the child sees LOCKD_TOKEN and LOCKD_LOCK, and its exit code is lockd run's", async () => {
