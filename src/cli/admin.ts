@@ -1,6 +1,8 @@
 /** `lockd force-release NAME` and `lockd kick ID`: the admin actions of the ops server. */
 import { readOptionFile } from "./files.ts";
-import { ADMIN_OPTIONS, helpRow, optionsHelp, parseOptions } from "../config.ts";
+import { parseOptions } from "./options/argv.ts";
+import { helpRow, optionsHelp } from "./options/help.ts";
+import { ADMIN_OPTIONS } from "../config.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";

@@ -5,7 +5,8 @@
  */
 import { formatAddress } from "../address.ts";
 import { hostname } from "node:os";
-import { ConfigError, type OptionSource, type Options, type SERVE_OPTIONS } from "../config.ts";
+import { ConfigError, type OptionSource, type Options } from "./options/argv.ts";
+import type { SERVE_OPTIONS } from "../config.ts";
 import { type CoordinatorFlags, type ReadFile, resolveCoordinatorSource } from "./secrets.ts";
 import type { Logger } from "../log.ts";
 import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server/coordinator-store.ts";

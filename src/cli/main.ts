@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /** The `lockd` command: dispatch to a subcommand. */
-import { ConfigError } from "../config.ts";
+import { ConfigError } from "./options/argv.ts";
 import { VERSION } from "../version.ts";
 import { admin } from "./admin.ts";
 import { ExitCode } from "./exit.ts";

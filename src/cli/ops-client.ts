@@ -5,7 +5,7 @@
  */
 import { formatAddress } from "../address.ts";
 import { tlsConnectProblem } from "../client/tls-problem.ts";
-import type { HostPort } from "../config.ts";
+import type { Address as HostPort } from "../address.ts";
 import { CliError } from "./errors.ts";
 import { ExitCode } from "./exit.ts";
 

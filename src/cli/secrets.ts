@@ -7,7 +7,7 @@
  * mutually exclusive; a file's contents lose one trailing newline.
  */
 import { readFileSync } from "node:fs";
-import { ConfigError, type OptionSource } from "../config.ts";
+import { ConfigError, type OptionSource } from "./options/argv.ts";
 
 export type ReadFile = (path: string) => string;
 

@@ -1,6 +1,8 @@
 /** `lockd serve`: run the lock server and its ops server until SIGINT or SIGTERM. */
 import { formatAddress } from "../address.ts";
-import { helpRow, optionsHelp, parseOptions, SERVE_OPTIONS } from "../config.ts";
+import { parseOptions } from "./options/argv.ts";
+import { helpRow, optionsHelp } from "./options/help.ts";
+import { SERVE_OPTIONS } from "../config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import { Daemon, ListenError } from "../server/daemon.ts";

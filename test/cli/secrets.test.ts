@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { ConfigError } from "../../src/config.ts";
+import { ConfigError } from "../../src/cli/options/argv.ts";
 import { resolveAdminToken, resolveCoordinatorSource } from "../../src/cli/secrets.ts";
 
 describe("values given inline or in a file", () => {
