@@ -17,7 +17,7 @@ import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-import { listenFailed, relaySignals } from "./serve.ts";
+import { daemonOptions, listenFailed, relaySignals } from "./serve.ts";
 
 /**
  * The coordinator URL and where it came from, or null without one. Flags
@@ -94,19 +94,8 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   let daemon: Daemon;
   try {
     daemon = new Daemon({
-      listen: options.listen,
-      ops: options.ops,
-      ioTimeoutMs: options.ioTimeout,
-      maxSessions: c.maxSessions,
-      ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
-      shutdownGraceMs: options.shutdownGrace,
-      adminToken: c.admin.token,
-      log,
-      version: VERSION,
+      ...daemonOptions(c),
       coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor },
-      ...(c.tls !== undefined ? { tls: c.tls } : {}),
-      ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
-      opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
     });
   } catch (error) {
     await store.close().catch(() => {});

@@ -5,10 +5,10 @@ import { helpRow, optionsHelp } from "./options/help.ts";
 import { SERVE_OPTIONS } from "../config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "./secrets.ts";
-import { Daemon, ListenError } from "../server/daemon.ts";
+import { Daemon, type DaemonOptions, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
 import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
-import { resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
+import { type CoordinatedServe, resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -98,21 +98,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
 
   let daemon: Daemon;
   try {
-    daemon = new Daemon({
-      listen: options.listen,
-      ops: options.ops,
-      ioTimeoutMs: options.ioTimeout,
-      maxSessions,
-      ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
-      shutdownGraceMs: options.shutdownGrace,
-      adminToken: admin.token,
-      log,
-      version: VERSION,
-      tokens,
-      ...(tls !== undefined ? { tls } : {}),
-      ...(opsTls !== undefined ? { opsTls } : {}),
-      opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
-    });
+    daemon = new Daemon({ ...daemonOptions({ options, admin, log, maxSessions, tls, opsTls }), tokens });
   } catch (error) {
     tokens.abandon(); // nothing was reserved: the floor is as it was
     return listenFailed(error);
@@ -157,6 +143,25 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   await daemon.stopped;
   unrelay();
   return ExitCode.OK;
+}
+
+/** What every `lockd serve` passes to its Daemon, with or without --coordinator. */
+export function daemonOptions(c: Omit<CoordinatedServe, "url" | "limit">): DaemonOptions {
+  const { options } = c;
+  return {
+    listen: options.listen,
+    ops: options.ops,
+    ioTimeoutMs: options.ioTimeout,
+    maxSessions: c.maxSessions,
+    ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
+    shutdownGraceMs: options.shutdownGrace,
+    adminToken: c.admin.token,
+    log: c.log,
+    version: VERSION,
+    ...(c.tls !== undefined ? { tls: c.tls } : {}),
+    ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
+    opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
+  };
 }
 
 /** A second signal: stop now, without finishing the shutdown (EX_SOFTWARE). */
