@@ -20,7 +20,7 @@
  */
 import { heapStats } from "bun:jsc";
 import { Engine, type Session, type Transport } from "../src/core/index.ts";
-import { FrameType, HEARTBEAT_FRAME, encodeAcquire } from "../src/protocol/index.ts";
+import { ErrorCode, FrameType, HEARTBEAT_FRAME, encodeAcquire } from "../src/protocol/index.ts";
 import { pct, sorted, table } from "./lib/stats.ts";
 
 const argIndex = process.argv.indexOf("--sessions");
@@ -96,7 +96,7 @@ rows.push(["heartbeat (engine.frame), median of 5 passes", `${hbCost.toFixed(1)}
   let beatMs = 0;
   let ticks = 0;
   const refiled0 = engine.wheel.refiled;
-  const ended0 = engine.stats.ends[0x10]!;
+  const ended0 = engine.stats.ends[ErrorCode.LEASE_EXPIRED]!;
   for (let ms = 0; ms < 2000; ms++) {
     now += 1;
     const from = Math.floor((ms % interval) * perMs);
@@ -110,7 +110,7 @@ rows.push(["heartbeat (engine.frame), median of 5 passes", `${hbCost.toFixed(1)}
     ticks++;
   }
   const refiles = engine.wheel.refiled - refiled0;
-  const expired = engine.stats.ends[0x10]! - ended0;
+  const expired = engine.stats.ends[ErrorCode.LEASE_EXPIRED]! - ended0;
   if (expired !== 0) throw new Error(`${expired} sessions expired while heartbeating`);
   rows.push([
     `steady state: ${N} sessions, lease ${LEASE} ms, heartbeat every ${interval} ms`,
@@ -157,13 +157,13 @@ function dueTicks(background: number, dues: readonly number[], repeats: number):
       emptyTimes.push((performance.now() - s) * 1000);
       const c0 = e.wheel.cascaded;
       const r0 = e.wheel.refiled;
-      const ended0 = e.stats.ends[0x10]!;
+      const ended0 = e.stats.ends[ErrorCode.LEASE_EXPIRED]!;
       s = performance.now();
       e.tick(expiresAt);
       tickTimes.push((performance.now() - s) * 1000);
       cascaded += e.wheel.cascaded - c0;
-      handled += e.stats.ends[0x10]! - ended0 + e.wheel.refiled - r0;
-      if (e.stats.ends[0x10]! - ended0 !== due) throw new Error(`expected ${due} expiries at the due tick`);
+      handled += e.stats.ends[ErrorCode.LEASE_EXPIRED]! - ended0 + e.wheel.refiled - r0;
+      if (e.stats.ends[ErrorCode.LEASE_EXPIRED]! - ended0 !== due) throw new Error(`expected ${due} expiries at the due tick`);
       clock = expiresAt + 37; // off the 256-tick cascade grid so each repeat meets a different slot
       e.tick(clock);
     }

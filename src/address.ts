@@ -126,9 +126,14 @@ export function parseAddressList(input: string | readonly string[], rules: Addre
   return addresses;
 }
 
+/** A host as it stands before `:port` (in a URL too): an IPv6 address in brackets. */
+export function bracketHost(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
 /** `host:port`, with an IPv6 host in brackets: what parseAddress reads back. */
 export function formatAddress(address: Address): string {
-  return address.host.includes(":") ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`;
+  return `${bracketHost(address.host)}:${address.port}`;
 }
 
 export function formatAddressList(addresses: readonly Address[]): string {

@@ -1,185 +1,28 @@
 /**
- * Configuration: one table of options per command is the single source of
- * truth for flags, LOCKD_* environment variables, defaults, help text and
- * validation (a zod schema per option). Precedence: flag, then environment,
- * then default. Every bad value is reported, one line each, naming where it
- * came from, before anything starts.
+ * The option tables of the `lockd` commands: serve, status, the admin
+ * verbs, run and floor. Each entry is an OptionSpec (src/cli/options/argv.ts):
+ * flag, LOCKD_* variable, default, help and the schema of its value
+ * (src/cli/options/values.ts); `--help` is laid out from them
+ * (src/cli/options/help.ts).
  */
 import { z } from "zod";
-import { AddressError, parseAddress, parseAddressList, parseServerMap, type Address } from "./address.ts";
-
-// --- value types ------------------------------------------------------------
-
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** "250ms", "5s", "1.5s", "2m", "1h", "1d", or a bare number of ms. NaN if malformed. */
-export function parseDuration(text: string): number {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(text);
-  if (match === null) return Number.NaN;
-  return Math.round(Number(match[1]) * DURATION_UNITS[match[2] ?? "ms"]!);
-}
-
-/** Human form of a duration in ms, the inverse of parseDuration for round values. */
-export function formatDuration(ms: number): string {
-  for (const [unit, size] of [["d", 86_400_000], ["h", 3_600_000], ["m", 60_000], ["s", 1000]] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms}ms`;
-}
-
-/** One address (see src/address.ts for the grammar). */
-export type HostPort = Address;
-
-/**
- * The placeholder `--help` shows for a value of each kind (HOST:PORT,
- * DURATION, FILE, N, ...): set by the schema factories below, so an option
- * built from them gets the right one without saying so.
- */
-const PLACEHOLDERS = new WeakMap<z.ZodType<unknown, string>, string>();
-
-function kind<T extends z.ZodType<unknown, string>>(placeholder: string, schema: T): T {
-  PLACEHOLDERS.set(schema, placeholder);
-  return schema;
-}
-
-/** The --help placeholder of an option: its own, else its schema's, else VALUE. */
-export function placeholderOf(spec: OptionSpec): string {
-  return spec.value ?? PLACEHOLDERS.get(spec.schema) ?? "VALUE";
-}
-
-export const duration = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  kind("DURATION", z.string().transform((text, ctx) => {
-    const ms = parseDuration(text);
-    if (Number.isNaN(ms)) {
-      ctx.addIssue({ code: "custom", message: `"${text}" is not a duration (examples: 250ms, 5s, 2m)` });
-      return z.NEVER;
-    }
-    if (ms < min || ms > max) {
-      ctx.addIssue({ code: "custom", message: `${text} is out of range ${formatDuration(min)}..${formatDuration(max)}` });
-      return z.NEVER;
-    }
-    return ms;
-  }));
-
-function addressSchema<T>(placeholder: string, parse: (text: string) => T) {
-  return kind(
-    placeholder,
-    z.string().transform((text, ctx): T => {
-      try {
-        return parse(text);
-      } catch (error) {
-        if (!(error instanceof AddressError)) throw error;
-        ctx.addIssue({ code: "custom", message: error.message });
-        return z.NEVER;
-      }
-    }),
-  );
-}
-
-/** One address to connect to: HOST:PORT, [IPv6]:PORT, or :PORT (host 127.0.0.1). */
-export const hostPort = addressSchema("HOST:PORT", (text) => parseAddress(text));
-
-/** One address to listen on: as hostPort, and port 0 picks a free port. */
-export const listenAddress = addressSchema("HOST:PORT", (text) => parseAddress(text, { allowPortZero: true }));
-
-/** Addresses to try in order: HOST:PORT[,HOST:PORT...]. */
-export const hostPortList = addressSchema("HOST:PORT[,...]", (text) => parseAddressList(text));
-
-/** A server map: an address list (one shard), or [gen=N;]NAME=LIST;NAME=LIST (src/address.ts). */
-export const serverMap = addressSchema("HOST:PORT[,...]|MAP", (text) => parseServerMap(text));
-
-export const count = (min: number, max: number) =>
-  kind("N", z.string().transform((text, ctx) => {
-    const n = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
-    if (!Number.isSafeInteger(n) || n < min || n > max) {
-      ctx.addIssue({ code: "custom", message: `"${text}" is not a whole number in ${min}..${max}` });
-      return z.NEVER;
-    }
-    return n;
-  }));
-
-// --- option tables -------------------------------------------------------------
-
-export interface OptionSpec {
-  /** --flag */
-  readonly flag: string;
-  /** LOCKD_* variable, if the option can come from the environment. */
-  readonly env?: string;
-  /** Default as the user would type it; undefined when there is none. */
-  readonly default?: string;
-  readonly help: string;
-  readonly schema: z.ZodType<unknown, string>;
-  /** Placeholder in --help (default: the schema's kind, e.g. DURATION). */
-  readonly value?: string;
-}
-
-export type OptionTable = Record<string, OptionSpec>;
-
-/** The parsed value of every option of a table. */
-export type Options<T extends OptionTable> = {
-  -readonly [K in keyof T]: T[K]["default"] extends string ? z.output<T[K]["schema"]> : z.output<T[K]["schema"]> | undefined;
-};
-
-const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
-
-export const logLevel = kind("LEVEL", z.string().transform((text, ctx) => {
-  const level = text.trim().toLowerCase();
-  if (!(LOG_LEVELS as readonly string[]).includes(level)) {
-    ctx.addIssue({ code: "custom", message: `"${text}" is not a log level (one of ${LOG_LEVELS.join(", ")})` });
-    return z.NEVER;
-  }
-  return level as (typeof LOG_LEVELS)[number];
-}));
-
-/** "auto" (parsed as null: the caller decides), or a value of `schema`. */
-export const autoOr = <T>(schema: z.ZodType<T, string>) =>
-  kind(`${PLACEHOLDERS.get(schema) ?? "VALUE"}|auto`, z.string().transform((text, ctx): T | null => {
-    if (text.trim() === "auto") return null;
-    const result = schema.safeParse(text);
-    if (result.success) return result.data;
-    for (const issue of result.error.issues) ctx.addIssue({ code: "custom", message: `${issue.message} (or auto)` });
-    return z.NEVER;
-  }));
-
-/** "off" (parsed as null: no limit), or a value of `schema`. */
-export const offOr = <T>(schema: z.ZodType<T, string>) =>
-  kind(`${PLACEHOLDERS.get(schema) ?? "VALUE"}|off`, z.string().transform((text, ctx): T | null => {
-    if (text.trim() === "off") return null;
-    const result = schema.safeParse(text);
-    if (result.success) return result.data;
-    for (const issue of result.error.issues) ctx.addIssue({ code: "custom", message: `${issue.message} (or off)` });
-    return z.NEVER;
-  }));
-
-/** An admin token given inline: non-empty, no whitespace (it travels in an HTTP header). */
-export const secret = kind("TOKEN", z.string().transform((text, ctx) => {
-  if (!/^[\x21-\x7e]+$/.test(text)) {
-    ctx.addIssue({ code: "custom", message: "the admin token must be non-empty printable ASCII without spaces" });
-    return z.NEVER;
-  }
-  return text;
-}));
-
-/** A file path that must name something; the file is read later. */
-export const path = kind("FILE", z.string().transform((text, ctx) => {
-  if (text.trim() === "") {
-    ctx.addIssue({ code: "custom", message: "an empty path" });
-    return z.NEVER;
-  }
-  return text;
-}));
-
-/** A coordinator URL: non-empty, no whitespace (its scheme is checked at start). */
-export const coordinatorUrl = kind("URL", z.string().transform((text, ctx) => {
-  if (!/^\S+$/.test(text)) {
-    ctx.addIssue({ code: "custom", message: "the coordinator URL must be non-empty, without spaces (example: postgres://lockd@db.internal:5432/lockd)" });
-    return z.NEVER;
-  }
-  return text;
-}));
-
-/** A service name: 1..255 printable ASCII characters. */
-export const serviceName = kind("NAME", z.string().refine((text) => /^[\x21-\x7e]{1,255}$/.test(text), "a service name is 1 to 255 printable ASCII characters without spaces"));
+import { MAX_LEASE_MS } from "./protocol/constants.ts";
+import type { OptionSpec, OptionTable } from "./cli/options/argv.ts";
+import {
+  autoOr,
+  coordinatorUrl,
+  count,
+  duration,
+  hostPortList,
+  listenAddress,
+  logLevel,
+  offOr,
+  ownerLabel,
+  path,
+  secret,
+  serverMap,
+  serviceName,
+} from "./cli/options/values.ts";
 
 /** Where `lockd serve` puts its ops server. */
 const OPS_LISTEN = {
@@ -409,7 +252,7 @@ export const RUN_OPTIONS = {
     env: "LOCKD_LEASE",
     default: "5s",
     help: "lease: the server gives the lock away after this much silence",
-    schema: duration(1, 0xffff_ffff),
+    schema: duration(1, MAX_LEASE_MS),
   },
   wait: {
     flag: "--wait",
@@ -427,7 +270,7 @@ export const RUN_OPTIONS = {
     env: "LOCKD_OWNER",
     help: "owner label shown to operators, default HOST/pid-PID",
     value: "LABEL",
-    schema: z.string().refine((text) => new TextEncoder().encode(text).length <= 256, "owner must be at most 256 bytes of UTF-8"),
+    schema: ownerLabel,
   },
   killAfter: {
     flag: "--kill-after",
@@ -455,122 +298,7 @@ export const RUN_OPTIONS = {
   },
 } as const satisfies OptionTable;
 
-// --- parsing ------------------------------------------------------------------------
-
-export class ConfigError extends Error {
-  constructor(readonly problems: readonly string[]) {
-    super(problems.join("\n"));
-    this.name = "ConfigError";
-  }
-}
-
-export interface Parsed<T extends OptionTable> {
-  readonly options: Options<T>;
-  /** Arguments that are not options, in order (everything after `--` included). */
-  readonly positionals: string[];
-  readonly help: boolean;
-  /** Where each option's value came from. */
-  readonly sources: Record<keyof T, OptionSource>;
-}
-
-export type OptionSource = "flag" | "env" | "default" | "unset";
-
-/**
- * Parse `argv` (flags as `--flag value` or `--flag=value`) and `env` against
- * `table`. Boolean flags are those in `switches`. Throws ConfigError listing
- * every problem.
- */
-export function parseOptions<T extends OptionTable>(
-  table: T,
-  argv: readonly string[],
-  env: Record<string, string | undefined>,
-  switches: Record<string, string> = {},
-): Parsed<T> & { switches: Set<string> } {
-  const byFlag = new Map<string, string>();
-  for (const [key, spec] of Object.entries(table)) byFlag.set(spec.flag, key);
-  const raw = new Map<string, { value: string; from: string }>();
-  const positionals: string[] = [];
-  const on = new Set<string>();
-  const problems: string[] = [];
-  let help = false;
-
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === "--") {
-      positionals.push(...argv.slice(i + 1));
-      break;
-    }
-    if (arg === "-h" || arg === "--help") {
-      help = true;
-      continue;
-    }
-    if (switches[arg] !== undefined) {
-      on.add(switches[arg]);
-      continue;
-    }
-    if (!arg.startsWith("-") || arg === "-") {
-      positionals.push(arg);
-      continue;
-    }
-    const eq = arg.indexOf("=");
-    const flag = eq > 0 ? arg.slice(0, eq) : arg;
-    const key = byFlag.get(flag);
-    if (key === undefined) {
-      problems.push(`unknown option ${flag}`);
-      continue;
-    }
-    let value: string | undefined;
-    if (eq > 0) value = arg.slice(eq + 1);
-    else if (i + 1 < argv.length && !looksLikeFlag(argv[i + 1]!)) value = argv[++i];
-    if (value === undefined) {
-      problems.push(`${flag} needs a value (write ${flag}=${placeholderOf(table[key]!)} for one that starts with -)`);
-      continue;
-    }
-    raw.set(key, { value, from: flag });
-  }
-
-  const options: Record<string, unknown> = {};
-  const sources: Record<string, OptionSource> = {};
-  for (const [key, spec] of Object.entries(table)) {
-    let source = raw.get(key);
-    const fromEnv = spec.env === undefined ? undefined : env[spec.env];
-    if (source === undefined && fromEnv !== undefined && fromEnv !== "") source = { value: fromEnv, from: spec.env! };
-    if (source === undefined && spec.default !== undefined) source = { value: spec.default, from: "default" };
-    sources[key] = source === undefined ? "unset" : source.from === spec.flag ? "flag" : source.from === "default" ? "default" : "env";
-    if (source === undefined) {
-      options[key] = undefined;
-      continue;
-    }
-    const result = spec.schema.safeParse(source.value);
-    if (result.success) options[key] = result.data;
-    else for (const issue of result.error.issues) problems.push(`${source.from === spec.flag ? spec.flag : `${spec.flag} (from ${source.from})`}: ${issue.message}`);
-  }
-  if (problems.length > 0 && !help) throw new ConfigError(problems);
-  return { options: options as Options<T>, positionals, help, switches: on, sources: sources as Record<keyof T, OptionSource> };
-}
-
-/** The options section of a --help text, generated from the table. */
-const HELP_COLUMN = 32;
-
-/** `--wait -n`: the next argument is another flag, not this one's value. */
-function looksLikeFlag(arg: string): boolean {
-  return arg.length > 1 && arg.startsWith("-") && !/^-\d/.test(arg);
-}
-
-/** One row of a help text, aligned with optionsHelp's rows: `helpRow("-h, --help", "this text")`. */
-export function helpRow(left: string, text: string): string {
-  const lead = `  ${left}`;
-  return lead.length < HELP_COLUMN ? `${lead.padEnd(HELP_COLUMN)} ${text}` : `${lead}\n${" ".repeat(HELP_COLUMN + 1)}${text}`;
-}
-
-export function optionsHelp(table: OptionTable): string {
-  const rows = Object.values(table).map((spec) => {
-    const left = `  ${spec.flag} ${placeholderOf(spec)}`;
-    const extra = [spec.default !== undefined ? `default ${spec.default}` : "", spec.env !== undefined ? `env ${spec.env}` : ""]
-      .filter(Boolean)
-      .join("; ");
-    // A flag too long for the column gets its text on the next line, aligned.
-    return helpRow(left.slice(2), `${spec.help}${extra ? ` (${extra})` : ""}`);
-  });
-  return rows.join("\n");
-}
+/** `lockd floor`: the data directory of `lockd serve`. */
+export const FLOOR_OPTIONS = {
+  dataDir: { ...SERVE_OPTIONS.dataDir, help: "the server's data directory", value: "DIR" },
+} as const satisfies OptionTable;

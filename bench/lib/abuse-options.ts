@@ -1,5 +1,5 @@
 /** Command line of bench/abuse.ts: parsed and checked here, so a test can hold it to its word. */
-import { parseDuration } from "../../src/config.ts";
+import { parseDuration } from "../../src/cli/options/values.ts";
 
 export const ATTACKS = {
   a: "pipelined heartbeats, reading the replies (1 connection)",

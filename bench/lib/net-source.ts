@@ -12,57 +12,15 @@
  *   close), resolved with the status and the body length.
  */
 import * as net from "node:net";
-import type { Address, Connector, Transport, TransportEvents } from "../../src/client/index.ts";
-
-class SourceTransport implements Transport {
-  private isClosed = false;
-  private onClosed: (() => void)[] = [];
-
-  constructor(private readonly socket: net.Socket) {}
-
-  write(bytes: Uint8Array): void {
-    if (!this.isClosed) this.socket.write(bytes);
-  }
-
-  close(): Promise<void> {
-    if (this.isClosed) return Promise.resolve();
-    const done = new Promise<void>((resolve) => this.onClosed.push(resolve));
-    this.socket.end();
-    return done;
-  }
-
-  gone(): void {
-    this.isClosed = true;
-    for (const resolve of this.onClosed) resolve();
-    this.onClosed = [];
-  }
-}
+import type { Address, Connector, TransportEvents } from "../../src/client/index.ts";
+import { nodeTransport } from "../../src/client/node-transport.ts";
 
 /** A Connector for LockClient that connects from `source` (TLS is not supported). */
 export function sourceConnector(source: string): Connector {
   return (address: Address, tls, events: TransportEvents) =>
-    new Promise<Transport>((resolve, reject) => {
-      if (tls !== undefined && tls !== false) return reject(new Error("sourceConnector: TLS is not supported"));
-      const socket = net.connect({ host: address.host, port: address.port, localAddress: source });
-      socket.setNoDelay(true);
-      const transport = new SourceTransport(socket);
-      let connected = false;
-      let failure: Error | undefined;
-      socket.once("connect", () => {
-        connected = true;
-        resolve(transport);
-      });
-      socket.on("data", (chunk: Buffer) => events.data(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length)));
-      socket.on("error", (error: Error) => {
-        failure = error;
-        if (!connected) reject(error);
-      });
-      socket.on("end", () => socket.end());
-      socket.once("close", () => {
-        transport.gone();
-        if (connected) events.closed(failure);
-      });
-    });
+    tls !== undefined && tls !== false
+      ? Promise.reject(new Error("sourceConnector: TLS is not supported"))
+      : nodeTransport(net.connect({ host: address.host, port: address.port, localAddress: source }), false, events);
 }
 
 /** A raw node:net socket from `source` to 127.0.0.1:port; rejects on error or after `timeoutMs`. */

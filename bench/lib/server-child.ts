@@ -5,6 +5,7 @@
  * session ended by LEASE_EXPIRED. Usage: bun bench/lib/server-child.ts [ioTimeoutMs]
  */
 import { Logger } from "../../src/log.ts";
+import { CLOSED_BY_PEER } from "../../src/core/session.ts";
 import { ErrorCode } from "../../src/protocol/index.ts";
 import { AdminAuth } from "../../src/server/admin.ts";
 import { LockServer } from "../../src/server/index.ts";
@@ -38,7 +39,7 @@ serveRequests({}, () => ({
   ioTimeout: engine.stats.ends[ErrorCode.IO_TIMEOUT]!,
   protocolError: engine.stats.ends[ErrorCode.PROTOCOL_ERROR]!,
   overloaded: engine.stats.ends[ErrorCode.OVERLOADED]!,
-  closedByPeer: engine.stats.ends[0]!,
+  closedByPeer: engine.stats.ends[CLOSED_BY_PEER]!,
   wheelSize: engine.wheel.size,
   refiled: engine.wheel.refiled,
 }));

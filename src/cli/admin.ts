@@ -1,10 +1,13 @@
 /** `lockd force-release NAME` and `lockd kick ID`: the admin actions of the ops server. */
 import { readOptionFile } from "./files.ts";
-import { ADMIN_OPTIONS, helpRow, optionsHelp, parseOptions } from "../config.ts";
-import { resolveAdminToken } from "../server/admin.ts";
+import { parseOptions } from "./options/argv.ts";
+import { helpRow, optionsHelp } from "./options/help.ts";
+import { ADMIN_OPTIONS } from "../config.ts";
+import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError, errorMessage, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
+import { errorMessage, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
 
 const COMMON = `Options (flag, then environment, then default):
 ${optionsHelp(ADMIN_OPTIONS)}

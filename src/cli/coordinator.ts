@@ -3,25 +3,22 @@
  * admin token), the instance id, and the store opened and checked before
  * anything listens. Every problem is one line and an exit code.
  */
-import { readFileSync } from "node:fs";
+import { formatAddress } from "../address.ts";
 import { hostname } from "node:os";
-import { ConfigError, type OptionSource, type Options, type SERVE_OPTIONS } from "../config.ts";
+import { ConfigError, type OptionSource, type Options } from "./options/argv.ts";
+import type { SERVE_OPTIONS } from "../config.ts";
+import { type CoordinatorFlags, type ReadFile, resolveCoordinatorSource } from "./secrets.ts";
 import type { Logger } from "../log.ts";
 import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server/coordinator-store.ts";
-import { Daemon, ListenError } from "../server/daemon.ts";
+import { Daemon } from "../server/daemon.ts";
 import type { openFileLimit } from "../server/limits.ts";
 import type { ServerTls } from "../server/server.ts";
 import type { ShardSettings } from "../shard-guard.ts";
 import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError } from "./ops-client.ts";
-import { listenFailure } from "./serve.ts";
-
-export interface CoordinatorFlags {
-  readonly coordinator: string | undefined;
-  readonly coordinatorFile: string | undefined;
-}
+import { CliError } from "./errors.ts";
+import { daemonOptions, listenFailed, relaySignals } from "./serve.ts";
 
 /**
  * The coordinator URL and where it came from, or null without one. Flags
@@ -31,9 +28,9 @@ export interface CoordinatorFlags {
 export function resolveCoordinatorUrl(
   options: CoordinatorFlags,
   sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource; readonly service?: OptionSource; readonly coordinatorLease?: OptionSource },
-  read: (path: string) => string = (path) => readFileSync(path, "utf8"),
+  read?: ReadFile,
 ): { url: string; from: string } | null {
-  const url = resolveUrl(options, sources, read);
+  const url = resolveCoordinatorSource(options, sources, read);
   if (url === null) {
     // --service and --coordinator-lease mean nothing alone: say so rather than run a single server.
     const stray = [
@@ -43,34 +40,6 @@ export function resolveCoordinatorUrl(
     if (stray.length > 0) throw new ConfigError([`${stray.join(" and ")} need${stray.length === 1 ? "s" : ""} --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)`]);
   }
   return url;
-}
-
-function resolveUrl(
-  options: CoordinatorFlags,
-  sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource },
-  read: (path: string) => string,
-): { url: string; from: string } | null {
-  for (const level of ["flag", "env"] as const) {
-    const inline = sources.coordinator === level ? options.coordinator : undefined;
-    const file = sources.coordinatorFile === level ? options.coordinatorFile : undefined;
-    if (inline !== undefined && file !== undefined) {
-      throw new ConfigError([`${level === "flag" ? "--coordinator and --coordinator-file" : "LOCKD_COORDINATOR and LOCKD_COORDINATOR_FILE"} are both set: give one`]);
-    }
-    if (inline !== undefined) return { url: inline, from: level === "flag" ? "--coordinator" : "LOCKD_COORDINATOR" };
-    if (file !== undefined) {
-      const where = level === "flag" ? "--coordinator-file" : "--coordinator-file (from LOCKD_COORDINATOR_FILE)";
-      let text: string;
-      try {
-        text = read(file);
-      } catch (error) {
-        throw new ConfigError([`${where}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
-      }
-      const url = text.replace(/\r?\n$/, "");
-      if (!/^\S+$/.test(url)) throw new ConfigError([`${where}: ${file} must hold one URL on one line`]);
-      return { url, from: level === "flag" ? "--coordinator-file" : "LOCKD_COORDINATOR_FILE" };
-    }
-  }
-  return null;
 }
 
 /** host/pid-N/random: unique per process, readable in the coordinator table. */
@@ -127,30 +96,14 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   let daemon: Daemon;
   try {
     daemon = new Daemon({
-      listen: options.listen,
-      ops: options.ops,
-      ioTimeoutMs: options.ioTimeout,
-      maxSessions: c.maxSessions,
-      ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
-      shutdownGraceMs: options.shutdownGrace,
-      adminToken: c.admin.token,
-      log,
-      version: VERSION,
+      ...daemonOptions(c),
       coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor },
-      ...(c.tls !== undefined ? { tls: c.tls } : {}),
-      ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
-      opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
-      shards: c.shards,
     });
   } catch (error) {
     await store.close().catch(() => {});
-    if (!(error instanceof ListenError)) throw error;
-    process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
-    return ExitCode.UNAVAILABLE;
+    return listenFailed(error);
   }
-  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  const unrelay = relaySignals(daemon);
 
   const roles = daemon.roles!;
   // The role is known after the coordinator's first answer (bounded: it may be gone already).
@@ -167,9 +120,9 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     coordinator: redactUrl(c.url.url),
     coordinatorFrom: c.url.from,
     coordinatorLeaseMs: leaseMs,
-    listen: server === null ? `${options.listen.host}:${options.listen.port} (when active)` : `${server.hostname}:${server.port}`,
-    ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
-    ui: `${c.opsTls === undefined ? "http" : "https"}://${daemon.ops.hostname.includes(":") ? `[${daemon.ops.hostname}]` : daemon.ops.hostname}:${daemon.ops.port}/ui`,
+    listen: server === null ? `${formatAddress(options.listen)} (when active)` : formatAddress({ host: server.hostname, port: server.port }),
+    ops: formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port }),
+    ui: `${c.opsTls === undefined ? "http" : "https"}://${formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port })}/ui`,
     ioTimeoutMs: options.ioTimeout,
     maxSessions: Number.isFinite(c.maxSessions) ? c.maxSessions : "unlimited",
     maxSessionsPerSource: options.maxSessionsPerSource ?? "off",
@@ -190,7 +143,6 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   });
 
   await daemon.stopped;
-  process.off("SIGINT", onSignal);
-  process.off("SIGTERM", onSignal);
+  unrelay();
   return ExitCode.OK;
 }

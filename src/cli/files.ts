@@ -1,7 +1,7 @@
 /** Reading the files that options name (certificates, keys), with errors that say which option. */
 import { readFileSync } from "node:fs";
 import { ExitCode } from "./exit.ts";
-import { CliError } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
 
 export function readOptionFile(path: string, flag: string): string {
   try {

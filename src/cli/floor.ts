@@ -1,19 +1,11 @@
 /** `lockd floor`: show or raise the fencing-token floor in a data directory (the server must be stopped). */
-import { parseOptions, path, type OptionTable } from "../config.ts";
+import { FLOOR_OPTIONS } from "../config.ts";
+import { parseOptions } from "./options/argv.ts";
+import { helpRow, optionsHelp } from "./options/help.ts";
 import { DirLock } from "../server/dir-lock.ts";
 import { TokenStoreError, lockDataDir, readFloor, writeFloor } from "../server/tokens-file.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError } from "./ops-client.ts";
-
-export const FLOOR_OPTIONS = {
-  dataDir: {
-    flag: "--data-dir",
-    env: "LOCKD_DATA_DIR",
-    default: "./lockd-data",
-    help: "the server's data directory",
-    schema: path,
-  },
-} as const satisfies OptionTable;
+import { CliError } from "./errors.ts";
 
 export const FLOOR_HELP = `Usage: lockd floor [--data-dir DIR] [N]
 
@@ -28,8 +20,8 @@ holds DIR, lockd floor N refuses (exit 75), since that server would write
 its own floor over N when it stops.
 
 Options:
-  --data-dir DIR   the server's data directory (default ./lockd-data; env LOCKD_DATA_DIR)
-  -h, --help       this text
+${optionsHelp(FLOOR_OPTIONS)}
+${helpRow("-h, --help", "this text")}
 
 Exit codes: 0 done; 64 bad arguments, or N below the current floor;
 65 the stored floor is corrupt; 73 the directory cannot be written;

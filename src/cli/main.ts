@@ -1,11 +1,11 @@
 #!/usr/bin/env bun
 /** The `lockd` command: dispatch to a subcommand. */
-import { ConfigError } from "../config.ts";
+import { ConfigError } from "./options/argv.ts";
 import { VERSION } from "../version.ts";
 import { admin } from "./admin.ts";
 import { ExitCode } from "./exit.ts";
 import { floor } from "./floor.ts";
-import { CliError } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
 import { run } from "./run.ts";
 import { serve } from "./serve.ts";
 import { shardOf } from "./shard-of.ts";

@@ -5,18 +5,9 @@
  */
 import { formatAddress } from "../address.ts";
 import { tlsConnectProblem } from "../client/tls-problem.ts";
-import type { HostPort } from "../config.ts";
+import type { Address as HostPort } from "../address.ts";
+import { CliError } from "./errors.ts";
 import { ExitCode } from "./exit.ts";
-
-export class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number,
-  ) {
-    super(message);
-    this.name = "CliError";
-  }
-}
 
 export interface OpsAnswer {
   readonly status: number;
@@ -24,8 +15,7 @@ export interface OpsAnswer {
 }
 
 export function opsUrl(ops: HostPort, path: string, https = false): string {
-  const host = ops.host.includes(":") ? `[${ops.host}]` : ops.host;
-  return `${https ? "https" : "http"}://${host}:${ops.port}${path}`;
+  return `${https ? "https" : "http"}://${formatAddress(ops)}${path}`;
 }
 
 /** `?name=` form: it carries every lock name, also `.` and `..`, which a path segment cannot. */

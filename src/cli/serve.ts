@@ -1,12 +1,14 @@
 /** `lockd serve`: run the lock server and its ops server until SIGINT or SIGTERM. */
 import { formatAddress } from "../address.ts";
-import { helpRow, optionsHelp, parseOptions, SERVE_OPTIONS } from "../config.ts";
+import { parseOptions } from "./options/argv.ts";
+import { helpRow, optionsHelp } from "./options/help.ts";
+import { SERVE_OPTIONS } from "../config.ts";
 import { Logger } from "../log.ts";
-import { resolveAdminToken } from "../server/admin.ts";
-import { Daemon, ListenError } from "../server/daemon.ts";
+import { resolveAdminToken } from "./secrets.ts";
+import { Daemon, type DaemonOptions, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
 import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
-import { resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
+import { type CoordinatedServe, resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
 import { AddressError } from "../address.ts";
 import { shardSettings, type ShardSettings } from "../shard-guard.ts";
 import { pairOf, readOptionFile } from "./files.ts";
@@ -106,31 +108,12 @@ export async function serve(argv: readonly string[], env: Record<string, string 
 
   let daemon: Daemon;
   try {
-    daemon = new Daemon({
-      listen: options.listen,
-      ops: options.ops,
-      ioTimeoutMs: options.ioTimeout,
-      maxSessions,
-      ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
-      shutdownGraceMs: options.shutdownGrace,
-      adminToken: admin.token,
-      log,
-      version: VERSION,
-      tokens,
-      shards,
-      ...(tls !== undefined ? { tls } : {}),
-      ...(opsTls !== undefined ? { opsTls } : {}),
-      opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
-    });
+    daemon = new Daemon({ ...daemonOptions({ options, admin, log, maxSessions, tls, opsTls, shards }), tokens });
   } catch (error) {
     tokens.abandon(); // nothing was reserved: the floor is as it was
-    if (!(error instanceof ListenError)) throw error;
-    process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
-    return ExitCode.UNAVAILABLE;
+    return listenFailed(error);
   }
-  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal);
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  const unrelay = relaySignals(daemon);
   // Only now, with both listeners bound, reserve the first block: a start that fails burns none.
   try {
     tokens.start();
@@ -138,16 +121,15 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     if (!(error instanceof TokenStoreError)) throw error;
     process.stderr.write(`lockd serve: ${error.message}\n`);
     await daemon.close();
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    unrelay();
     return storeExit(error);
   }
 
   log.info("lockd listening", {
     version: VERSION,
-    listen: `${daemon.server.hostname}:${daemon.server.port}`,
-    ops: `${daemon.ops.hostname}:${daemon.ops.port}`,
-    ui: `${opsTls === undefined ? "http" : "https"}://${daemon.ops.hostname.includes(":") ? `[${daemon.ops.hostname}]` : daemon.ops.hostname}:${daemon.ops.port}/ui`,
+    listen: formatAddress({ host: daemon.server.hostname, port: daemon.server.port }),
+    ops: formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port }),
+    ui: `${opsTls === undefined ? "http" : "https"}://${formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port })}/ui`,
     ioTimeoutMs: options.ioTimeout,
     maxSessions: Number.isFinite(maxSessions) ? maxSessions : "unlimited",
     maxSessionsPerSource: options.maxSessionsPerSource ?? "off",
@@ -172,9 +154,51 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   }
 
   await daemon.stopped;
-  process.off("SIGINT", onSignal);
-  process.off("SIGTERM", onSignal);
+  unrelay();
   return ExitCode.OK;
+}
+
+/** What every `lockd serve` passes to its Daemon, with or without --coordinator. */
+export function daemonOptions(c: Omit<CoordinatedServe, "url" | "limit">): DaemonOptions {
+  const { options } = c;
+  return {
+    listen: options.listen,
+    ops: options.ops,
+    ioTimeoutMs: options.ioTimeout,
+    maxSessions: c.maxSessions,
+    ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
+    shutdownGraceMs: options.shutdownGrace,
+    adminToken: c.admin.token,
+    log: c.log,
+    version: VERSION,
+    ...(c.tls !== undefined ? { tls: c.tls } : {}),
+    ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
+    opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
+    shards: c.shards,
+  };
+}
+
+/** A second signal: stop now, without finishing the shutdown (EX_SOFTWARE). */
+function forceExit(): never {
+  process.exit(ExitCode.SOFTWARE);
+}
+
+/** SIGINT and SIGTERM go to the daemon: the first shuts down, the second forces the exit. Returns the undo. */
+export function relaySignals(daemon: Daemon): () => void {
+  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal, forceExit);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  return () => {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  };
+}
+
+/** A Daemon that could not start: a ListenError is said on stderr (exit 69); anything else is rethrown. */
+export function listenFailed(error: unknown): number {
+  if (!(error instanceof ListenError)) throw error;
+  process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
+  return ExitCode.UNAVAILABLE;
 }
 
 /** Why a listener could not be opened, in the same words for --listen and --ops. */
@@ -187,8 +211,8 @@ export function listenFailure(error: ListenError): string {
     EACCES: "permission denied (ports below 1024 need privileges)",
   };
   const text = cause?.code !== undefined ? why[cause.code] : undefined;
-  if (text === undefined) return error.message;
-  return `cannot listen on ${formatAddress(error.address)} (${flag}): ${text} [${cause!.code}]`;
+  const reason = text === undefined ? (cause?.message ?? String(error.cause)) : `${text} [${cause!.code}]`;
+  return `cannot listen on ${formatAddress(error.address)} (${flag}): ${reason}`;
 }
 
 /** The exit code for a data directory that cannot be used. */

@@ -1,9 +1,11 @@
 /** `lockd shard-of NAME...`: the shard each lock name belongs to in a server map, for scripts. */
 import { formatAddressList } from "../address.ts";
-import { helpRow, optionsHelp, parseOptions, RUN_OPTIONS } from "../config.ts";
+import { RUN_OPTIONS } from "../config.ts";
+import { parseOptions } from "./options/argv.ts";
+import { helpRow, optionsHelp } from "./options/help.ts";
 import { placementOf } from "../shard.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
 
 const SHARD_OF_OPTIONS = { server: RUN_OPTIONS.server } as const;
 

@@ -1,9 +1,12 @@
 /** `lockd status [NAME]`: who holds and who waits, as a table (or --json), from the ops server. */
 import { readOptionFile } from "./files.ts";
-import { helpRow, optionsHelp, parseOptions, STATUS_OPTIONS } from "../config.ts";
+import { parseOptions } from "./options/argv.ts";
+import { helpRow, optionsHelp } from "./options/help.ts";
+import { STATUS_OPTIONS } from "../config.ts";
 import type { HolderView, LockView, LocksView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
-import { CliError, expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
+import { CliError } from "./errors.ts";
+import { expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
 import type { Address } from "../address.ts";
 import { describeShards, placementOf } from "../shard.ts";
 

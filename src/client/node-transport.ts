@@ -29,11 +29,20 @@ class NodeTransport implements Transport {
 }
 
 export function connectNode(address: Address, tls: TlsSettings | undefined, events: TransportEvents): Promise<Transport> {
+  const secure = tls !== undefined && tls !== false;
+  const socket: net.Socket = secure
+    ? tlsModule.connect({ host: address.host, port: address.port, ...nodeTls(tls, address.host) })
+    : net.connect({ host: address.host, port: address.port });
+  return nodeTransport(socket, secure, events);
+}
+
+/**
+ * A Transport over a node:net (or, with `secure`, node:tls) socket that is
+ * connecting: resolves once it is connected (TLS: after the handshake),
+ * rejects if it fails before that.
+ */
+export function nodeTransport(socket: net.Socket, secure: boolean, events: TransportEvents): Promise<Transport> {
   return new Promise<Transport>((resolve, reject) => {
-    const secure = tls !== undefined && tls !== false;
-    const socket: net.Socket = secure
-      ? tlsModule.connect({ host: address.host, port: address.port, ...nodeTls(tls, address.host) })
-      : net.connect({ host: address.host, port: address.port });
     socket.setNoDelay(true);
     const transport = new NodeTransport(socket);
     let connected = false;

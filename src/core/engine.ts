@@ -37,10 +37,10 @@ import {
   WAITING_REPLY_FRAME,
   writeToken,
 } from "../protocol/index.ts";
-import { Lock, Session, SessionState } from "./session.ts";
+import { CLOSED_BY_PEER, Lock, Session, SessionState } from "./session.ts";
 import { EngineStats, GrantPath } from "./stats.ts";
 import { MemoryTokens, type TokenSource } from "./tokens.ts";
-import { TimerWheel, type WheelOwner } from "./wheel.ts";
+import { TimerWheel, type WheelDriver, type WheelOwner } from "./wheel.ts";
 
 /** How the engine acts on the world. */
 export interface Transport<C> {
@@ -89,6 +89,29 @@ export interface GrantGuard {
   mayGrant(now: number): boolean;
 }
 
+/** The counters, without the methods that count. */
+export type EngineStatsView = Omit<Readonly<EngineStats>, "handedOver" | "granted" | "held">;
+
+/** The timer wheel's figures, without the methods that file and advance. */
+export type WheelView = Pick<TimerWheel<Session<unknown>>, "size" | "nextTick" | "refiled" | "cascaded">;
+
+/**
+ * What the ops server, metrics, views and the /ui board read of an engine:
+ * its state, read-only. Everything that changes it is an Engine method.
+ */
+export interface EngineView<C = unknown> {
+  readonly locks: ReadonlyMap<string, Lock<C>>;
+  readonly sessions: ReadonlyMap<number, Session<C>>;
+  readonly stats: EngineStatsView;
+  /** The last fencing token issued (`last` of the token source). */
+  readonly tokens: { readonly last: number };
+  readonly maxSessions: number;
+  /** Infinity when there is no per-source limit. */
+  readonly maxSessionsPerSource: number;
+  /** Live sessions per source, kept only while a per-source limit is set. */
+  readonly sources: ReadonlyMap<string, number>;
+}
+
 /** Ended-by-rule frames are the same bytes every time: built once. */
 const LEASE_EXPIRED_FRAME = encodeError(ErrorCode.LEASE_EXPIRED, "lease expired: nothing received for a whole lease");
 const IO_TIMEOUT_FRAME = encodeError(ErrorCode.IO_TIMEOUT, "io-timeout: a frame did not arrive, or output did not drain, in time");
@@ -107,8 +130,8 @@ const PIPELINING_FRAME = encodeError(
 /** The promotion push, rewritten for each grant: the handover path allocates no frame of its own. */
 const PUSH_FRAME = encodeAcquired(0, 0);
 
-export class Engine<C = unknown> implements WheelOwner<Session<C>> {
-  readonly wheel: TimerWheel<Session<C>>;
+export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C> {
+  private readonly timers: TimerWheel<Session<C>>;
   readonly locks = new Map<string, Lock<C>>();
   readonly sessions = new Map<number, Session<C>>();
   readonly stats = new EngineStats();
@@ -136,7 +159,20 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
     this.tokens = options.tokens ?? new MemoryTokens();
     this.guard = options.grantGuard ?? null;
     this.shardGuard = options.shardGuard ?? null;
-    this.wheel = new TimerWheel(now);
+    this.timers = new TimerWheel(now);
+  }
+
+  /** The timer wheel's figures (tests, benchmarks, invariant checks). */
+  get wheel(): WheelView {
+    return this.timers;
+  }
+
+  /**
+   * Who runs the one real timer: armed whenever the earliest deadline moves
+   * earlier, and calls `tick` at (or soon after) it. Null stops arming.
+   */
+  setDriver(driver: WheelDriver | null): void {
+    this.timers.setDriver(driver);
   }
 
   // --- events from the shell -----------------------------------------------
@@ -174,7 +210,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
     this.sessions.set(session.id, session);
     this.stats.states[SessionState.CONNECTED]!++;
     this.stats.opened++;
-    this.wheel.schedule(session, session.readDeadline);
+    this.timers.schedule(session, session.readDeadline);
     return session;
   }
 
@@ -249,14 +285,14 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   /** The peer closed, reset, or the socket failed. Idempotent. */
   closed(session: Session<C>, now: number): void {
     if (session.state === SessionState.ENDED) return;
-    session.endReason = 0;
-    this.stats.ends[0]!++;
+    session.endReason = CLOSED_BY_PEER;
+    this.stats.ends[CLOSED_BY_PEER]!++;
     this.detach(session, now);
   }
 
   /** Run the wheel up to `now`: end sessions whose deadline has passed. */
   tick(now: number): void {
-    this.wheel.advance(now, this);
+    this.timers.advance(now, this);
   }
 
   /** WheelOwner: the session's filed deadline has passed. */
@@ -408,7 +444,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
   private detach(session: Session<C>, now: number): void {
     const was = session.state;
     this.setState(session, SessionState.ENDED);
-    this.wheel.remove(session);
+    this.timers.remove(session);
     this.sessions.delete(session.id);
     const source = session.source;
     if (source !== null) {
@@ -435,6 +471,6 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>> {
 
   /** File the session so it comes due no later than `deadline`. */
   private fileBy(session: Session<C>, deadline: number): void {
-    if (Math.ceil(deadline) < session.wheelTick || session.wheelSlot < 0) this.wheel.schedule(session, deadline);
+    if (Math.ceil(deadline) < session.wheelTick || session.wheelSlot < 0) this.timers.schedule(session, deadline);
   }
 }

@@ -20,7 +20,17 @@ export const SessionState = {
 } as const;
 export type SessionState = (typeof SessionState)[keyof typeof SessionState];
 
+/** SessionState by name, as metrics and views label them. */
 export const SESSION_STATE_NAMES = ["connected", "waiting", "owner", "ended"] as const;
+
+/** The states of a live session (ENDED sessions are forgotten). */
+export const LIVE_STATES = [SessionState.CONNECTED, SessionState.WAITING, SessionState.OWNER] as const;
+
+/**
+ * `Session.endReason` (and the index in `EngineStats.ends`) of a session
+ * the peer closed; every other end reason is the ERROR code sent.
+ */
+export const CLOSED_BY_PEER = 0;
 
 export class Session<C = unknown> implements WheelEntry {
   state: SessionState = SessionState.CONNECTED;

@@ -10,7 +10,7 @@
  *      see the whole window (including the final counters);
  *   4. the ops server stops and `stopped` resolves; `lockd serve` exits 0.
  *
- * A second signal exits at once (exit code 70), whatever phase it is in.
+ * A second signal exits at once (`lockd serve`: exit code 70), whatever phase it is in.
  * Tests drive the same sequence in-process through `shutdown()`.
  *
  * With `coordinator` (lockd serve --coordinator) the lock listener belongs
@@ -18,9 +18,9 @@
  * active of its service, step 2 is the role layer's stop (which also
  * releases the coordinator row), and readiness means "active".
  */
-import type { HostPort } from "../config.ts";
+import { type Address, formatAddress } from "../address.ts";
 import type { GrantGuard } from "../core/engine.ts";
-import type { Session } from "../core/session.ts";
+import { CLOSED_BY_PEER, type Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
 import { type Logger, RateLimit } from "../log.ts";
@@ -36,8 +36,8 @@ import type { FileTokens } from "./tokens-file.ts";
 import { remoteOf } from "./views.ts";
 
 export interface DaemonOptions {
-  readonly listen: HostPort;
-  readonly ops: HostPort;
+  readonly listen: Address;
+  readonly ops: Address;
   readonly ioTimeoutMs: number;
   readonly maxSessions?: number;
   /** Live sessions from one peer address beyond this get OVERLOADED. Omitted: no per-source limit. */
@@ -65,21 +65,18 @@ export interface DaemonOptions {
 
 export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
 
-/** A listener could not be opened; `which` says which one. */
+/** A listener could not be opened; `which` says which one (the CLI names its flag). */
 export class ListenError extends Error {
   readonly code = "LISTEN_FAILED";
   constructor(
     readonly which: "listen" | "ops",
-    readonly address: HostPort,
+    readonly address: Address,
     cause: unknown,
   ) {
-    super(`cannot listen on ${address.host}:${address.port} (${which === "listen" ? "--listen" : "--ops"}): ${(cause as Error)?.message ?? cause}`, { cause });
+    super(`cannot listen on ${formatAddress(address)} (the ${which === "listen" ? "lock" : "ops"} listener): ${(cause as Error)?.message ?? cause}`, { cause });
     this.name = "ListenError";
   }
 }
-
-/** Exit code of a second signal: EX_SOFTWARE, "stopped without finishing". */
-export const FORCED_EXIT_CODE = 70;
 
 export class Daemon {
   readonly ops: OpsServer;
@@ -121,7 +118,13 @@ export class Daemon {
         hostname: options.ops.host,
         port: options.ops.port,
         // With roles, the current term's server (or the last term's, or an idle engine while standby).
-        server: fixed ?? { get engine() { return roles!.engine; }, get connectionCount() { return roles!.server?.connectionCount ?? 0; } },
+        server: fixed ?? {
+          get view() { return roles!.engine; },
+          get connectionCount() { return roles!.server?.connectionCount ?? 0; },
+          // A standby's engine (idle, or the last term's, whose sessions all ended) has no session to act on.
+          forceRelease: (name, now) => roles!.server?.forceRelease(name, now) ?? null,
+          kick: (id, now) => roles!.server?.kick(id, now) ?? null,
+        },
         auth: new AdminAuth(options.adminToken),
         log: options.log,
         version: options.version,
@@ -179,12 +182,12 @@ export class Daemon {
 
   /**
    * A signal arrived: the first starts the shutdown, the second calls
-   * `exit(70)` at once. `exit` is injectable for tests.
+   * `forceExit` at once (the CLI's: exit with its code for a forced stop).
    */
-  signal(name: string, exit: (code: number) => void = (code) => process.exit(code)): void {
+  signal(name: string, forceExit: () => void): void {
     if (++this.signals > 1) {
       this.options.log.warn("second signal: exiting at once", { signal: name, phase: this.phase });
-      exit(FORCED_EXIT_CODE);
+      forceExit();
       return;
     }
     void this.shutdown(name);
@@ -220,7 +223,7 @@ export class Daemon {
     const log = this.options.log;
     this.phase = "draining";
     const roles = this.roles;
-    const engine = roles === null ? this.server.engine : roles.engine;
+    const engine = roles === null ? this.server.view : roles.engine;
     log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
     if (roles !== null) await roles.stop();
     else {
@@ -261,7 +264,7 @@ function sessionLog(log: Logger): ServerEvents {
     remote: remoteOf(session.conn),
     lock: session.lock?.name ?? null,
     owner: session.owner,
-    reason: session.endReason === 0 ? "closed" : errorCodeName(session.endReason),
+    reason: session.endReason === CLOSED_BY_PEER ? "closed" : errorCodeName(session.endReason),
   });
   return {
     opened(session) {

@@ -15,8 +15,8 @@
  * (ops.ts).
  */
 import { readdirSync, statSync } from "node:fs";
-import { SessionState } from "../core/session.ts";
-import type { Engine } from "../core/engine.ts";
+import { CLOSED_BY_PEER, LIVE_STATES, SESSION_STATE_NAMES, SessionState } from "../core/session.ts";
+import type { EngineView } from "../core/engine.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
 import { openFileLimit } from "./limits.ts";
@@ -40,7 +40,7 @@ export interface OpsConnections {
 }
 
 export interface MetricsInput {
-  readonly engine: Engine<unknown>;
+  readonly engine: EngineView<unknown>;
   /** Open TCP connections of the lock listener. */
   readonly connections: number;
   readonly ready: boolean;
@@ -57,7 +57,7 @@ export interface MetricsInput {
 
 /** End reasons as label values: 0 is the peer's close, the rest are ERROR codes. */
 const END_REASONS: readonly (readonly [number, string])[] = [
-  [0, "closed"],
+  [CLOSED_BY_PEER, "closed"],
   ...Object.entries(ErrorCode).map(([name, code]) => [code, name.toLowerCase()] as const),
 ];
 
@@ -79,9 +79,7 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_ready", "gauge", "1 while accepting sessions; 0 from the first moment of shutdown, and on a standby (--coordinator).", input.ready ? 1 : 0);
 
   out.family("lockd_sessions", "gauge", "Live sessions by state: connected (no ACQUIRE yet), waiting (queued), owner (holds its lock).");
-  out.sample("lockd_sessions", stats.states[SessionState.CONNECTED]!, { state: "connected" });
-  out.sample("lockd_sessions", stats.states[SessionState.WAITING]!, { state: "waiting" });
-  out.sample("lockd_sessions", stats.states[SessionState.OWNER]!, { state: "owner" });
+  for (const state of LIVE_STATES) out.sample("lockd_sessions", stats.states[state]!, { state: SESSION_STATE_NAMES[state] });
   out.single("lockd_connections", "gauge", "Open TCP connections on the lock listener, including ones being closed.", input.connections);
   out.single("lockd_locks", "gauge", "Locks with a holder or waiters (a lock exists only while someone holds or wants it).", engine.locks.size);
   out.single("lockd_locks_held", "gauge", "Locks that have an owner.", stats.states[SessionState.OWNER]!);

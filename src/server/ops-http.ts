@@ -36,6 +36,7 @@
  * `maxConnections`), armed only while some are open.
  */
 import type { Socket, TCPSocketListener } from "bun";
+import { peerOf } from "./peer.ts";
 
 export interface HttpRequest {
   readonly method: string;
@@ -649,11 +650,7 @@ function toAscii(target: string): string {
 }
 
 function remoteOf(socket: Socket<unknown>): string {
-  const address = socket.remoteAddress ?? "";
-  if (address === "") return "unknown";
-  const port = socket.remotePort;
-  const host = address.includes(":") ? `[${address}]` : address;
-  return port === undefined ? host : `${host}:${port}`;
+  return peerOf(socket) || "unknown";
 }
 
 /** A byte that may start an HTTP method (RFC 9110 tchar). */

@@ -42,7 +42,8 @@ export interface OpsOptions {
   readonly hostname: string;
   /** 0 picks a free port (tests). */
   readonly port: number;
-  readonly server: Pick<LockServer, "engine" | "connectionCount">;
+  /** The lock server: its engine read-only, its connection count and the two admin actions. */
+  readonly server: Pick<LockServer, "view" | "connectionCount" | "forceRelease" | "kick">;
   /** With --coordinator: the role layer (role and epoch in /readyz and /metrics). */
   readonly roles?: Pick<Roles, "view" | "metrics">;
   readonly auth: AdminAuth;
@@ -174,7 +175,7 @@ export class OpsServer {
 
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
-    this.board = new Board({ engine: options.server.engine, scanSlice: this.limits.scanSlice, version: options.version });
+    this.board = new Board({ engine: options.server.view, scanSlice: this.limits.scanSlice, version: options.version });
     this.http = new HttpServer({
       hostname: options.hostname,
       port: options.port,
@@ -273,7 +274,7 @@ export class OpsServer {
     const server = this.options.server;
     this.stats.metricsBuilt++;
     const body = encoder.encode(renderMetrics({
-      engine: server.engine,
+      engine: server.view,
       connections: server.connectionCount,
       ready,
       version: this.options.version,
@@ -301,7 +302,7 @@ export class OpsServer {
     if (after === null && cursor !== undefined && cursor !== "") {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
     }
-    const engine = this.options.server.engine;
+    const engine = this.options.server.view;
     const selection = new PageSelection(after, limit);
     if (engine.locks.size <= this.limits.scanSlice) {
       for (const lock of engine.locks.values()) selection.offer(lock);
@@ -332,7 +333,7 @@ export class OpsServer {
       }
       scan.selection.offer(step.value);
     }
-    if (finished) scan.done(json(200, locksPage(this.options.server.engine, scan.selection, performance.now())));
+    if (finished) scan.done(json(200, locksPage(this.options.server.view, scan.selection, performance.now())));
     else this.scans.push(scan);
     if (this.scans.length > 0) this.scanTurn = setImmediate(this.scanStep);
   };
@@ -342,7 +343,7 @@ export class OpsServer {
     if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
-    const lock = this.options.server.engine.locks.get(decoded.name);
+    const lock = this.options.server.view.locks.get(decoded.name);
     if (lock === undefined) return fail(404, "NO_SUCH_LOCK", `nobody holds or waits for ${JSON.stringify(decoded.name)}`);
     return json(200, lockView(lock, performance.now(), limit));
   }
@@ -378,14 +379,13 @@ export class OpsServer {
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const name = decoded.name;
-    const engine = this.options.server.engine;
+    const server = this.options.server;
+    const engine = server.view;
     const owner = engine.locks.get(name)?.owner ?? null;
     if (owner === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
     const now = performance.now();
     const released = holderView(owner, now);
-    const promotedBefore = engine.stats.grantsPromoted;
-    engine.forceRelease(name, now);
-    if (engine.stats.grantsPromoted !== promotedBefore) engine.stats.handedOver(now, performance.now());
+    server.forceRelease(name, now);
     this.stats.forceReleases++;
     const next = engine.locks.get(name)?.owner ?? null;
     const promoted = next === null ? null : holderView(next, performance.now());
@@ -405,8 +405,8 @@ export class OpsServer {
     if (denied !== null) return denied;
     if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
     const id = Number(idText);
-    const engine = this.options.server.engine;
-    const session = engine.sessions.get(id);
+    const server = this.options.server;
+    const session = server.view.sessions.get(id);
     if (session === undefined) return fail(404, "NO_SUCH_SESSION", `no live session ${id}: nothing to kick`);
     if (session.state !== SessionState.WAITING) {
       const what = session.state === SessionState.OWNER ? `holds ${JSON.stringify(session.lock!.name)}; use force-release` : "has not sent ACQUIRE yet";
@@ -415,7 +415,7 @@ export class OpsServer {
     const now = performance.now();
     const kicked = waiterView(session, positionOf(session), now);
     const name = session.lock!.name;
-    engine.kick(id, now);
+    server.kick(id, now);
     this.stats.kicks++;
     this.options.log.info("admin kick", { ...this.who(request), lock: name, session: id, owner: kicked.owner, position: kicked.position });
     return json(200, { lock: name, kicked });

@@ -22,8 +22,9 @@
  * that lands late changes nothing that matters, and a takeover that lands
  * late is taken over again after a lease).
  */
+import { formatAddress } from "../address.ts";
 import type { Logger } from "../log.ts";
-import { Engine, type GrantGuard } from "../core/engine.ts";
+import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "./conn.ts";
 import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
@@ -73,7 +74,7 @@ export class Roles implements GrantGuard, TokenSource {
   /** The LockServer of the current active term, null while standby. */
   server: LockServer | null = null;
   /** The engine the ops server shows: the current term's, else the last term's, else an idle one. */
-  engine: Engine<Conn>;
+  engine: EngineView<Conn>;
   /** Resolves once the first decision is made (the row read, created or taken). */
   readonly started: Promise<void>;
   private resolveStarted!: () => void;
@@ -280,13 +281,13 @@ export class Roles implements GrantGuard, TokenSource {
       return;
     }
     this.server = server;
-    this.engine = server.engine;
+    this.engine = server.view;
     this.options.log.info("active: listening", {
       service: this.options.service,
       epoch,
       why,
       ...(why === "expired" ? { unchangedMs: Math.round(unchangedMs) } : {}),
-      listen: `${server.hostname}:${server.port}`,
+      listen: formatAddress({ host: server.hostname, port: server.port }),
       tokensFrom: firstToken,
     });
     this.options.onRole?.("active", epoch);
@@ -299,7 +300,7 @@ export class Roles implements GrantGuard, TokenSource {
       service: this.options.service,
       epoch,
       reason,
-      sessions: server?.engine.sessions.size ?? 0,
+      sessions: server?.view.sessions.size ?? 0,
     });
     if (server !== null) {
       const stopped = server.stop(); // at once: the listener closes and every session ends now

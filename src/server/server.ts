@@ -23,7 +23,7 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type GrantGuard, type Session, SessionState, type Transport } from "../core/index.ts";
+import { Engine, type EngineView, type GrantGuard, type Session, SessionState, type Transport } from "../core/index.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
 import { HEADER_LENGTH, MAX_ERROR_MESSAGE_LENGTH, PIPELINE_LIMIT, ReadResult, TOKEN_LENGTH } from "../protocol/index.ts";
@@ -56,7 +56,7 @@ export interface ServerOptions {
 
 /**
  * Called once when a session is opened, and once when it ends, while its
- * socket is still usable (`session.endReason` says why: 0 the peer closed,
+ * socket is still usable (`session.endReason` says why: CLOSED_BY_PEER (0) the peer closed,
  * else the ERROR code being sent).
  */
 export interface ServerEvents {
@@ -102,7 +102,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     const promoted = this.engine.stats.grantsPromoted;
     const now = performance.now();
     this.engine.tick(now);
-    if (this.engine.stats.grantsPromoted !== promoted) this.engine.stats.handedOver(now, performance.now());
+    this.handedOver(promoted, now);
   };
   /** The connection whose chunk is being read, and the replies gathered for it. */
   private batchConn: Conn | null = null;
@@ -127,7 +127,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
       },
       performance.now(),
     );
-    this.engine.wheel.setDriver(this);
+    this.engine.setDriver(this);
     const tls = options.tls;
     this.listener = Bun.listen<Conn>({
       hostname: options.hostname,
@@ -182,7 +182,37 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     this.listener.stop(true);
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
-    this.engine.wheel.setDriver(null);
+    this.engine.setDriver(null);
+  }
+
+  /** The engine, read-only: what ops, metrics, views and the /ui board look at. */
+  get view(): EngineView<Conn> {
+    return this.engine;
+  }
+
+  // --- admin actions (the ops server's) ------------------------------------------
+
+  /** End the owner of `name` with FORCE_RELEASED at `now` (ms); the next waiter is promoted. Null when nobody holds it. */
+  forceRelease(name: string, now: number): Session<Conn> | null {
+    const promoted = this.engine.stats.grantsPromoted;
+    const ended = this.engine.forceRelease(name, now);
+    this.handedOver(promoted, now);
+    return ended;
+  }
+
+  /** End waiting session `id` with KICKED. Null when there is no such waiter. */
+  kick(id: number, now: number): Session<Conn> | null {
+    return this.engine.kick(id, now);
+  }
+
+  /**
+   * The handover timing around an engine call that began at `start` (ms),
+   * when the count of promotions was `promotedBefore`: if the call promoted
+   * a waiter, the histogram gets the time until now (its ACQUIRED written).
+   * The engine reads no clock, so the shell measures.
+   */
+  private handedOver(promotedBefore: number, start: number): void {
+    if (this.engine.stats.grantsPromoted !== promotedBefore) this.engine.stats.handedOver(start, performance.now());
   }
 
   // --- WheelDriver -------------------------------------------------------------
@@ -322,7 +352,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         if (result === ReadResult.ERROR) engine.protocolError(session, conn.reader.errorMessage, now);
         if (server.batchConn === conn) server.flushBatch(conn);
         if (result === ReadResult.OK) engine.readProgress(session, conn.reader.partial, now);
-        if (engine.stats.grantsPromoted !== promoted) engine.stats.handedOver(now, performance.now());
+        server.handedOver(promoted, now);
       },
       drain(socket: Socket<Conn>) {
         const conn = socket.data;
@@ -353,7 +383,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     const promoted = this.engine.stats.grantsPromoted;
     const now = performance.now();
     this.engine.closed(session, now);
-    if (this.engine.stats.grantsPromoted !== promoted) this.engine.stats.handedOver(now, performance.now());
+    this.handedOver(promoted, now);
     this.events?.ended(session);
   }
 }

@@ -31,7 +31,6 @@ import { dirname, join } from "node:path";
 import type { TokenSource } from "../core/tokens.ts";
 import { DirLock, DirLockError } from "./dir-lock.ts";
 
-export const DEFAULT_TOKEN_BLOCK = 100_000;
 const FILE = "tokens";
 const FORMAT = /^lockd-tokens v1 floor=(\d{1,16}) crc=([0-9a-f]{8})\n?$/;
 
@@ -127,8 +126,9 @@ export class FileTokens implements TokenSource {
   /**
    * Open (creating) the data directory, lock it for this process and read
    * the floor. Reserves nothing: `start()` does, once the server can serve.
+   * `blockSize`: tokens reserved per write of the floor (`--token-block`).
    */
-  static open(dir: string, blockSize = DEFAULT_TOKEN_BLOCK, onFatal: (error: TokenStoreError) => never = rethrow): FileTokens {
+  static open(dir: string, blockSize: number, onFatal: (error: TokenStoreError) => never = rethrow): FileTokens {
     if (!Number.isSafeInteger(blockSize) || blockSize < 1) throw new RangeError(`token block must be a positive integer, got ${blockSize}`);
     const lock = lockDataDir(dir);
     try {

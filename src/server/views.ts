@@ -4,9 +4,10 @@
  * absolute times would mean nothing outside the process); fencing tokens are
  * decimal strings, since a u64 does not fit a JSON number everywhere.
  */
-import type { Engine } from "../core/engine.ts";
+import type { EngineView } from "../core/engine.ts";
 import { type Lock, type Session, SessionState } from "../core/session.ts";
 import type { Conn } from "./conn.ts";
+import { peerOf } from "./peer.ts";
 
 export interface SessionView {
   readonly session: number;
@@ -39,12 +40,7 @@ export interface LockView {
 }
 
 export function remoteOf(conn: Conn): string {
-  const socket = conn.socket;
-  const address = socket.remoteAddress ?? "";
-  if (address === "") return "";
-  const port = socket.remotePort;
-  const host = address.includes(":") ? `[${address}]` : address;
-  return port === undefined ? host : `${host}:${port}`;
+  return peerOf(conn.socket);
 }
 
 const ms = (value: number): number => Math.max(0, Math.round(value));
@@ -86,6 +82,18 @@ export function positionOf(session: Session<Conn>): number {
   return 0;
 }
 
+/** Live sessions by state. */
+export interface SessionCounts {
+  readonly connected: number;
+  readonly waiting: number;
+  readonly owner: number;
+}
+
+/** Live sessions by state, from the engine's counters (EngineStats.states). */
+export function sessionCounts(states: ArrayLike<number>): SessionCounts {
+  return { connected: states[SessionState.CONNECTED]!, waiting: states[SessionState.WAITING]!, owner: states[SessionState.OWNER]! };
+}
+
 export interface LocksView {
   /**
    * One page of the locks that have a holder or waiters, in name order:
@@ -100,7 +108,7 @@ export interface LocksView {
   readonly next: string | null;
   /** More locks after this page (next is not null). */
   readonly truncated: boolean;
-  readonly sessions: { readonly connected: number; readonly waiting: number; readonly owner: number };
+  readonly sessions: SessionCounts;
 }
 
 /** Waiters shown per lock in a page of the list, and over the whole page. */
@@ -167,7 +175,7 @@ const byName = (a: Lock<Conn>, b: Lock<Conn>): number => (a.name < b.name ? -1 :
  * picked is left out, but the cursor still moves past it: every lock that
  * exists from the first page to the last is shown exactly once.
  */
-export function locksPage(engine: Engine<Conn>, selection: PageSelection, now: number): LocksView {
+export function locksPage(engine: EngineView<Conn>, selection: PageSelection, now: number): LocksView {
   const { locks: picked, more } = selection.finish();
   const locks: LockView[] = [];
   let budget = PAGE_WAITERS;
@@ -177,14 +185,13 @@ export function locksPage(engine: Engine<Conn>, selection: PageSelection, now: n
     budget -= view.waiters.length;
     locks.push(view);
   }
-  const states = engine.stats.states;
   const next = more && picked.length > 0 ? encodeCursor(picked[picked.length - 1]!.name) : null;
   return {
     locks,
     total: engine.locks.size,
     next,
     truncated: next !== null,
-    sessions: { connected: states[SessionState.CONNECTED]!, waiting: states[SessionState.WAITING]!, owner: states[SessionState.OWNER]! },
+    sessions: sessionCounts(engine.stats.states),
   };
 }
 

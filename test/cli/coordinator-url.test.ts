@@ -2,7 +2,8 @@
 // the inline URL and the file are exclusive on one level, the file's trailing newline is ignored.
 import { expect, test } from "bun:test";
 import { resolveCoordinatorUrl } from "../../src/cli/coordinator.ts";
-import { ConfigError, parseOptions, SERVE_OPTIONS } from "../../src/config.ts";
+import { ConfigError, parseOptions } from "../../src/cli/options/argv.ts";
+import { SERVE_OPTIONS } from "../../src/config.ts";
 
 const files: Record<string, string> = { "/run/url": "postgres://lockd:pw@db/lockd\n", "/run/two-lines": "postgres://a\npostgres://b\n" };
 const read = (path: string) => {

@@ -34,9 +34,8 @@ function serve(dataDir: string): ChildServer {
 async function grants(port: number, count: number): Promise<bigint[]> {
   const tokens: bigint[] = [];
   for (let i = 0; i < count; i++) {
-    const peer = await WirePeer.connect(port);
-    peer.acquire(`lock-${i % 2}`, 60_000);
-    const frame = await peer.frame(0);
+    const peer = await WirePeer.claim(port, `lock-${i % 2}`, 60_000);
+    const frame = peer.frames[0]!;
     expect(frame.type).toBe(FrameType.ACQUIRED);
     tokens.push(frame.token!);
     peer.end();

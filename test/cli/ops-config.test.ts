@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ADMIN_OPTIONS, ConfigError, SERVE_OPTIONS, STATUS_OPTIONS, parseOptions } from "../../src/config.ts";
+import { ConfigError, parseOptions } from "../../src/cli/options/argv.ts";
+import { ADMIN_OPTIONS, SERVE_OPTIONS, STATUS_OPTIONS } from "../../src/config.ts";
 import { SERVE_HELP } from "../../src/cli/serve.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 

@@ -13,9 +13,7 @@ test("SIGTERM: readyz 503 and metrics up during the grace, every session got SHU
   expect((await get(opsPort, "/readyz")).status).toBe(200);
   const peers: WirePeer[] = [];
   for (let i = 0; i < 3; i++) {
-    const p = await WirePeer.connect(listenPort);
-    p.acquire("shared", 10_000, { owner: `p${i}` });
-    await p.frame(0);
+    const p = await WirePeer.claim(listenPort, "shared", 10_000, { owner: `p${i}` });
     peers.push(p);
   }
 

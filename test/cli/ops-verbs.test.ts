@@ -6,11 +6,8 @@ import { startDaemon } from "../ops/harness.ts";
 
 const TOKEN = "verb-token";
 
-async function claim(port: number, name: string, owner: string): Promise<WirePeer> {
-  const p = await WirePeer.connect(port);
-  p.acquire(name, 30_000, { owner });
-  await p.frame(0);
-  return p;
+function claim(port: number, name: string, owner: string): Promise<WirePeer> {
+  return WirePeer.claim(port, name, 30_000, { owner });
 }
 
 describe("lockd status", () => {

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Wakeup } from "../helpers/events.ts";
 import { startServer } from "../helpers/wire.ts";
+import { alive } from "../helpers/pids.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const MAIN = resolve(ROOT, "src/cli/main.ts");
@@ -124,15 +125,6 @@ function child(...args: string[]): string[] {
   return ["--", process.execPath, CHILD, ...args];
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 test("the child sees LOCKD_TOKEN and LOCKD_LOCK, and its exit code is lockd run's", async () => {
   await using server = startServer();
   const run = lockdRun(server.port, ["jobs/env", ...child("exit", "7")]);
@@ -187,6 +179,7 @@ test("a waiting run gets the lock when the holder's command ends", async () => {
   // The waiter is queued once the server has two sessions.
   const deadline = performance.now() + 10_000;
   while (server.engine.sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
+  expect(server.engine.sessions.size).toBe(2);
   expect(waiter.lines).toEqual([]);
   holder.proc.kill("SIGINT"); // forwarded; the fixture does not handle SIGINT, so it dies of it
   expect(await holder.exit()).toBe(130);

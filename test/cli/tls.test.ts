@@ -1,18 +1,14 @@
 // TLS from the command line: `lockd serve` with mutual TLS and an HTTPS ops
 // server, `lockd run` with a client certificate, `lockd status --ops-ca`.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { join } from "node:path";
-import { type Certs, hasOpenssl, makeCerts } from "../helpers/certs.ts";
+import { hasOpenssl, suiteCerts } from "../helpers/certs.ts";
 
 if (!hasOpenssl) console.warn("cli/tls.test.ts: the openssl command is absent; TLS tests are skipped");
 
 describe.skipIf(!hasOpenssl)("TLS flags", () => {
-  let certs: Certs;
-  beforeAll(() => {
-    certs = makeCerts();
-  });
-  afterAll(() => certs.remove());
+  const certs = suiteCerts();
 
   test("serve with mutual TLS and HTTPS ops; run with a client certificate; status over HTTPS", async () => {
     const p = certs.paths;

@@ -159,7 +159,7 @@ describe("waiting", () => {
     const before = server.engine.stats.heartbeats;
     await eventually(() => server.engine.stats.heartbeats >= before + 8, 10_000, "8 heartbeats while holding");
     expect(lock.held).toBe(true);
-    expect(server.engine.stats.ends[0x10] ?? 0).toBe(0); // nothing expired
+    expect(server.engine.stats.ends[ErrorCode.LEASE_EXPIRED] ?? 0).toBe(0); // nothing expired
     await lock.release();
   });
 
@@ -291,7 +291,7 @@ describe("OVERLOADED", () => {
     const owner = await WirePeer.claim(server.port, "c/overloaded-other");
     const pending = clientFor(server.port).acquire("c/overloaded", { wait: 10_000 });
     // Refused at least once: the server counts sessions it ended with OVERLOADED.
-    await eventually(() => server.engine.stats.ends[0x02]! >= 1, 5000, "an OVERLOADED refusal");
+    await eventually(() => server.engine.stats.ends[ErrorCode.OVERLOADED]! >= 1, 5000, "an OVERLOADED refusal");
     owner.end();
     const lock = await pending;
     expect(lock.held).toBe(true);

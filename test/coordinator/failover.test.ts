@@ -132,9 +132,8 @@ describe("two instances", () => {
     const clientA = new LockClient({ servers: `127.0.0.1:${portA}`, reconnectMs: 0 });
     const holder = await clientA.acquire("k", { lease: 3000 });
     expect(await fence.write(holder.token)).toBe(200);
-    const waiter = await WirePeer.connect(portA);
-    waiter.acquire("k", 60_000);
-    expect((await waiter.frame(0)).type).toBe(FrameType.WAITING);
+    const waiter = await WirePeer.claim(portA, "k", 60_000);
+    expect(waiter.frames[0]!.type).toBe(FrameType.WAITING);
 
     a.proc.kill("SIGSTOP");
     try {
@@ -220,21 +219,7 @@ describe("bad configuration: one line, a non-zero exit", () => {
   });
 
   test("tables of another schema version", async () => {
-    const db = `schema_${process.pid}`;
-    const admin = pg.client();
-    try {
-      await admin.unsafe(`CREATE DATABASE ${db}`);
-    } finally {
-      await admin.close();
-    }
-    const other = new Bun.SQL({ url: pg.url(undefined, db), adapter: "postgres", max: 1 });
-    try {
-      await other.unsafe("CREATE TABLE lockd_schema (component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)");
-      await other.unsafe("INSERT INTO lockd_schema VALUES ('coordinator', 2)");
-    } finally {
-      await other.close();
-    }
-    const { code, err } = await serve(pg.url(undefined, db));
+    const { code, err } = await serve(await pg.databaseAtSchema(`schema_${process.pid}`, 2));
     expect(code).toBe(65);
     expect(err.trim().split("\n")).toHaveLength(1);
     expect(err).toContain("schema version 2");
@@ -255,9 +240,8 @@ describe("the coordinator goes away", () => {
     const { a, b } = await pair(service, port);
     await using _a = a;
     await using _b = b;
-    const peer = await WirePeer.connect(port);
-    peer.acquire("k", 60_000);
-    expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const peer = await WirePeer.claim(port, "k", 60_000);
+    expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
 
     await pg.stop();
     try {

@@ -124,6 +124,28 @@ export class Postgres implements AsyncDisposable {
     await run(this.cmd("pg_ctl", ["-D", join(this.dir, "data"), "-m", "immediate", "-w", "-t", String(Math.ceil(timeoutMs / 1000)), "stop"]), timeoutMs);
   }
 
+  /**
+   * Create database `db` holding a lockd_schema table that says the
+   * coordinator's tables are at `version`; its URL.
+   */
+  async databaseAtSchema(db: string, version: number): Promise<string> {
+    const admin = this.client();
+    try {
+      await admin.unsafe(`CREATE DATABASE ${db}`);
+    } finally {
+      await admin.close();
+    }
+    const url = this.url(undefined, db);
+    const other = new Bun.SQL({ url, adapter: "postgres", max: 1 });
+    try {
+      await other.unsafe("CREATE TABLE lockd_schema (component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)");
+      await other.unsafe(`INSERT INTO lockd_schema VALUES ('coordinator', ${version})`);
+    } finally {
+      await other.close();
+    }
+    return url;
+  }
+
   /** Run SQL as the superuser through psql-free means: the caller's own Bun.sql client. */
   client(): InstanceType<typeof Bun.SQL> {
     return new Bun.SQL({ url: this.url(), adapter: "postgres", max: 1, connectionTimeout: 5 });

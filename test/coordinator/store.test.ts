@@ -67,21 +67,8 @@ describe("statements", () => {
 
 describe("start errors: one line", () => {
   test("a table of another schema version", async () => {
-    const db = `other_${++serial}`;
-    const admin = pg.client();
-    try {
-      await admin.unsafe(`CREATE DATABASE ${db}`);
-    } finally {
-      await admin.close();
-    }
-    const other = new Bun.SQL({ url: pg.url(undefined, db), adapter: "postgres", max: 1 });
-    try {
-      await other.unsafe("CREATE TABLE lockd_schema (component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)");
-      await other.unsafe("INSERT INTO lockd_schema VALUES ('coordinator', 99)");
-    } finally {
-      await other.close();
-    }
-    const error = await openError(options("a", "s", { url: pg.url(undefined, db) }));
+    const url = await pg.databaseAtSchema(`other_${++serial}`, 99);
+    const error = await openError(options("a", "s", { url }));
     expect(error.message).toContain("schema version 99");
     expect(error.message).toContain(`expects version ${SCHEMA_VERSION}`);
   });

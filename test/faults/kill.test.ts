@@ -3,6 +3,7 @@
 // owner's lease could have run out.
 import { expect, test } from "bun:test";
 import { LockClient } from "../../src/client/index.ts";
+import { CLOSED_BY_PEER } from "../../src/core/session.ts";
 import { startServer } from "../helpers/wire.ts";
 import { spawnOwner, waitFor } from "./child.ts";
 
@@ -28,7 +29,7 @@ test("owner SIGKILLed: the waiter is granted promptly, with a larger token", asy
   try {
     expect(lock.token).toBeGreaterThan(ownerToken);
     expect(grantedAt - killedAt).toBeLessThan(10_000); // generous; the lease is 60 s
-    expect(session.endReason).toBe(0); // the peer closed: no lease expiry, no error
+    expect(session.endReason).toBe(CLOSED_BY_PEER); // the peer closed: no lease expiry, no error
     expect(await owner.exited).not.toBe(0);
   } finally {
     await lock.release();

@@ -29,9 +29,8 @@ async function partitionHandsOver(server: LockServer, hostIp: string, ownerServe
   const grantedSeen = session.lastSeen;
   await waitFor(() => session.lastSeen > grantedSeen, 5 * LEASE, "a heartbeat over the link");
 
-  const waiter = await WirePeer.connect(server.port, hostIp);
-  waiter.acquire("fault/partition", 60_000);
-  expect((await waiter.frame(0)).type).toBe(FrameType.WAITING);
+  const waiter = await WirePeer.claim(server.port, "fault/partition", 60_000, { hostname: hostIp });
+  expect(waiter.frames[0]!.type).toBe(FrameType.WAITING);
 
   const cutAt = performance.now();
   cut();

@@ -7,8 +7,9 @@
 // frames ends the session with PROTOCOL_ERROR (protocol.md section 7,
 // rule 11), long before io-timeout or the outbox bound would act.
 import { expect, test } from "bun:test";
-import { FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
+import { FrameType } from "../../src/protocol/index.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
+import { steadyHolder } from "../helpers/steady.ts";
 import { WirePeer } from "../helpers/wire.ts";
 
 const IO_TIMEOUT_MS = 1000;
@@ -16,40 +17,10 @@ const LEASE = 1500;
 const CLIENT_TIMEOUT = 0.8 * LEASE;
 const OTHERS = 6;
 
-/** A session on its own lock that follows the client schedule (lease/4 after each reply) and records its round trips. */
-async function scheduled(port: number, index: number) {
-  const peer = await WirePeer.connect(port);
-  peer.acquire(`fault/steady-${index}`, LEASE);
-  const first = await peer.frame(0);
-  expect(first.type).toBe(FrameType.ACQUIRED);
-  const rtts: number[] = [];
-  let stop = false;
-  const loop = (async () => {
-    let next = 1;
-    while (!stop) {
-      await Bun.sleep(LEASE / 4); // the heartbeat interval of the schedule
-      const sent = performance.now();
-      peer.heartbeat();
-      const reply = await peer.frame(next++, 10_000);
-      rtts.push(reply.at - sent);
-      expect([reply.type, reply.flags, reply.token]).toEqual([FrameType.ACQUIRED, FLAG_REPLY, first.token]);
-    }
-  })();
-  return {
-    rtts,
-    async finish() {
-      stop = true;
-      await loop;
-      expect(peer.isClosed).toBe(false);
-      peer.end();
-    },
-  };
-}
-
 test("a client that stops reading and floods is cut for pipelining; every other session's replies stay within 0.8 x lease", async () => {
   await using child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--io-timeout", `${IO_TIMEOUT_MS}ms`]);
   const { listenPort } = await child.addresses();
-  const others = await Promise.all(Array.from({ length: OTHERS }, (_, i) => scheduled(listenPort, i)));
+  const others = await Promise.all(Array.from({ length: OTHERS }, (_, i) => steadyHolder(listenPort, `fault/steady-${i}`, LEASE, LEASE / 4, 10_000)));
 
   const stuck = await WirePeer.connect(listenPort);
   try {

@@ -21,9 +21,8 @@ test("owner SIGSTOPped: granted after its lease, not before; on SIGCONT it has l
   expect(BigInt(session.token)).toBe(oldToken);
   expect((await fence.write(oldToken))).toBe(200); // the owner's token is good while it holds
 
-  const waiter = await WirePeer.connect(server.port);
-  waiter.acquire("fault/gc", 60_000);
-  expect((await waiter.frame(0)).type).toBe(FrameType.WAITING);
+  const waiter = await WirePeer.claim(server.port, "fault/gc", 60_000);
+  expect(waiter.frames[0]!.type).toBe(FrameType.WAITING);
 
   const stoppedAt = performance.now();
   owner.proc.kill("SIGSTOP");

@@ -16,16 +16,14 @@ const LEASE = 1000;
 test("a waiter stopped through its promotion does not report a grant on resume while the next holder holds", async () => {
   await using server = startServer();
   const ends = watchEnds(server);
-  const first = await WirePeer.connect(server.port);
-  first.acquire("fault/stopped-waiter", 60_000);
-  expect((await first.frame(0)).type).toBe(FrameType.ACQUIRED);
+  const first = await WirePeer.claim(server.port, "fault/stopped-waiter", 60_000);
+  expect(first.frames[0]!.type).toBe(FrameType.ACQUIRED);
 
   await using waiter = spawnOwner(`127.0.0.1:${server.port}`, "fault/stopped-waiter", LEASE);
   await waitFor(() => [...server.engine.sessions.values()].some((s) => s.owner === `fault-owner/pid-${waiter.pid}` && s.lock !== null), 10_000, "the child queued");
   const session = [...server.engine.sessions.values()].find((s) => s.owner === `fault-owner/pid-${waiter.pid}`)!;
-  const next = await WirePeer.connect(server.port);
-  next.acquire("fault/stopped-waiter", 60_000);
-  expect((await next.frame(0)).type).toBe(FrameType.WAITING);
+  const next = await WirePeer.claim(server.port, "fault/stopped-waiter", 60_000);
+  expect(next.frames[0]!.type).toBe(FrameType.WAITING);
 
   waiter.proc.kill("SIGSTOP");
   try {

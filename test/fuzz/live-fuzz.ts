@@ -22,6 +22,7 @@
  * throw, and the count of sessions ended by their peer must equal the
  * closes this code made itself.
  */
+import { CLOSED_BY_PEER } from "../../src/core/session.ts";
 import type { LockServer } from "../../src/server/index.ts";
 import { CLIENT_FRAMES, FrameType, PIPELINE_LIMIT } from "../../src/protocol/index.ts";
 import { WirePeer } from "../helpers/wire.ts";
@@ -62,11 +63,10 @@ export function watchThrows(server: LockServer): unknown[] {
 
 export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thrown: unknown[]): Promise<LiveResult> {
   const engine = server.engine;
-  const control = await WirePeer.connect(server.port);
-  control.acquire("control", 10_000, { owner: "control" });
-  const grant = await control.frame(0);
+  const control = await WirePeer.claim(server.port, "control", 10_000, { owner: "control" });
+  const grant = control.frames[0]!;
   if (grant.type !== FrameType.ACQUIRED) throw new FuzzFailure(`control did not get its lock: ${control.describe()}`);
-  const peerClosesBefore = engine.stats.ends[0]!;
+  const peerClosesBefore = engine.stats.ends[CLOSED_BY_PEER]!;
   let myCloses = 0;
   /** Closes that may race a short lease's expiry: counted by the server either way. */
   let racing = 0;
@@ -122,7 +122,7 @@ export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thro
   myCloses++;
   await baseline(server, 0, "at the end");
   // A handler that threw would have been counted as a peer close.
-  const peerCloses = engine.stats.ends[0]! - peerClosesBefore;
+  const peerCloses = engine.stats.ends[CLOSED_BY_PEER]! - peerClosesBefore;
   if (peerCloses < myCloses || peerCloses > myCloses + racing) {
     throw new FuzzFailure(`${peerCloses} sessions ended as if by their peer, but the peers closed ${myCloses} (+${racing} racing their lease)`);
   }
@@ -184,9 +184,8 @@ async function crowdRound(server: LockServer, rng: Rng): Promise<number> {
   const queue: WirePeer[] = [];
   let token = 0n;
   for (let i = 0; i < size; i++) {
-    const peer = await WirePeer.connect(server.port);
-    peer.acquire("crowd", 60_000, { owner: `crowd-${i}` });
-    const reply = await peer.frame(0);
+    const peer = await WirePeer.claim(server.port, "crowd", 60_000, { owner: `crowd-${i}` });
+    const reply = peer.frames[0]!;
     const expected = i === 0 ? FrameType.ACQUIRED : FrameType.WAITING;
     if (reply.type !== expected || (reply.flags & 1) !== 1) throw new FuzzFailure(`crowd peer ${i} got ${peer.describe()}`);
     if (i === 0) token = reply.token!;
@@ -212,6 +211,9 @@ async function crowdRound(server: LockServer, rng: Rng): Promise<number> {
       // or it could be promoted as it goes. No event says so: poll, bounded.
       const deadline = performance.now() + 5000;
       while (engine.sessions.size > sessionsBefore - closes && performance.now() < deadline) await Bun.sleep(1);
+      if (engine.sessions.size !== sessionsBefore - closes) {
+        throw new FuzzFailure(`crowd: ${engine.sessions.size} sessions 5 s after a waiter left, expected ${sessionsBefore - closes}`);
+      }
     }
     for (const peer of queue.slice(1)) {
       if (peer.frames.length !== 1) throw new FuzzFailure(`crowd: a waiter not at the head got ${peer.describe()}`);

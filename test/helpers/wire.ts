@@ -90,8 +90,13 @@ export class WirePeer implements FrameSink {
    * (`frames[0]`: ACQUIRED, WAITING or an ERROR): a peer that holds or
    * waits for the lock, for tests that need someone else in the queue.
    */
-  static async claim(port: number, name: string, leaseMs = 60_000, options: { owner?: string; try?: boolean } = {}): Promise<WirePeer> {
-    const peer = await WirePeer.connect(port);
+  static async claim(
+    port: number,
+    name: string,
+    leaseMs = 60_000,
+    options: { owner?: string; try?: boolean; hostname?: string; tls?: Bun.TLSOptions } = {},
+  ): Promise<WirePeer> {
+    const peer = await WirePeer.connect(port, options.hostname, options.tls);
     peer.acquire(name, leaseMs, options);
     await peer.frame(0);
     return peer;

@@ -51,18 +51,11 @@ describe("health and readiness", () => {
 describe("lock view", () => {
   test("lists holders and waiters in queue order, with owner, remote, token and times", async () => {
     await using ops = startDaemon();
-    const a = await WirePeer.connect(ops.port);
-    a.acquire("jobs/nightly", 5000, { owner: "host-a/1" });
-    const granted = await a.frame(0);
-    const b = await WirePeer.connect(ops.port);
-    b.acquire("jobs/nightly", 7000, { owner: "host-b/2" });
-    await b.frame(0);
-    const c = await WirePeer.connect(ops.port);
-    c.acquire("jobs/nightly", 9000, { owner: "host-c/3" });
-    await c.frame(0);
-    const d = await WirePeer.connect(ops.port);
-    d.acquire("other", 1000);
-    await d.frame(0);
+    const a = await WirePeer.claim(ops.port, "jobs/nightly", 5000, { owner: "host-a/1" });
+    const granted = a.frames[0]!;
+    const b = await WirePeer.claim(ops.port, "jobs/nightly", 7000, { owner: "host-b/2" });
+    const c = await WirePeer.claim(ops.port, "jobs/nightly", 9000, { owner: "host-c/3" });
+    const d = await WirePeer.claim(ops.port, "other", 1000);
 
     const list = await body(await ops.get("/v1/locks"));
     expect(list.total).toBe(2);
@@ -94,9 +87,7 @@ describe("lock view", () => {
     await using ops = startDaemon();
     const peers: WirePeer[] = [];
     for (const name of ["c", "a", "b"]) {
-      const p = await WirePeer.connect(ops.port);
-      p.acquire(name, 5000);
-      await p.frame(0);
+      const p = await WirePeer.claim(ops.port, name, 5000);
       peers.push(p);
     }
     const list = await body(await ops.get("/v1/locks?limit=2"));
@@ -126,9 +117,7 @@ describe("lock view", () => {
     await using ops = startDaemon();
     const peers: WirePeer[] = [];
     for (let i = 0; i < 5; i++) {
-      const p = await WirePeer.connect(ops.port);
-      p.acquire("busy", 5000, { owner: `o${i}` });
-      await p.frame(0);
+      const p = await WirePeer.claim(ops.port, "busy", 5000, { owner: `o${i}` });
       peers.push(p);
     }
     const lock = await body(await ops.get("/v1/locks/busy?limit=2"));
@@ -146,9 +135,8 @@ describe("lock view", () => {
     const names = ["with space", "naïve/日本", "100%/done", "a/force-release", "?#&="];
     const peers: WirePeer[] = [];
     for (const name of names) {
-      const p = await WirePeer.connect(ops.port);
-      p.acquire(name, 5000);
-      expect((await p.frame(0)).type).toBe(FrameType.ACQUIRED);
+      const p = await WirePeer.claim(ops.port, name, 5000);
+      expect(p.frames[0]!.type).toBe(FrameType.ACQUIRED);
       peers.push(p);
     }
     for (const name of names) {
@@ -167,9 +155,7 @@ describe("lock view", () => {
 
   test("the names . and .. work through ?name= (a path cannot carry them)", async () => {
     await using ops = startDaemon();
-    const p = await WirePeer.connect(ops.port);
-    p.acquire("..", 5000);
-    await p.frame(0);
+    const p = await WirePeer.claim(ops.port, "..", 5000);
     const lock = await body(await ops.get("/v1/locks?name=.."));
     expect(lock.name).toBe("..");
     p.end();

@@ -261,9 +261,8 @@ describe("framing: whatever a proxy in front might read differently is refused, 
 describe("request targets", () => {
   test("absolute form is routed by its path; OPTIONS * is answered; .. and percent-encoding are not resolved", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
-    const peer = await WirePeer.connect(ops.port);
-    peer.acquire("a/../b", 5000);
-    expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const peer = await WirePeer.claim(ops.port, "a/../b", 5000);
+    expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
     const raw = await exchange(
       ops.daemon.ops.port,
       "GET http://lockd.example:9/livez HTTP/1.1\r\nHost: lockd.example:9\r\n\r\n" +

@@ -86,9 +86,8 @@ describe("connection limit", () => {
     expect(ops.daemon.ops.connections).toEqual({ open: 4, max: 4, refused: 3 });
 
     // The lock listener is unaffected: a fresh ACQUIRE is granted.
-    const peer = await WirePeer.connect(ops.port);
-    peer.acquire("still-served", 5000);
-    expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const peer = await WirePeer.claim(ops.port, "still-served", 5000);
+    expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
 
     // The connections that were accepted still work, and they see the refusals in /metrics.
     idle[1]!.write("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -179,9 +178,7 @@ describe("HTTP/1.1 handling", () => {
 
   test("names the client did not encode reach the handler percent-encoded as UTF-8", async () => {
     await using ops = startDaemon();
-    const peer = await WirePeer.connect(ops.port);
-    peer.acquire("日本", 5000);
-    await peer.frame(0);
+    const peer = await WirePeer.claim(ops.port, "日本", 5000);
     const raw = await RawHttp.connect(ops.daemon.ops.port);
     raw.socketWriteBytes(Buffer.concat([Buffer.from("GET /v1/locks/"), Buffer.from("日本", "utf8"), Buffer.from(" HTTP/1.1\r\nConnection: close\r\n\r\n")]));
     await raw.untilClosed();
@@ -210,9 +207,8 @@ describe("lockd serve (child process)", () => {
     const third = await RawHttp.connect(opsPort);
     await third.untilClosed();
     expect(third.statuses).toEqual([503]);
-    const peer = await WirePeer.connect(listenPort);
-    peer.acquire("child-lock", 5000);
-    expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const peer = await WirePeer.claim(listenPort, "child-lock", 5000);
+    expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
     peer.end();
     for (const raw of held) raw.end();
     child.proc.kill("SIGTERM");

@@ -49,12 +49,8 @@ describe("server logs", () => {
   test("at the default level, session lifecycle writes nothing", async () => {
     await using ops = startDaemon();
     const before = ops.logs.length;
-    const a = await WirePeer.connect(ops.port);
-    a.acquire("quiet", 5000);
-    await a.frame(0);
-    const b = await WirePeer.connect(ops.port);
-    b.acquire("quiet", 5000);
-    await b.frame(0);
+    const a = await WirePeer.claim(ops.port, "quiet", 5000);
+    const b = await WirePeer.claim(ops.port, "quiet", 5000);
     a.end();
     await b.frame(1);
     b.end();
@@ -65,9 +61,7 @@ describe("server logs", () => {
 
   test("at debug, opens and ends are logged with session, remote, lock and reason", async () => {
     await using ops = startDaemon({ logLevel: "debug" });
-    const a = await WirePeer.connect(ops.port);
-    a.acquire("loud", 5000, { owner: "me" });
-    await a.frame(0);
+    const a = await WirePeer.claim(ops.port, "loud", 5000, { owner: "me" });
     a.end();
     await a.closed();
     const end = () => ops.logs.find((l) => l.msg === "session ended");

@@ -18,9 +18,7 @@ const gauge = (m: Map<string, Family>, name: string, labels: Record<string, stri
 describe("exposition format", () => {
   test("the whole /metrics output parses strictly, with every family documented and typed", async () => {
     await using ops = startDaemon();
-    const a = await WirePeer.connect(ops.port);
-    a.acquire("m", 5000);
-    await a.frame(0);
+    const a = await WirePeer.claim(ops.port, "m", 5000);
     const m = await scrape(ops);
     for (const name of [
       "lockd_build_info",
@@ -106,15 +104,9 @@ describe("metrics move with sessions", () => {
     expect(gauge(m, "lockd_sessions", { state: "owner" })).toBe(0);
     expect(valueOf(m, "lockd_handover_duration_seconds", "lockd_handover_duration_seconds_count")).toBe(0);
 
-    const a = await WirePeer.connect(ops.port);
-    a.acquire("jobs", 5000);
-    await a.frame(0);
-    const b = await WirePeer.connect(ops.port);
-    b.acquire("jobs", 5000);
-    await b.frame(0);
-    const c = await WirePeer.connect(ops.port);
-    c.acquire("jobs", 5000);
-    await c.frame(0);
+    const a = await WirePeer.claim(ops.port, "jobs", 5000);
+    const b = await WirePeer.claim(ops.port, "jobs", 5000);
+    const c = await WirePeer.claim(ops.port, "jobs", 5000);
     const idle = await WirePeer.connect(ops.port);
     b.heartbeat();
     await b.frame(1);
@@ -166,12 +158,8 @@ describe("metrics move with sessions", () => {
 
   test("a lease expiry that promotes is a handover too; OVERLOADED refusals are counted", async () => {
     await using ops = startDaemon({ maxSessions: 2 });
-    const a = await WirePeer.connect(ops.port);
-    a.acquire("short", 50);
-    await a.frame(0);
-    const b = await WirePeer.connect(ops.port);
-    b.acquire("short", 10_000);
-    await b.frame(0);
+    const a = await WirePeer.claim(ops.port, "short", 50);
+    const b = await WirePeer.claim(ops.port, "short", 10_000);
     const refused = await WirePeer.connect(ops.port);
     expect((await refused.frame(0)).code).toBe(ErrorCode.OVERLOADED);
     expect((await a.frame(1)).code).toBe(ErrorCode.LEASE_EXPIRED);

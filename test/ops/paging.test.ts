@@ -13,9 +13,8 @@ interface Page {
 }
 
 async function hold(ops: TestDaemon, name: string): Promise<WirePeer> {
-  const peer = await WirePeer.connect(ops.port);
-  peer.acquire(name, 60_000);
-  expect((await peer.frame(0)).type).toBe(FrameType.ACQUIRED);
+  const peer = await WirePeer.claim(ops.port, name, 60_000);
+  expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
   return peer;
 }
 
@@ -160,9 +159,8 @@ describe("a listing that spans many turns", () => {
     const peers: WirePeer[] = [];
     for (let i = 0; i < 300; i++) peers.push(await hold(ops, `t${String(i).padStart(3, "0")}`));
     const listing = ops.get("/v1/locks").then((r) => body<Page & { sessions: { owner: number } }>(r));
-    const fresh = await WirePeer.connect(ops.port);
-    fresh.acquire("fresh", 5000);
-    expect((await fresh.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const fresh = await WirePeer.claim(ops.port, "fresh", 5000);
+    expect(fresh.frames[0]!.type).toBe(FrameType.ACQUIRED);
     const page = await listing;
     // The page was answered after the fresh ACQUIRE was granted: its counts include it.
     expect(page.sessions.owner).toBe(301);

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { forEachLine } from "../helpers/lines.ts";
+import { alive } from "../helpers/pids.ts";
 
 export interface SigtermOutcome {
   /** The launcher's exit code (null when a signal ended it) and signal. */
@@ -23,15 +24,6 @@ export interface SigtermOutcome {
   /** The server logged its clean stop. */
   readonly stoppedCleanly: boolean;
   readonly stderr: string;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function canBind(hostname: string, port: number): boolean {

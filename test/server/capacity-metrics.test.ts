@@ -18,9 +18,7 @@ async function scrape(ops: TestDaemon) {
 describe("capacity metrics", () => {
   test("the limits, refusals by the limit that refused, and cuts by cause", async () => {
     await using ops = startDaemon({ maxSessions: 2, maxSessionsPerSource: 1 });
-    const a = await WirePeer.connect(ops.port); // 127.0.0.1
-    a.acquire("a", 60_000);
-    await a.frame(0);
+    const a = await WirePeer.claim(ops.port, "a", 60_000); // from 127.0.0.1
     const sameSource = await WirePeer.connect(ops.port);
     expect((await sameSource.frame(0)).code).toBe(ErrorCode.OVERLOADED);
     const b = await BoundPeer.connect(ops.port, "127.0.0.2");

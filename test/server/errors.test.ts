@@ -63,20 +63,15 @@ describe("bad input ends only the offending session", () => {
       expect(peer.frames.length).toBe(1);
       await controlStillServed();
       // A fresh session on another lock works too.
-      const fresh = await WirePeer.connect(server.port);
-      fresh.acquire(`fresh-${c.code}`, 60_000);
-      expect((await fresh.frame(0)).type).toBe(FrameType.ACQUIRED);
+      const fresh = await WirePeer.claim(server.port, `fresh-${c.code}`, 60_000);
+      expect(fresh.frames[0]!.type).toBe(FrameType.ACQUIRED);
       fresh.end();
     });
   }
 
   test("a second ACQUIRE: PROTOCOL_ERROR, and the lock it held goes to the next waiter", async () => {
-    const owner = await WirePeer.connect(server.port);
-    owner.acquire("twice", 60_000);
-    await owner.frame(0);
-    const waiter = await WirePeer.connect(server.port);
-    waiter.acquire("twice", 60_000);
-    await waiter.frame(0);
+    const owner = await WirePeer.claim(server.port, "twice", 60_000);
+    const waiter = await WirePeer.claim(server.port, "twice", 60_000);
     owner.acquire("other", 60_000);
     const error = await owner.frame(1);
     expect([error.type, error.code]).toEqual([FrameType.ERROR, ErrorCode.PROTOCOL_ERROR]);
@@ -105,9 +100,7 @@ describe("bad input ends only the offending session", () => {
 
   test("OVERLOADED beyond the session limit, at accept", async () => {
     await using small = startServer({ maxSessions: 1 });
-    const first = await WirePeer.connect(small.port);
-    first.acquire("x", 60_000);
-    await first.frame(0);
+    const first = await WirePeer.claim(small.port, "x", 60_000);
     const second = await WirePeer.connect(small.port);
     const error = await second.frame(0);
     expect([error.type, error.code]).toEqual([FrameType.ERROR, ErrorCode.OVERLOADED]);
@@ -119,12 +112,8 @@ describe("bad input ends only the offending session", () => {
 
   test("SHUTTING_DOWN to every session on stop, and no handover", async () => {
     const stopping = startServer();
-    const owner = await WirePeer.connect(stopping.port);
-    owner.acquire("x", 60_000);
-    await owner.frame(0);
-    const waiter = await WirePeer.connect(stopping.port);
-    waiter.acquire("x", 60_000);
-    await waiter.frame(0);
+    const owner = await WirePeer.claim(stopping.port, "x", 60_000);
+    const waiter = await WirePeer.claim(stopping.port, "x", 60_000);
     await stopping.stop();
     for (const peer of [owner, waiter]) {
       const error = await peer.frame(1);

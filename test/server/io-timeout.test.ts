@@ -2,46 +2,17 @@
 // are each ended within io-timeout, never before it, while a concurrent
 // session keeps heartbeating unharmed.
 import { describe, expect, test } from "bun:test";
-import { ErrorCode, FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
-import type { LockServer } from "../../src/server/index.ts";
+import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { watchEnds } from "../helpers/ends.ts";
+import { steadyHolder } from "../helpers/steady.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 
 const IO_TIMEOUT = 300;
 
-/** A session on its own lock that heartbeats every 20 ms and checks each reply. */
-async function heartbeater(server: LockServer) {
-  const peer = await WirePeer.connect(server.port);
-  peer.acquire("control", 2000);
-  const token = (await peer.frame(0)).token;
-  let count = 1;
-  let stop = false;
-  let worst = 0;
-  const loop = (async () => {
-    while (!stop) {
-      const sent = performance.now();
-      peer.heartbeat();
-      const reply = await peer.frame(count++, 2000);
-      worst = Math.max(worst, reply.at - sent);
-      expect([reply.type, reply.flags, reply.token]).toEqual([FrameType.ACQUIRED, FLAG_REPLY, token]);
-      await Bun.sleep(20); // its heartbeat interval
-    }
-  })();
-  return {
-    async finish() {
-      stop = true;
-      await loop;
-      expect(peer.isClosed).toBe(false);
-      peer.end();
-      return { count, worst };
-    },
-  };
-}
-
 describe("io-timeout", () => {
   test("no ACQUIRE: IO_TIMEOUT after io-timeout from the accept, not before", async () => {
     await using server = startServer({ ioTimeoutMs: IO_TIMEOUT });
-    const control = await heartbeater(server);
+    const control = await steadyHolder(server.port, "control", 2000, 20);
     const peer = await WirePeer.connect(server.port);
     const connected = performance.now();
     const error = await peer.frame(0, 5000);
@@ -53,10 +24,8 @@ describe("io-timeout", () => {
 
   test("a frame started and never finished: IO_TIMEOUT", async () => {
     await using server = startServer({ ioTimeoutMs: IO_TIMEOUT });
-    const control = await heartbeater(server);
-    const peer = await WirePeer.connect(server.port);
-    peer.acquire("L", 60_000);
-    await peer.frame(0);
+    const control = await steadyHolder(server.port, "control", 2000, 20);
+    const peer = await WirePeer.claim(server.port, "L", 60_000);
     const sent = performance.now();
     peer.write([2, 0]); // half a HEARTBEAT header
     const error = await peer.frame(1, 5000);

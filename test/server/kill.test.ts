@@ -31,9 +31,8 @@ test("owner process killed with SIGKILL: the waiter gets ACQUIRED pushed at once
     expect(line).toMatch(/^held \d+$/);
     const holderToken = BigInt(line.split(" ")[1]!);
 
-    const waiter = await WirePeer.connect(server.port);
-    waiter.acquire("killed", 60_000);
-    expect((await waiter.frame(0)).type).toBe(FrameType.WAITING);
+    const waiter = await WirePeer.claim(server.port, "killed", 60_000);
+    expect(waiter.frames[0]!.type).toBe(FrameType.WAITING);
 
     const killedAt = performance.now();
     child.kill("SIGKILL");

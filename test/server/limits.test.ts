@@ -30,9 +30,7 @@ test("the reserve is the process, the ops connection limit and refusals: 256 wit
 
 test("a connection refused with OVERLOADED gives its descriptor back at once, even when its peer never closes", async () => {
   await using server = startServer({ maxSessions: 1 });
-  const holder = await WirePeer.connect(server.port);
-  holder.acquire("L", 60_000);
-  await holder.frame(0);
+  const holder = await WirePeer.claim(server.port, "L", 60_000);
   const refused: WirePeer[] = [];
   for (let i = 0; i < 50; i++) {
     const peer = await WirePeer.connect(server.port);

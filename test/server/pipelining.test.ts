@@ -11,6 +11,7 @@ import type { Conn, LockServer } from "../../src/server/index.ts";
 import { SCRATCH_SIZE } from "../../src/server/server.ts";
 import { watchEnds } from "../helpers/ends.ts";
 import { Wakeup } from "../helpers/events.ts";
+import { steadyHolder } from "../helpers/steady.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 
 const HEARTBEAT = [FrameType.HEARTBEAT, 0, 0, 0];
@@ -40,36 +41,6 @@ function spyWrites(conn: Conn): number[] {
     return write(bytes, offset, length);
   }) as Socket<Conn>["write"];
   return lengths;
-}
-
-/**
- * A holder on its own lock with a short lease that heartbeats on the
- * protocol's schedule (one in flight, lease/4 after each reply) and checks
- * every reply.
- */
-async function holder(server: LockServer, leaseMs: number) {
-  const peer = await WirePeer.connect(server.port);
-  peer.acquire("holder", leaseMs);
-  const token = (await peer.frame(0)).token;
-  let count = 1;
-  let stop = false;
-  const loop = (async () => {
-    while (!stop) {
-      await Bun.sleep(leaseMs / 4); // the heartbeat interval
-      peer.heartbeat();
-      const reply = await peer.frame(count++, leaseMs);
-      expect([reply.type, reply.flags, reply.token]).toEqual([FrameType.ACQUIRED, FLAG_REPLY, token]);
-    }
-  })();
-  return {
-    async finish() {
-      stop = true;
-      await loop;
-      expect(peer.isClosed).toBe(false);
-      peer.end();
-      return count;
-    },
-  };
 }
 
 /**
@@ -137,9 +108,7 @@ describe("pipelining", () => {
 
   test("one read of PIPELINE_LIMIT heartbeats: one write; one frame more: the replies and PROTOCOL_ERROR in one write, then close", async () => {
     await using server = startServer();
-    const peer = await WirePeer.connect(server.port);
-    peer.acquire("L", 60_000);
-    await peer.frame(0);
+    const peer = await WirePeer.claim(server.port, "L", 60_000);
     const writes = spyWrites(connOf(server, "L"));
     peer.write(heartbeats(PIPELINE_LIMIT));
     await peer.frame(PIPELINE_LIMIT);
@@ -162,9 +131,7 @@ describe("pipelining", () => {
 
   test("a bad header after valid heartbeats in one read: their replies and the PROTOCOL_ERROR in one write", async () => {
     await using server = startServer();
-    const peer = await WirePeer.connect(server.port);
-    peer.acquire("L", 60_000);
-    await peer.frame(0);
+    const peer = await WirePeer.claim(server.port, "L", 60_000);
     const writes = spyWrites(connOf(server, "L"));
     peer.write([...heartbeats(3), 0x47, 0x45, 0x54, 0x20]); // then "GET "
     await peer.closed();
@@ -177,7 +144,7 @@ describe("pipelining", () => {
     test(`a peer flooding heartbeats ${reading ? "and reading" : "without reading"} is cut at once; a 200 ms holder keeps its lock and fresh ACQUIREs are answered`, async () => {
       await using server = startServer();
       const ends = watchEnds(server);
-      const held = await holder(server, 200);
+      const held = await steadyHolder(server.port, "holder", 200);
       // Reconnect and flood again, several times: each is cut with PROTOCOL_ERROR.
       for (let round = 0; round < 5; round++) {
         const flood = await pipeliner(server, `flood-${round}`, reading);
@@ -190,7 +157,8 @@ describe("pipelining", () => {
       await ends.until((e) => e.filter((x) => x.code === ErrorCode.PROTOCOL_ERROR).length === 5);
       expect(server.engine.stats.pipeliningCuts).toBe(5);
       expect(ends.ends.filter((x) => x.code === ErrorCode.LEASE_EXPIRED)).toEqual([]);
-      expect(await held.finish()).toBeGreaterThan(1);
+      await held.finish();
+      expect(held.rtts.length).toBeGreaterThan(0);
       // Each flood was cut after at most PIPELINE_LIMIT heartbeats per read, well before its output could pile up.
       expect(server.engine.stats.outboxCuts).toBe(0);
     });

@@ -9,13 +9,11 @@ const { ACQUIRED, WAITING, ERROR } = FrameType;
 describe("state diagram over TCP", () => {
   test("CONNECTED -> ACQUIRED, CONNECTED -> WAITING, WAITING -> ACQUIRED on the owner's close (a push)", async () => {
     await using server = startServer();
-    const a = await WirePeer.connect(server.port);
-    a.acquire("L", 60_000);
-    const grant = await a.frame(0);
+    const a = await WirePeer.claim(server.port, "L", 60_000);
+    const grant = a.frames[0]!;
     expect([grant.type, grant.flags]).toEqual([ACQUIRED, FLAG_REPLY]);
-    const b = await WirePeer.connect(server.port);
-    b.acquire("L", 60_000);
-    expect([(await b.frame(0)).type, b.frames[0]!.flags]).toEqual([WAITING, FLAG_REPLY]);
+    const b = await WirePeer.claim(server.port, "L", 60_000);
+    expect([b.frames[0]!.type, b.frames[0]!.flags]).toEqual([WAITING, FLAG_REPLY]);
     a.end();
     // b sends nothing more: the grant must come on the server's initiative.
     const push = await b.frame(1);
@@ -43,12 +41,8 @@ describe("state diagram over TCP", () => {
 
   test("ACQUIRED -> DISCONNECTED by RST (terminate) hands over at once", async () => {
     await using server = startServer();
-    const a = await WirePeer.connect(server.port);
-    a.acquire("L", 60_000);
-    await a.frame(0);
-    const b = await WirePeer.connect(server.port);
-    b.acquire("L", 60_000);
-    await b.frame(0);
+    const a = await WirePeer.claim(server.port, "L", 60_000);
+    const b = await WirePeer.claim(server.port, "L", 60_000);
     a.terminate();
     expect((await b.frame(1)).type).toBe(ACQUIRED);
     b.end();
@@ -61,9 +55,7 @@ describe("state diagram over TCP", () => {
     const sentA = performance.now();
     a.acquire("L", lease);
     await a.frame(0);
-    const b = await WirePeer.connect(server.port);
-    b.acquire("L", 60_000);
-    await b.frame(0);
+    const b = await WirePeer.claim(server.port, "L", 60_000);
     const c = await WirePeer.connect(server.port);
     const sentC = performance.now();
     c.acquire("L", lease); // waits behind a, silent
@@ -85,12 +77,9 @@ describe("state diagram over TCP", () => {
   test("heartbeats keep owner and waiter alive across many leases", async () => {
     await using server = startServer();
     const lease = 400;
-    const owner = await WirePeer.connect(server.port);
-    owner.acquire("L", lease);
-    const token = (await owner.frame(0)).token;
-    const waiter = await WirePeer.connect(server.port);
-    waiter.acquire("L", lease);
-    await waiter.frame(0);
+    const owner = await WirePeer.claim(server.port, "L", lease);
+    const token = owner.frames[0]!.token;
+    const waiter = await WirePeer.claim(server.port, "L", lease);
     // Heartbeat after each reply with a pause of lease/8: 24 rounds span several leases.
     for (let i = 1; i <= 24; i++) {
       await Bun.sleep(lease / 8); // the heartbeat schedule itself, not synchronisation
@@ -110,14 +99,12 @@ describe("state diagram over TCP", () => {
 describe("FIFO over TCP", () => {
   test("100 waiters are granted in the order their ACQUIREs were accepted, tokens strictly increasing; one leaving the middle is skipped", async () => {
     await using server = startServer();
-    const owner = await WirePeer.connect(server.port);
-    owner.acquire("fifo", 60_000);
-    let last = (await owner.frame(0)).token!;
+    const owner = await WirePeer.claim(server.port, "fifo", 60_000);
+    let last = owner.frames[0]!.token!;
     const waiters: WirePeer[] = [];
     for (let i = 0; i < 100; i++) {
-      const w = await WirePeer.connect(server.port);
-      w.acquire("fifo", 60_000, { owner: `w${i}` });
-      expect((await w.frame(0)).type).toBe(WAITING); // accepted in this order
+      const w = await WirePeer.claim(server.port, "fifo", 60_000, { owner: `w${i}` });
+      expect(w.frames[0]!.type).toBe(WAITING); // accepted in this order
       waiters.push(w);
     }
     waiters[37]!.end();

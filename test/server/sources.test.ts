@@ -43,9 +43,8 @@ describe("--max-sessions-per-source", () => {
 
     first.end();
     await sessionsFrom(server, "127.0.0.1", 1);
-    const fourth = await WirePeer.connect(server.port);
-    fourth.acquire("d", 60_000);
-    expect((await fourth.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const fourth = await WirePeer.claim(server.port, "d", 60_000);
+    expect(fourth.frames[0]!.type).toBe(FrameType.ACQUIRED);
     second.end();
     fourth.end();
     other.end();
@@ -56,9 +55,8 @@ describe("--max-sessions-per-source", () => {
     const start = await child.line("lockd listening");
     expect(start.maxSessionsPerSource).toBe(1);
     const { listenPort } = await child.addresses();
-    const one = await WirePeer.connect(listenPort);
-    one.acquire("x", 60_000);
-    expect((await one.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const one = await WirePeer.claim(listenPort, "x", 60_000);
+    expect(one.frames[0]!.type).toBe(FrameType.ACQUIRED);
     const two = await WirePeer.connect(listenPort);
     expect((await two.frame(0)).code).toBe(ErrorCode.OVERLOADED);
     one.end();

@@ -1,32 +1,26 @@
 // TLS on the protocol listener: works end to end (handover still a push),
 // mutual TLS refuses clients without a certificate from the configured CA,
 // and a plaintext client gets no lockd frame, only a closed connection.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { FrameType } from "../../src/protocol/index.ts";
-import { type Certs, hasOpenssl, makeCerts } from "../helpers/certs.ts";
+import { hasOpenssl, suiteCerts } from "../helpers/certs.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 
 if (!hasOpenssl) console.warn("tls.test.ts: the openssl command is absent; TLS tests are skipped");
 
 describe.skipIf(!hasOpenssl)("TLS", () => {
-  let certs: Certs;
-  beforeAll(() => {
-    certs = makeCerts();
-  });
-  afterAll(() => certs.remove());
+  const certs = suiteCerts();
 
   test("acquire, heartbeat and a pushed handover over TLS", async () => {
     await using server = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey } });
     const tls = { ca: certs.caCert, serverName: "127.0.0.1" };
-    const a = await WirePeer.connect(server.port, "127.0.0.1", tls);
-    a.acquire("tls", 60_000);
-    const grant = await a.frame(0);
+    const a = await WirePeer.claim(server.port, "tls", 60_000, { tls });
+    const grant = a.frames[0]!;
     expect(grant.type).toBe(FrameType.ACQUIRED);
     a.heartbeat();
     expect((await a.frame(1)).token).toBe(grant.token);
-    const b = await WirePeer.connect(server.port, "127.0.0.1", tls);
-    b.acquire("tls", 60_000);
-    expect((await b.frame(0)).type).toBe(FrameType.WAITING);
+    const b = await WirePeer.claim(server.port, "tls", 60_000, { tls });
+    expect(b.frames[0]!.type).toBe(FrameType.WAITING);
     a.end();
     const push = await b.frame(1);
     expect([push.type, push.flags]).toEqual([FrameType.ACQUIRED, 0]);
@@ -36,9 +30,8 @@ describe.skipIf(!hasOpenssl)("TLS", () => {
 
   test("mutual TLS: a client certificate from the CA is served; none, or one from another CA, is refused", async () => {
     await using server = startServer({ tls: { cert: certs.serverCert, key: certs.serverKey, clientCa: certs.caCert } });
-    const good = await WirePeer.connect(server.port, "127.0.0.1", { ca: certs.caCert, cert: certs.clientCert, key: certs.clientKey });
-    good.acquire("mtls", 60_000);
-    expect((await good.frame(0)).type).toBe(FrameType.ACQUIRED);
+    const good = await WirePeer.claim(server.port, "mtls", 60_000, { tls: { ca: certs.caCert, cert: certs.clientCert, key: certs.clientKey } });
+    expect(good.frames[0]!.type).toBe(FrameType.ACQUIRED);
 
     for (const tls of [{ ca: certs.caCert }, { ca: certs.caCert, cert: certs.strangerCert, key: certs.strangerKey }]) {
       const refused = await WirePeer.connect(server.port, "127.0.0.1", tls);

@@ -66,7 +66,7 @@ export class World implements WheelDriver {
     const tokens = new JumpingTokens(config.tokenFloor, rng.fork(), config.repeatTokens);
     this.engine = new Engine<SimConn>(this.transport, { ioTimeoutMs: config.ioTimeoutMs, maxSessions: config.maxSessions, tokens }, config.start);
     this.transport.engine = this.engine;
-    this.engine.wheel.setDriver(this);
+    this.engine.setDriver(this);
     this.model = new Model(config.ioTimeoutMs, config.maxSessions, config.tokenFloor, config.start);
     if (config.lifo) makeQueuesLifo(this.engine);
   }

@@ -291,16 +291,22 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () =>
       expect(response.headers.get("referrer-policy")).toBe("no-referrer");
       await response.arrayBuffer();
     }
-    // The browser enforces it: an inline script injected into the DOM does not run.
+    // The browser enforces it: an inline script injected into the DOM does not
+    // run, and the browser reports the violation (the event shows the check happened).
     const { page } = await open();
-    const ran = await page.evaluate(async () => {
+    const result = await page.evaluate(async () => {
+      const violation = new Promise<string>((resolve) => {
+        document.addEventListener("securitypolicyviolation", (event) => resolve(event.effectiveDirective), { once: true });
+        setTimeout(() => resolve("no violation reported in 5 s"), 5000);
+      });
       const script = document.createElement("script");
       script.textContent = "window.__inline = true";
       document.body.append(script);
-      await new Promise((resolve) => setTimeout(resolve, 0));
-      return (window as unknown as { __inline?: boolean }).__inline === true;
+      const directive = await violation;
+      return { directive, ran: (window as unknown as { __inline?: boolean }).__inline === true };
     });
-    expect(ran).toBe(false);
+    expect(result.ran).toBe(false);
+    expect(result.directive).toStartWith("script-src");
     await page.close();
   });
 

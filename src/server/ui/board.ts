@@ -21,12 +21,12 @@
  * view, and force-release and kick with the admin token as a bearer header).
  */
 import { SessionState } from "../../core/session.ts";
-import type { Engine } from "../../core/engine.ts";
+import type { EngineView } from "../../core/engine.ts";
 import type { Histogram } from "../../core/stats.ts";
 import { ErrorCode, MAX_NAME_LENGTH } from "../../protocol/constants.ts";
 import type { HttpReply } from "../ops-http.ts";
 import type { Conn } from "../conn.ts";
-import { type LockRow, lockRow, rowComparator, RowOrder, RowSelection } from "../views.ts";
+import { type LockRow, lockRow, rowComparator, RowOrder, RowSelection, sessionCounts } from "../views.ts";
 import pageHtml from "./index.html" with { type: "text" };
 import pageJs from "./ops-ui.js" with { type: "text" };
 import pageCss from "./ops-ui.css" with { type: "text" };
@@ -44,7 +44,7 @@ const MAX_VIEWS = 64;
 /**
  * Sent with every /ui answer: no inline script or style (everything the page
  * runs is /ui/ops-ui.js from this server), no framing, no referrer, no
- * caching. (No content sniffing too: ops-http adds nosniff to every answer.)
+ * caching. (No content sniffing: ops-http.ts sends nosniff with every answer.)
  */
 export const UI_SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "content-security-policy":
@@ -100,7 +100,7 @@ export class Samples {
   private readonly delta: Float64Array;
 
   constructor(
-    private readonly engine: Engine<Conn>,
+    private readonly engine: EngineView<Conn>,
     now: number,
   ) {
     const stats = engine.stats;
@@ -210,7 +210,7 @@ export function parseBoardQuery(query: string): BoardQuery | { error: string } {
 }
 
 export interface BoardOptions {
-  readonly engine: Engine<Conn>;
+  readonly engine: EngineView<Conn>;
   /** Locks (and rows) looked at per turn of the event loop. */
   readonly scanSlice: number;
   /** The server's version, for the page's header. */
@@ -289,7 +289,7 @@ export class Board {
     const handover = stats.handoverSeconds;
     snapshot.totals = {
       locks: snapshot.rows.length,
-      sessions: { connected: stats.states[SessionState.CONNECTED]!, waiting: stats.states[SessionState.WAITING]!, owner: stats.states[SessionState.OWNER]! },
+      sessions: sessionCounts(stats.states),
       grants: stats.grantsImmediate + stats.grantsPromoted,
       handoverSinceStart: {
         count: handover.count,
