@@ -175,7 +175,9 @@ export class OpsServer {
 
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
-    this.board = new Board({ engine: options.server.view, scanSlice: this.limits.scanSlice, version: options.version });
+    // A getter: with --coordinator the server (and its engine) changes with each active term.
+    const server = options.server;
+    this.board = new Board({ get engine() { return server.view; }, scanSlice: this.limits.scanSlice, version: options.version });
     this.http = new HttpServer({
       hostname: options.hostname,
       port: options.port,

@@ -199,3 +199,35 @@ test("samples: one per take, grants per second over the time since the last, han
   expect(series.t[0]).toBe(2_000_008);
   expect(series.t[SAMPLES - 1]).toBe(2_000_000 + SAMPLES + 7);
 });
+
+test("with --coordinator the engine changes with each active term: the board reads the current one, and its rates start over", async () => {
+  const first = harness();
+  const second = harness();
+  let current = first;
+  for (let i = 0; i < 6; i++) hold(first, `old${i}`);
+  const b = new Board({
+    get engine() {
+      return current.engine as unknown as Engine<Conn>;
+    },
+    scanSlice: 16_384,
+    version: "0.0.0-test",
+    now: () => current.now,
+  });
+  boards.push(b);
+  first.now += 1000;
+  b.samples.take(first.now, 1_000_000);
+  expect(b.samples.toJSON().owner).toEqual([6]);
+
+  // A new term: a fresh engine with two holders and fewer grants than the old one counted.
+  current = second;
+  second.now = first.now + 1000;
+  hold(second, "new-a");
+  hold(second, "new-b");
+  b.samples.take(second.now, 1_001_000);
+  const series = b.samples.toJSON();
+  expect(series.owner).toEqual([6, 2]);
+  expect(series.grantsPerSecond[1]).toBe(0); // started over at the switch, never negative
+  second.now += 1000;
+  const rows = json(await get(b, "/ui/v1/board?sort=name")).locks.rows.map((r: any) => r.name);
+  expect(rows).toEqual(["new-a", "new-b"]);
+});

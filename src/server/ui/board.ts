@@ -99,11 +99,15 @@ export class Samples {
   private readonly lastHandover: Float64Array;
   private readonly delta: Float64Array;
 
+  /** The engine the last sample read: with --coordinator each active term has its own. */
+  private engine: EngineView<Conn>;
+
   constructor(
-    private readonly engine: EngineView<Conn>,
+    private readonly source: () => EngineView<Conn>,
     now: number,
   ) {
-    const stats = engine.stats;
+    this.engine = source();
+    const stats = this.engine.stats;
     this.lastHandover = new Float64Array(stats.handoverSeconds.counts.length);
     this.delta = new Float64Array(stats.handoverSeconds.counts.length);
     this.reset(now);
@@ -120,7 +124,13 @@ export class Samples {
 
   /** Take one sample: rates and quantiles over the time since the last one. */
   take(now: number, wallClock: number): void {
-    const stats = this.engine.stats;
+    const engine = this.source();
+    if (engine !== this.engine) {
+      // A new term's engine counts from zero: start the differences over.
+      this.engine = engine;
+      this.reset(now);
+    }
+    const stats = engine.stats;
     const seconds = Math.max(0.001, (now - this.lastAt) / 1000);
     const slot = this.count % SAMPLES;
     const put = (name: SeriesName, value: number) => (this.columns.get(name)![slot] = value);
@@ -210,6 +220,7 @@ export function parseBoardQuery(query: string): BoardQuery | { error: string } {
 }
 
 export interface BoardOptions {
+  /** Read at every use: with --coordinator the engine changes with each active term. */
   readonly engine: EngineView<Conn>;
   /** Locks (and rows) looked at per turn of the event loop. */
   readonly scanSlice: number;
@@ -232,7 +243,7 @@ export class Board {
 
   constructor(private readonly options: BoardOptions) {
     this.now = options.now ?? (() => performance.now());
-    this.samples = new Samples(options.engine, this.now());
+    this.samples = new Samples(() => this.options.engine, this.now());
     this.timer = setInterval(() => this.samples.take(this.now(), Date.now()), INTERVAL_MS);
     this.timer.unref();
   }
