@@ -258,23 +258,15 @@ export class HttpServer {
   private readonly listener: TCPSocketListener<Connection | null>;
   private readonly connections = new Set<Connection>();
   private sweeper: ReturnType<typeof setInterval> | null = null;
-  private readonly refusal: Uint8Array;
+  /** The 503 sent at the connection limit: built at most once per second (its Date header changes). */
+  private refusalBytes: Uint8Array | null = null;
+  private refusalDate = "";
   /** The idle timeout announced in `Keep-Alive: timeout=N` (whole seconds, at least 1). */
   private readonly keepAliveHint: number;
   /** Connections refused at the limit since start. */
   refused = 0;
 
   constructor(private readonly options: HttpServerOptions) {
-    const limit = options.maxConnections;
-    this.refusal = serialize(
-      {
-        status: 503,
-        headers: { ...ERROR_HEADERS, "retry-after": "1" },
-        body: errorBody("OPS_BUSY", `the ops server has ${limit} open connections, its limit (--ops-max-connections); retry`),
-      },
-      null,
-      true,
-    );
     this.keepAliveHint = Math.max(1, Math.floor(options.idleTimeoutMs / 1000));
     const tls = options.tls;
     this.listener = Bun.listen<Connection | null>({
@@ -331,13 +323,31 @@ export class HttpServer {
     }
   }
 
+  /** The refusal's bytes, rebuilt only when the second in its Date header has passed. */
+  private refusal(): Uint8Array {
+    const date = httpDate();
+    if (this.refusalBytes === null || this.refusalDate !== date) {
+      this.refusalDate = date;
+      this.refusalBytes = serialize(
+        {
+          status: 503,
+          headers: { ...ERROR_HEADERS, "retry-after": "1" },
+          body: errorBody("OPS_BUSY", `the ops server has ${this.options.maxConnections} open connections, its limit (--ops-max-connections); retry`),
+        },
+        null,
+        true,
+      );
+    }
+    return this.refusalBytes;
+  }
+
   private opened(socket: Socket<Connection | null>): void {
     socket.data = null;
     if (this.connections.size >= this.options.maxConnections) {
       this.refused++;
       this.options.refused?.(remoteOf(socket));
       // Over TLS nothing can be written before the handshake: just close.
-      if (this.options.tls === undefined) socket.end(this.refusal);
+      if (this.options.tls === undefined) socket.end(this.refusal());
       else socket.terminate();
       return;
     }

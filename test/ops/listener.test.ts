@@ -76,12 +76,17 @@ describe("connection limit", () => {
     idle[0]!.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
     await idle[0]!.untilAnswers(1);
 
+    // Let the clock pass a whole second since start: the refusal's Date must be the time it is sent.
+    await Bun.sleep(1100);
+    const before = Math.floor(Date.now() / 1000) * 1000;
     const extra = await Promise.all(Array.from({ length: 3 }, () => RawHttp.connect(opsPort)));
     for (const raw of extra) {
       await raw.untilClosed();
       expect(raw.statuses).toEqual([503]);
       expect(raw.text).toContain("OPS_BUSY");
       expect(raw.text).toContain("--ops-max-connections");
+      const date = /\r\ndate: ([^\r]+)\r\n/i.exec(raw.text)![1]!;
+      expect(new Date(date).getTime()).toBeGreaterThanOrEqual(before);
     }
     expect(ops.daemon.ops.connections).toEqual({ open: 4, max: 4, refused: 3 });
 
