@@ -69,6 +69,10 @@ interface ServerCounters {
   opened: number;
   granted: number;
   heartbeats: number;
+  /** Sessions the server ended with PROTOCOL_ERROR (pipelining, in a, b, c, j). */
+  protocolErrors: number;
+  /** Ops connections refused at --ops-max-connections (0 from a server without the limit). */
+  opsRefused: number;
 }
 
 const COUNTERS: Record<keyof ServerCounters, RegExp> = {
@@ -76,7 +80,10 @@ const COUNTERS: Record<keyof ServerCounters, RegExp> = {
   opened: /^lockd_sessions_opened_total (\d+)$/m,
   granted: /^lockd_acquisitions_total\{path="immediate"\} (\d+)$/m,
   heartbeats: /^lockd_heartbeats_total (\d+)$/m,
+  protocolErrors: /^lockd_session_ends_total\{reason="protocol_error"\} (\d+)$/m,
+  opsRefused: /^lockd_ops_connections_refused_total (\d+)$/m,
 };
+const NO_COUNTERS: ServerCounters = { leaseExpired: NaN, opened: NaN, granted: NaN, heartbeats: NaN, protocolErrors: NaN, opsRefused: NaN };
 
 /**
  * The server's own counters, from /metrics; up to three tries of 10 s (after
@@ -89,11 +96,14 @@ async function serverCounters(opsPort: number): Promise<ServerCounters> {
     const answer = await httpGet(BENCH_SOURCE, opsPort, "/metrics", 10_000, true);
     if (answer.status === 200 && answer.text !== undefined) {
       const text = answer.text;
-      const read = (key: keyof ServerCounters) => Number(COUNTERS[key].exec(text)?.[1] ?? Number.NaN);
-      return { leaseExpired: read("leaseExpired"), opened: read("opened"), granted: read("granted"), heartbeats: read("heartbeats") };
+      // A counter this server does not have (opsRefused before the ops limit existed) reads 0.
+      const read = (key: keyof ServerCounters) => Number(COUNTERS[key].exec(text)?.[1] ?? (key === "opsRefused" ? 0 : Number.NaN));
+      const counters = { ...NO_COUNTERS };
+      for (const key of Object.keys(COUNTERS) as (keyof ServerCounters)[]) counters[key] = read(key);
+      return counters;
     }
   }
-  return { leaseExpired: Number.NaN, opened: Number.NaN, granted: Number.NaN, heartbeats: Number.NaN };
+  return { ...NO_COUNTERS };
 }
 
 let cleaning: Promise<void> | null = null;
@@ -124,18 +134,19 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     await legit.ready();
     let crowd = "";
     let crowdPid = 0;
-    if (id === "d" || id === "e") {
+    const bigNames = id === "e" || id === "i";
+    if (id === "d" || bigNames) {
       const count = id === "d" ? options.sessions : options.locks;
       const t0 = performance.now();
-      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), id === "d" ? "24" : "512", String(options.perSource), lifetime, guard], "crowd");
+      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), bigNames ? "512" : "24", String(options.perSource), lifetime, guard], "crowd");
       crowdPid = child.pid;
       const info = await child.ready();
-      crowd = `${info.granted} sessions open${id === "e" ? " (512-byte names)" : ""}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
+      crowd = `${info.granted} sessions open${bigNames ? " (512-byte names)" : ""}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
       err(`  ${id}: crowd of ${info.granted} sessions in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
     const attacker = new Child(
       here("abuse-attacker.ts"),
-      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : id === "e" ? options.listers : options.churners), String(options.flood), guard],
+      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : bigNames ? options.listers : id === "j" ? options.pipeliners : options.churners), String(options.flood), guard],
       `attacker-${id}`,
     );
     await attacker.ready();
@@ -184,7 +195,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       attacker: report,
       serverExit: server.exitCode,
       crowd,
-      server: { leaseExpired: delta("leaseExpired"), opened: delta("opened"), granted: delta("granted"), heartbeats: delta("heartbeats") },
+      server: Object.fromEntries((Object.keys(COUNTERS) as (keyof ServerCounters)[]).map((key) => [key, delta(key)])) as unknown as ServerCounters,
     };
   } finally {
     await stopAll();
@@ -231,19 +242,26 @@ function attackerView(result: AttackResult): string {
   // The server's own counts over the same time (every client's, the attacker's by far the most).
   const heartbeats = `server answered ${num(result.server.heartbeats)} heartbeats`;
   const sessions = `server opened ${num(result.server.opened)} sessions, granted ${num(result.server.granted)}`;
+  const protocolErrors = `server ended ${num(result.server.protocolErrors)} sessions with PROTOCOL_ERROR`;
+  const opsRefused = result.server.opsRefused > 0 ? `; server refused ${num(result.server.opsRefused)} ops connections at its limit` : "";
   switch (result.id) {
     case "a":
-      return `${sent}, ${num(n("replies"))} replies read; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}${errors ? `; ${errors}` : ""}; ${heartbeats}`;
+      return `${sent}, ${num(n("replies"))} replies read; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}${errors ? `; ${errors}` : ""}; ${heartbeats}; ${protocolErrors}`;
     case "b":
-      return `${sent}; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}; ${heartbeats}`;
+      // Not reading, the attacker sees the server's close only when a write fails: the server's count says when it cut.
+      return `${sent}; ${cut > 0 ? `cut after ${meanCut}` : "the attacker saw no cut"}; ${heartbeats}; ${protocolErrors}`;
     case "c":
-      return `${num(n("connects"))} connections, cut after ${meanCut || "-"} on average; ${sent}; ${heartbeats}`;
+      return `${num(n("connects"))} connections, cut after ${meanCut || "-"} on average (as the attacker saw it); ${sent}; ${heartbeats}; ${protocolErrors}`;
+    case "j":
+      return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), cut after ${meanCut || "-"} on average; ${sent}${errors ? `; ${errors}` : ""}; ${heartbeats}; ${protocolErrors}`;
     case "d":
     case "e":
-      return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}; ${result.crowd}`;
+      return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}${opsRefused}; ${result.crowd}`;
+    case "i":
+      return `${num(n("tables paged"))} whole tables paged (${num(n("answers"))} pages, ${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}${opsRefused}; ${result.crowd}`;
     case "f":
     case "g":
-      return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}${result.id === "g" ? `; ${sessions}` : ""}`;
+      return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}${result.id === "g" ? `; ${sessions}` : opsRefused}`;
     case "h":
       return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), each closed right after its ACQUIRE${errors ? `; ${errors}` : ""}; ${sessions}`;
   }
