@@ -25,6 +25,7 @@
  * Exit 1 when a legitimate holder lost its lock during an attack, 2 on
  * a usage or tool error.
  */
+import { readFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { ATTACKS, USAGE, UsageError, parseAbuseArgs, type AbuseOptions, type AttackId } from "./lib/abuse-options.ts";
 import { LockdServe, stopAllServers } from "./lib/lockd-serve.ts";
@@ -62,6 +63,8 @@ interface AttackResult {
   crowd: string;
   /** The server's counters from the attack's start to the end of --after (its /metrics). */
   server: ServerCounters;
+  /** Listen-queue overflows on this machine during the attack (all processes). */
+  overflows: number;
 }
 
 interface ServerCounters {
@@ -104,6 +107,28 @@ async function serverCounters(opsPort: number): Promise<ServerCounters> {
     }
   }
   return { ...NO_COUNTERS };
+}
+
+/**
+ * SYNs the kernel dropped because a listen queue was full (TcpExt
+ * ListenOverflows in /proc/net/netstat): machine-wide, so other processes'
+ * count too, but a flood of connects shows here. A client whose SYN is
+ * dropped retries after 1 s (Linux's first SYN retransmission), which is
+ * what a p99 of about 1000 ms during a connection flood is. NaN where
+ * unreadable.
+ */
+function listenOverflows(): number {
+  try {
+    const lines = readFileSync("/proc/net/netstat", "utf8").split("\n");
+    for (let i = 0; i + 1 < lines.length; i += 2) {
+      if (!lines[i]!.startsWith("TcpExt:")) continue;
+      const names = lines[i]!.split(/\s+/);
+      const values = lines[i + 1]!.split(/\s+/);
+      const at = names.indexOf("ListenOverflows");
+      return at < 0 ? Number.NaN : Number(values[at]);
+    }
+  } catch {}
+  return Number.NaN;
 }
 
 let cleaning: Promise<void> | null = null;
@@ -163,6 +188,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     }, 250);
     await legit.request("phase", { name: "attack" });
     const cpu0 = server.cpuSeconds();
+    const overflows0 = listenOverflows();
     const t0 = performance.now();
     err(`  ${id}: attacking for ${options.durationMs / 1000} s`);
     let report: AttackResult["attacker"];
@@ -175,6 +201,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       clearInterval(sampler);
     }
     const cpu = (server.cpuSeconds() - cpu0) / ((performance.now() - t0) / 1000);
+    const overflows = listenOverflows() - overflows0;
     await legit.request("phase", { name: "after" });
     await attacker.stop();
     await Bun.sleep(options.afterMs);
@@ -195,6 +222,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       attacker: report,
       serverExit: server.exitCode,
       crowd,
+      overflows,
       server: Object.fromEntries((Object.keys(COUNTERS) as (keyof ServerCounters)[]).map((key) => [key, delta(key)])) as unknown as ServerCounters,
     };
   } finally {
@@ -226,6 +254,18 @@ function failures(counts: Record<string, number>, skipped = 0): string {
   const parts = Object.entries(counts).map(([what, n]) => `${n} ${what}`);
   if (skipped > 0) parts.push(`${skipped} not sent`);
   return parts.length === 0 ? "0" : parts.join(", ");
+}
+
+/**
+ * The percentiles are of the probes that were answered (and of timeouts, at
+ * the timeout): when refusals were fast, say how few answers they stand on.
+ */
+function answeredOnly(attack: PhaseReport): string {
+  const refused = (counts: Record<string, number>, summary: Summary) => Object.values(counts).reduce((a, b) => a + b, 0) > 0 && summary.n < 100;
+  const parts: string[] = [];
+  if (refused(attack.acquireFailures, attack.acquire)) parts.push(`ACQUIRE p50/p99 of ${attack.acquire.n} answered`);
+  if (refused(attack.readyzFailures, attack.readyz)) parts.push(`/readyz p50/p99 of ${attack.readyz.n} answered`);
+  return parts.length === 0 ? "" : ` (${parts.join("; ")})`;
 }
 
 function attackerView(result: AttackResult): string {
@@ -295,10 +335,10 @@ function row(result: AttackResult, options: AbuseOptions): string {
     versus(rest.acquire.p99, attack.acquire.p99, t),
     versus(rest.readyz.p50, attack.readyz.p50, t),
     versus(rest.readyz.p99, attack.readyz.p99, t),
-    `${failures(attack.acquireFailures, attack.skipped)} / ${failures(attack.readyzFailures)}`,
+    `${failures(attack.acquireFailures, attack.skipped)} / ${failures(attack.readyzFailures)}${answeredOnly(attack)}`,
     Number.isFinite(result.cpu) ? `${(result.cpu * 100).toFixed(0)} %` : "?",
     `${mib(result.rss.before)} → ${mib(result.rss.peak)} → ${mib(result.rss.after)}`,
-    attackerView(result) + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
+    attackerView(result) + (result.overflows > 0 ? `; listen-queue overflows on the machine: ${num(result.overflows)}` : "") + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
   ];
   return `| ${cells.map((c) => c.replace(/\|/g, "\\|")).join(" | ")} |`;
 }
