@@ -46,6 +46,8 @@ interface PhaseReport {
   readyzFailures: Record<string, number>;
   skipped: number;
   losses: { lease: number; why: string; code: string; heldMs: number }[];
+  /** How late the legit process's own event loop ran at worst (its own 20 ms timer). */
+  maxLagMs: number;
 }
 
 interface AttackResult {
@@ -338,7 +340,7 @@ function row(result: AttackResult, options: AbuseOptions): string {
     `${failures(attack.acquireFailures, attack.skipped)} / ${failures(attack.readyzFailures)}${answeredOnly(attack)}`,
     Number.isFinite(result.cpu) ? `${(result.cpu * 100).toFixed(0)} %` : "?",
     `${mib(result.rss.before)} → ${mib(result.rss.peak)} → ${mib(result.rss.after)}`,
-    attackerView(result) + (result.overflows > 0 ? `; listen-queue overflows on the machine: ${num(result.overflows)}` : "") + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
+    attackerView(result) + `; the holders' and prober's own loop late by up to ${Math.round(Math.max(result.attack.maxLagMs, result.after.maxLagMs))} ms` + (result.overflows > 0 ? `; listen-queue overflows on the machine: ${num(result.overflows)}` : "") + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
   ];
   return `| ${cells.map((c) => c.replace(/\|/g, "\\|")).join(" | ")} |`;
 }
