@@ -67,6 +67,8 @@ interface AttackResult {
   server: ServerCounters;
   /** Listen-queue overflows on this machine during the attack (all processes). */
   overflows: number;
+  /** The server's worst event-loop lateness during the attack and --after, and its CPU in that 250 ms window. */
+  serverLag: { maxLagMs: number; cpuMs: number } | null;
 }
 
 interface ServerCounters {
@@ -191,6 +193,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     await legit.request("phase", { name: "attack" });
     const cpu0 = server.cpuSeconds();
     const overflows0 = listenOverflows();
+    const lagFrom = server.lines.length;
     const t0 = performance.now();
     err(`  ${id}: attacking for ${options.durationMs / 1000} s`);
     let report: AttackResult["attacker"];
@@ -209,6 +212,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     await Bun.sleep(options.afterMs);
     await legit.request("settle", { ms: options.probeTimeoutMs + 2000 });
     const after = server.rss();
+    const serverLag = server.loopLag(lagFrom);
     const counters1 = await serverCounters(opsPort);
     const delta = (key: keyof ServerCounters) => counters1[key] - counters0[key];
     const phases = (await legit.request<{ phases: Record<string, PhaseReport> }>("report")).phases;
@@ -225,6 +229,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       serverExit: server.exitCode,
       crowd,
       overflows,
+      serverLag,
       server: Object.fromEntries((Object.keys(COUNTERS) as (keyof ServerCounters)[]).map((key) => [key, delta(key)])) as unknown as ServerCounters,
     };
   } finally {
@@ -340,7 +345,9 @@ function row(result: AttackResult, options: AbuseOptions): string {
     `${failures(attack.acquireFailures, attack.skipped)} / ${failures(attack.readyzFailures)}${answeredOnly(attack)}`,
     Number.isFinite(result.cpu) ? `${(result.cpu * 100).toFixed(0)} %` : "?",
     `${mib(result.rss.before)} → ${mib(result.rss.peak)} → ${mib(result.rss.after)}`,
-    attackerView(result) + `; the holders' and prober's own loop late by up to ${Math.round(Math.max(result.attack.maxLagMs, result.after.maxLagMs))} ms` + (result.overflows > 0 ? `; listen-queue overflows on the machine: ${num(result.overflows)}` : "") + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
+    attackerView(result) +
+      (result.serverLag === null ? "" : `; server's loop late by up to ${result.serverLag.maxLagMs} ms (its CPU in that 250 ms: ${result.serverLag.cpuMs} ms)`) +
+      `; the holders' and prober's own loop late by up to ${Math.round(Math.max(result.attack.maxLagMs, result.after.maxLagMs))} ms` + (result.overflows > 0 ? `; listen-queue overflows on the machine: ${num(result.overflows)}` : "") + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
   ];
   return `| ${cells.map((c) => c.replace(/\|/g, "\\|")).join(" | ")} |`;
 }
