@@ -11,7 +11,9 @@
  * - crowd (bench/abuse-crowd.ts, attacks d and e only): thousands of idle
  *   sessions holding locks, from 127.0.1.x;
  * - the attacker, from 127.0.0.1.
- * This process reads the server's /metrics from 127.0.0.3.
+ * This process reads the server's /metrics from 127.0.0.3. The server runs
+ * with bench/lib/loop-lag-preload.ts preloaded, which reports how late its
+ * event loop ran (a 10 ms timer) and its CPU time every 250 ms on stderr.
  *
  * The prober runs --rest at rest (setup done, attacker connected but idle),
  * then during --duration of attack, then --after; the server's RSS is read
