@@ -16,6 +16,12 @@
  *      reopened when closed.
  *   h  `concurrency` loops of: connect, ACQUIRE (a lock of its own), close,
  *      as fast as that goes.
+ *   i  `concurrency` keep-alive connections each paging the whole table:
+ *      GET /v1/locks?limit=1000, then the same with `cursor=` the answer's
+ *      `next`, until a page has none; then from the start again.
+ *   j  `concurrency` loops of: connect, ACQUIRE and 1 MiB of HEARTBEAT
+ *      frames in one write (whatever the kernel takes, the rest on drain),
+ *      reading replies; a new connection as soon as the server cuts it.
  *
  * Every loop stops at the deadline and after a bounded number of
  * connections; the process also exits on its own after `lifetimeMs`.
@@ -64,6 +70,9 @@ class Conn implements FrameSink {
   remaining = -1;
   head = "";
   path = "";
+  /** i: the current answer's body (to find `next`), and the cursor to send. */
+  body: Uint8Array[] = [];
+  cursor: string | null = null;
 
   onFrame(type: number, _flags: number, bytes: Uint8Array, offset: number): boolean {
     if (type === FrameType.ACQUIRED && !this.granted) {
@@ -182,7 +191,19 @@ function httpRequest(socket: Socket<Conn>): void {
   const conn = socket.data;
   conn.remaining = -1;
   conn.head = "";
-  socket.write(`GET ${conn.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  conn.body = [];
+  const target = conn.cursor === null ? conn.path : `${conn.path}&cursor=${encodeURIComponent(conn.cursor)}`;
+  socket.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+}
+
+/** i: the `next` cursor of the page just read (null: the last page, or no JSON). */
+function nextCursor(conn: Conn): string | null {
+  try {
+    const page = JSON.parse(Buffer.concat(conn.body).toString("utf8")) as { next?: unknown };
+    return typeof page.next === "string" ? page.next : null;
+  } catch {
+    return null;
+  }
 }
 
 function httpData(socket: Socket<Conn>, chunk: Uint8Array): void {
@@ -208,10 +229,15 @@ function httpData(socket: Socket<Conn>, chunk: Uint8Array): void {
     }
     if (conn.remaining >= 0) {
       const take = Math.min(conn.remaining, chunk.length - pos);
+      if (mode === "i") conn.body.push(chunk.slice(pos, pos + take));
       conn.remaining -= take;
       pos += take;
       if (conn.remaining === 0) {
         bump("answers");
+        if (mode === "i") {
+          conn.cursor = nextCursor(conn);
+          if (conn.cursor === null) bump("tables paged");
+        }
         if (live()) httpRequest(socket);
         else socket.terminate();
         return;
@@ -275,11 +301,57 @@ async function churn(): Promise<void> {
   }
 }
 
+// --- j: pipelining in big writes, reconnecting -------------------------------------
+
+/** ACQUIRE and 1 MiB of heartbeats: what one connection of j writes. */
+function bigBatch(): Uint8Array {
+  const acquire = acquireFrame();
+  const out = new Uint8Array(acquire.length + 16 * HEARTBEATS.length);
+  out.set(acquire, 0);
+  for (let i = 0; i < 16; i++) out.set(HEARTBEATS, acquire.length + i * HEARTBEATS.length);
+  return out;
+}
+
+async function bigPipeliner(): Promise<void> {
+  while (live()) {
+    const batch = bigBatch();
+    const socket = await connect(PORT, {
+      ...FRAMES,
+      drain(s) {
+        const c = s.data;
+        if (c.closed || c.offset >= batch.length) return;
+        const written = s.write(batch, c.offset, batch.length - c.offset);
+        if (written > 0) {
+          c.offset += written;
+          bump("bytes sent", written);
+        }
+      },
+    });
+    if (socket === null) {
+      await Bun.sleep(1);
+      continue;
+    }
+    const conn = socket.data;
+    const closed = new Promise<void>((resolve) => (conn.onClosed = resolve));
+    const started = performance.now();
+    const written = socket.write(batch);
+    if (written > 0) {
+      conn.offset = written;
+      bump("bytes sent", written);
+    }
+    await Promise.race([closed, Bun.sleep(Math.max(0, deadline - performance.now()))]);
+    if (conn.closed) {
+      bump("connections cut");
+      bump("ms until cut (sum)", performance.now() - started);
+    }
+  }
+}
+
 // --- IPC -------------------------------------------------------------------------------
 
 let prepared: Socket<Conn> | null = null;
 if (mode === "a") prepared = await prepareA();
-else if (!"bcdefgh".includes(mode) || mode.length !== 1) throw new Error(`unknown attack ${JSON.stringify(mode)}`);
+else if (!"bcdefghij".includes(mode) || mode.length !== 1) throw new Error(`unknown attack ${JSON.stringify(mode)}`);
 
 serveRequests({
   async run(request) {
@@ -311,6 +383,12 @@ serveRequests({
         break;
       case "h":
         await Promise.all(Array.from({ length: CONCURRENCY }, () => churn()));
+        break;
+      case "i":
+        await Promise.all(Array.from({ length: CONCURRENCY }, () => requester("/v1/locks?limit=1000")));
+        break;
+      case "j":
+        await Promise.all(Array.from({ length: CONCURRENCY }, () => bigPipeliner()));
         break;
     }
     // Whatever is left waiting returns at the deadline; stop everything.

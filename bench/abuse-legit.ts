@@ -49,13 +49,15 @@ interface PhaseStats {
   readyzFailures: Record<string, number>;
   skipped: number;
   losses: { lease: number; why: string; code: string; heldMs: number }[];
+  /** The longest this process's own event loop was late (a 20 ms timer): a stall here is the machine's, not the server's. */
+  maxLagMs: number;
 }
 
 const phases = new Map<string, PhaseStats>();
 let phase = "setup";
 const stats = (name: string): PhaseStats => {
   let s = phases.get(name);
-  if (s === undefined) phases.set(name, (s = { acquire: [], acquireFailures: {}, readyz: [], readyzFailures: {}, skipped: 0, losses: [] }));
+  if (s === undefined) phases.set(name, (s = { acquire: [], acquireFailures: {}, readyz: [], readyzFailures: {}, skipped: 0, losses: [], maxLagMs: 0 }));
   return s;
 };
 const bump = (counts: Record<string, number>, key: string) => (counts[key] = (counts[key] ?? 0) + 1);
@@ -188,6 +190,18 @@ function probeTick(): void {
   setTimeout(probeTick, Math.max(1, probeStart + ((probesSent + 1) * 1000) / PROBES_PER_SEC - performance.now()));
 }
 
+// This process's own lateness: a holder that loses its lock while this is
+// large may have been kept off the CPU itself (2 shared cores), not kept
+// waiting by the server.
+const LAG_TICK_MS = 20;
+let lagDue = performance.now() + LAG_TICK_MS;
+setInterval(() => {
+  const now = performance.now();
+  const s = stats(phase);
+  s.maxLagMs = Math.max(s.maxLagMs, now - lagDue);
+  lagDue = now + LAG_TICK_MS;
+}, LAG_TICK_MS);
+
 // --- IPC -----------------------------------------------------------------------
 
 function summary(s: PhaseStats) {
@@ -198,6 +212,7 @@ function summary(s: PhaseStats) {
     readyzFailures: s.readyzFailures,
     skipped: s.skipped,
     losses: s.losses,
+    maxLagMs: s.maxLagMs,
   };
 }
 

@@ -11,7 +11,9 @@
  * - crowd (bench/abuse-crowd.ts, attacks d and e only): thousands of idle
  *   sessions holding locks, from 127.0.1.x;
  * - the attacker, from 127.0.0.1.
- * This process reads the server's /metrics from 127.0.0.3.
+ * This process reads the server's /metrics from 127.0.0.3. The server runs
+ * with bench/lib/loop-lag-preload.ts preloaded, which reports how late its
+ * event loop ran (a 10 ms timer) and its CPU time every 250 ms on stderr.
  *
  * The prober runs --rest at rest (setup done, attacker connected but idle),
  * then during --duration of attack, then --after; the server's RSS is read
@@ -25,6 +27,7 @@
  * Exit 1 when a legitimate holder lost its lock during an attack, 2 on
  * a usage or tool error.
  */
+import { readFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { ATTACKS, USAGE, UsageError, parseAbuseArgs, type AbuseOptions, type AttackId } from "./lib/abuse-options.ts";
 import { LockdServe, stopAllServers } from "./lib/lockd-serve.ts";
@@ -45,6 +48,8 @@ interface PhaseReport {
   readyzFailures: Record<string, number>;
   skipped: number;
   losses: { lease: number; why: string; code: string; heldMs: number }[];
+  /** How late the legit process's own event loop ran at worst (its own 20 ms timer). */
+  maxLagMs: number;
 }
 
 interface AttackResult {
@@ -62,6 +67,10 @@ interface AttackResult {
   crowd: string;
   /** The server's counters from the attack's start to the end of --after (its /metrics). */
   server: ServerCounters;
+  /** Listen-queue overflows on this machine during the attack (all processes). */
+  overflows: number;
+  /** The server's worst event-loop lateness during the attack and --after, and its CPU in that 250 ms window. */
+  serverLag: { maxLagMs: number; cpuMs: number } | null;
 }
 
 interface ServerCounters {
@@ -69,6 +78,10 @@ interface ServerCounters {
   opened: number;
   granted: number;
   heartbeats: number;
+  /** Sessions the server ended with PROTOCOL_ERROR (pipelining, in a, b, c, j). */
+  protocolErrors: number;
+  /** Ops connections refused at --ops-max-connections (0 from a server without the limit). */
+  opsRefused: number;
 }
 
 const COUNTERS: Record<keyof ServerCounters, RegExp> = {
@@ -76,7 +89,10 @@ const COUNTERS: Record<keyof ServerCounters, RegExp> = {
   opened: /^lockd_sessions_opened_total (\d+)$/m,
   granted: /^lockd_acquisitions_total\{path="immediate"\} (\d+)$/m,
   heartbeats: /^lockd_heartbeats_total (\d+)$/m,
+  protocolErrors: /^lockd_session_ends_total\{reason="protocol_error"\} (\d+)$/m,
+  opsRefused: /^lockd_ops_connections_refused_total (\d+)$/m,
 };
+const NO_COUNTERS: ServerCounters = { leaseExpired: NaN, opened: NaN, granted: NaN, heartbeats: NaN, protocolErrors: NaN, opsRefused: NaN };
 
 /**
  * The server's own counters, from /metrics; up to three tries of 10 s (after
@@ -89,11 +105,36 @@ async function serverCounters(opsPort: number): Promise<ServerCounters> {
     const answer = await httpGet(BENCH_SOURCE, opsPort, "/metrics", 10_000, true);
     if (answer.status === 200 && answer.text !== undefined) {
       const text = answer.text;
-      const read = (key: keyof ServerCounters) => Number(COUNTERS[key].exec(text)?.[1] ?? Number.NaN);
-      return { leaseExpired: read("leaseExpired"), opened: read("opened"), granted: read("granted"), heartbeats: read("heartbeats") };
+      // A counter this server does not have (opsRefused before the ops limit existed) reads 0.
+      const read = (key: keyof ServerCounters) => Number(COUNTERS[key].exec(text)?.[1] ?? (key === "opsRefused" ? 0 : Number.NaN));
+      const counters = { ...NO_COUNTERS };
+      for (const key of Object.keys(COUNTERS) as (keyof ServerCounters)[]) counters[key] = read(key);
+      return counters;
     }
   }
-  return { leaseExpired: Number.NaN, opened: Number.NaN, granted: Number.NaN, heartbeats: Number.NaN };
+  return { ...NO_COUNTERS };
+}
+
+/**
+ * SYNs the kernel dropped because a listen queue was full (TcpExt
+ * ListenOverflows in /proc/net/netstat): machine-wide, so other processes'
+ * count too, but a flood of connects shows here. A client whose SYN is
+ * dropped retries after 1 s (Linux's first SYN retransmission), which is
+ * what a p99 of about 1000 ms during a connection flood is. NaN where
+ * unreadable.
+ */
+function listenOverflows(): number {
+  try {
+    const lines = readFileSync("/proc/net/netstat", "utf8").split("\n");
+    for (let i = 0; i + 1 < lines.length; i += 2) {
+      if (!lines[i]!.startsWith("TcpExt:")) continue;
+      const names = lines[i]!.split(/\s+/);
+      const values = lines[i + 1]!.split(/\s+/);
+      const at = names.indexOf("ListenOverflows");
+      return at < 0 ? Number.NaN : Number(values[at]);
+    }
+  } catch {}
+  return Number.NaN;
 }
 
 let cleaning: Promise<void> | null = null;
@@ -124,18 +165,19 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     await legit.ready();
     let crowd = "";
     let crowdPid = 0;
-    if (id === "d" || id === "e") {
+    const bigNames = id === "e" || id === "i";
+    if (id === "d" || bigNames) {
       const count = id === "d" ? options.sessions : options.locks;
       const t0 = performance.now();
-      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), id === "d" ? "24" : "512", String(options.perSource), lifetime, guard], "crowd");
+      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), bigNames ? "512" : "24", String(options.perSource), lifetime, guard], "crowd");
       crowdPid = child.pid;
       const info = await child.ready();
-      crowd = `${info.granted} sessions open${id === "e" ? " (512-byte names)" : ""}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
+      crowd = `${info.granted} sessions open${bigNames ? " (512-byte names)" : ""}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
       err(`  ${id}: crowd of ${info.granted} sessions in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
     const attacker = new Child(
       here("abuse-attacker.ts"),
-      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : id === "e" ? options.listers : options.churners), String(options.flood), guard],
+      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : bigNames ? options.listers : id === "j" ? options.pipeliners : options.churners), String(options.flood), guard],
       `attacker-${id}`,
     );
     await attacker.ready();
@@ -152,6 +194,8 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     }, 250);
     await legit.request("phase", { name: "attack" });
     const cpu0 = server.cpuSeconds();
+    const overflows0 = listenOverflows();
+    const lagFrom = server.lines.length;
     const t0 = performance.now();
     err(`  ${id}: attacking for ${options.durationMs / 1000} s`);
     let report: AttackResult["attacker"];
@@ -164,11 +208,13 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       clearInterval(sampler);
     }
     const cpu = (server.cpuSeconds() - cpu0) / ((performance.now() - t0) / 1000);
+    const overflows = listenOverflows() - overflows0;
     await legit.request("phase", { name: "after" });
     await attacker.stop();
     await Bun.sleep(options.afterMs);
     await legit.request("settle", { ms: options.probeTimeoutMs + 2000 });
     const after = server.rss();
+    const serverLag = server.loopLag(lagFrom);
     const counters1 = await serverCounters(opsPort);
     const delta = (key: keyof ServerCounters) => counters1[key] - counters0[key];
     const phases = (await legit.request<{ phases: Record<string, PhaseReport> }>("report")).phases;
@@ -184,7 +230,9 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
       attacker: report,
       serverExit: server.exitCode,
       crowd,
-      server: { leaseExpired: delta("leaseExpired"), opened: delta("opened"), granted: delta("granted"), heartbeats: delta("heartbeats") },
+      overflows,
+      serverLag,
+      server: Object.fromEntries((Object.keys(COUNTERS) as (keyof ServerCounters)[]).map((key) => [key, delta(key)])) as unknown as ServerCounters,
     };
   } finally {
     await stopAll();
@@ -217,6 +265,18 @@ function failures(counts: Record<string, number>, skipped = 0): string {
   return parts.length === 0 ? "0" : parts.join(", ");
 }
 
+/**
+ * The percentiles are of the probes that were answered (and of timeouts, at
+ * the timeout): when refusals were fast, say how few answers they stand on.
+ */
+function answeredOnly(attack: PhaseReport): string {
+  const refused = (counts: Record<string, number>, summary: Summary) => Object.values(counts).reduce((a, b) => a + b, 0) > 0 && summary.n < 100;
+  const parts: string[] = [];
+  if (refused(attack.acquireFailures, attack.acquire)) parts.push(`ACQUIRE p50/p99 of ${attack.acquire.n} answered`);
+  if (refused(attack.readyzFailures, attack.readyz)) parts.push(`/readyz p50/p99 of ${attack.readyz.n} answered`);
+  return parts.length === 0 ? "" : ` (${parts.join("; ")})`;
+}
+
 function attackerView(result: AttackResult): string {
   const c = result.attacker.counters;
   const n = (key: string) => c[key] ?? 0;
@@ -231,19 +291,26 @@ function attackerView(result: AttackResult): string {
   // The server's own counts over the same time (every client's, the attacker's by far the most).
   const heartbeats = `server answered ${num(result.server.heartbeats)} heartbeats`;
   const sessions = `server opened ${num(result.server.opened)} sessions, granted ${num(result.server.granted)}`;
+  const protocolErrors = `server ended ${num(result.server.protocolErrors)} sessions with PROTOCOL_ERROR`;
+  const opsRefused = result.server.opsRefused > 0 ? `; server refused ${num(result.server.opsRefused)} ops connections at its limit` : "";
   switch (result.id) {
     case "a":
-      return `${sent}, ${num(n("replies"))} replies read; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}${errors ? `; ${errors}` : ""}; ${heartbeats}`;
+      return `${sent}, ${num(n("replies"))} replies read; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}${errors ? `; ${errors}` : ""}; ${heartbeats}; ${protocolErrors}`;
     case "b":
-      return `${sent}; ${cut > 0 ? `cut after ${meanCut}` : "never cut"}; ${heartbeats}`;
+      // Not reading, the attacker sees the server's close only when a write fails: the server's count says when it cut.
+      return `${sent}; ${cut > 0 ? `cut after ${meanCut}` : "the attacker saw no cut"}; ${heartbeats}; ${protocolErrors}`;
     case "c":
-      return `${num(n("connects"))} connections, cut after ${meanCut || "-"} on average; ${sent}; ${heartbeats}`;
+      return `${num(n("connects"))} connections, cut after ${meanCut || "-"} on average (as the attacker saw it); ${sent}; ${heartbeats}; ${protocolErrors}`;
+    case "j":
+      return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), cut after ${meanCut || "-"} on average; ${sent}${errors ? `; ${errors}` : ""}; ${heartbeats}; ${protocolErrors}`;
     case "d":
     case "e":
-      return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}; ${result.crowd}`;
+      return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}${opsRefused}; ${result.crowd}`;
+    case "i":
+      return `${num(n("tables paged"))} whole tables paged (${num(n("answers"))} pages, ${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}${opsRefused}; ${result.crowd}`;
     case "f":
     case "g":
-      return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}${result.id === "g" ? `; ${sessions}` : ""}`;
+      return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}${result.id === "g" ? `; ${sessions}` : opsRefused}`;
     case "h":
       return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), each closed right after its ACQUIRE${errors ? `; ${errors}` : ""}; ${sessions}`;
   }
@@ -277,10 +344,12 @@ function row(result: AttackResult, options: AbuseOptions): string {
     versus(rest.acquire.p99, attack.acquire.p99, t),
     versus(rest.readyz.p50, attack.readyz.p50, t),
     versus(rest.readyz.p99, attack.readyz.p99, t),
-    `${failures(attack.acquireFailures, attack.skipped)} / ${failures(attack.readyzFailures)}`,
+    `${failures(attack.acquireFailures, attack.skipped)} / ${failures(attack.readyzFailures)}${answeredOnly(attack)}`,
     Number.isFinite(result.cpu) ? `${(result.cpu * 100).toFixed(0)} %` : "?",
     `${mib(result.rss.before)} → ${mib(result.rss.peak)} → ${mib(result.rss.after)}`,
-    attackerView(result) + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
+    attackerView(result) +
+      (result.serverLag === null ? "" : `; server's loop late by up to ${result.serverLag.maxLagMs} ms (its CPU in that 250 ms: ${result.serverLag.cpuMs} ms)`) +
+      `; the holders' and prober's own loop late by up to ${Math.round(Math.max(result.attack.maxLagMs, result.after.maxLagMs))} ms` + (result.overflows > 0 ? `; listen-queue overflows on the machine: ${num(result.overflows)}` : "") + (result.serverExit !== null ? `; **server exited (${result.serverExit})**` : ""),
   ];
   return `| ${cells.map((c) => c.replace(/\|/g, "\\|")).join(" | ")} |`;
 }

@@ -10,6 +10,8 @@ export const ATTACKS = {
   f: "idle connections flooding the ops port",
   g: "idle connections flooding the lock port",
   h: "new connections: connect, ACQUIRE, close, in a loop",
+  i: "concurrent GET /v1/locks paging the whole table (limit=1000 and the cursor), many 512-byte names",
+  j: "pipelined heartbeats in 1 MiB writes, reading, each connection reopened as soon as it is cut",
 } as const;
 export type AttackId = keyof typeof ATTACKS;
 export const ATTACK_IDS = Object.keys(ATTACKS) as AttackId[];
@@ -29,6 +31,8 @@ export interface AbuseOptions {
   readonly listers: number;
   readonly flood: number;
   readonly churners: number;
+  /** Concurrent reconnecting pipeliners (j). */
+  readonly pipeliners: number;
   /** Soft open-file limit for the server in the descriptor floods (f, g); 0 = inherit. */
   readonly ulimit: number;
   readonly perSource: number;
@@ -53,9 +57,10 @@ Options:
   --sessions 10000      open sessions during d
   --locks 10000         held locks with 512-byte names during e
   --scrapers 2000       concurrent /metrics requests (d)
-  --listers 50          concurrent /v1/locks requests (e)
+  --listers 50          concurrent /v1/locks requests (e) or pagers (i)
   --flood 4500          idle connections (f, g)
   --churners 64         concurrent connect-ACQUIRE-close loops (h)
+  --pipeliners 8        concurrent pipelining connections, each reopened when cut (j)
   --ulimit 4096         server's open-file limit in f and g (0: inherit)
   --per-source 32       crowd sessions per source address (127.0.1.x)
   -h, --help            this text
@@ -95,7 +100,7 @@ export function parseAbuseArgs(argv: readonly string[]): AbuseOptions | null {
     if (value === undefined) throw new UsageError(`${flag} needs a value`);
     values.set(flag, value);
   }
-  const known = ["--only", "--duration", "--rest", "--after", "--leases", "--probe-rate", "--probe-timeout", "--sessions", "--locks", "--scrapers", "--listers", "--flood", "--churners", "--ulimit", "--per-source"];
+  const known = ["--only", "--duration", "--rest", "--after", "--leases", "--probe-rate", "--probe-timeout", "--sessions", "--locks", "--scrapers", "--listers", "--flood", "--churners", "--pipeliners", "--ulimit", "--per-source"];
   for (const flag of values.keys()) if (!known.includes(flag)) throw new UsageError(`unknown option ${flag} (lockd serve options go after --)`);
   const get = (flag: string, fallback: string) => values.get(flag) ?? fallback;
 
@@ -124,6 +129,7 @@ export function parseAbuseArgs(argv: readonly string[]): AbuseOptions | null {
     listers: positive("--listers", get("--listers", "50")),
     flood: positive("--flood", get("--flood", "4500")),
     churners: positive("--churners", get("--churners", "64")),
+    pipeliners: positive("--pipeliners", get("--pipeliners", "8")),
     ulimit,
     perSource: positive("--per-source", get("--per-source", "32")),
     serverArgs,

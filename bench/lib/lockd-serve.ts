@@ -17,6 +17,8 @@ import { join } from "node:path";
 import { forEachLine } from "../../test/helpers/lines.ts";
 
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+/** Measures the server's event-loop lateness from inside (bench/lib/loop-lag-preload.ts). */
+const LAG_PRELOAD = join(import.meta.dir, "loop-lag-preload.ts");
 const live = new Set<LockdServe>();
 
 export interface ServeOptions {
@@ -91,7 +93,7 @@ export class LockdServe {
   private static spawn(args: readonly string[], ulimit: number): LockdServe {
     const dataDir = mkdtempSync(join(tmpdir(), "lockd-abuse-"));
     const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("LOCKD_"))) as Record<string, string>;
-    const command = [process.execPath, MAIN, "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--data-dir", dataDir, "--shutdown-grace", "0s", ...args];
+    const command = [process.execPath, "--preload", LAG_PRELOAD, MAIN, "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--data-dir", dataDir, "--shutdown-grace", "0s", ...args];
     // `exec` keeps the PID: the one we measure and kill is the server itself.
     const argv = ulimit > 0 ? ["sh", "-c", `ulimit -n ${ulimit} && exec "$@"`, "sh", ...command] : command;
     const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: base });
@@ -124,6 +126,22 @@ export class LockdServe {
     const waiters = this.waiters;
     this.waiters = [];
     for (const wake of waiters) wake();
+  }
+
+  /**
+   * The server's worst event-loop lateness among the "bench loop lag" lines
+   * from line index `from` on, with the CPU time of that 250 ms window; null
+   * when there are none.
+   */
+  loopLag(from: number): { maxLagMs: number; cpuMs: number } | null {
+    let worst: { maxLagMs: number; cpuMs: number } | null = null;
+    for (let i = from; i < this.lines.length; i++) {
+      const line = this.lines[i]!;
+      if (line.msg !== "bench loop lag") continue;
+      const lag = Number(line.maxLagMs);
+      if (worst === null || lag > worst.maxLagMs) worst = { maxLagMs: lag, cpuMs: Number(line.cpuMs) };
+    }
+    return worst;
   }
 
   /** Resident set size in bytes (VmRSS), or NaN once the process is gone. */

@@ -74,11 +74,19 @@ export function httpGet(source: string, port: number, path: string, timeoutMs: n
       if (keepText) chunks.push(chunk);
       if (head.length < 64) head += chunk.toString("latin1", 0, Math.min(chunk.length, 64));
     });
-    socket.once("error", (error: Error & { code?: string }) => finish({ status: 0, bytes, error: error.code ?? error.message }));
-    socket.once("close", () => {
+    const answered = () => {
       const status = /^HTTP\/1\.[01] (\d{3})/.exec(head);
-      if (status === null) finish({ status: 0, bytes, error: bytes === 0 ? "closed without an answer" : "bad answer" });
-      else finish({ status: Number(status[1]), bytes, ...(keepText ? { text: Buffer.concat(chunks).toString("latin1") } : {}) });
+      return status === null ? null : { status: Number(status[1]), bytes, ...(keepText ? { text: Buffer.concat(chunks).toString("latin1") } : {}) };
+    };
+    // A server that answers and closes before reading the request (the ops
+    // listener refusing at accept) makes the kernel reset the connection
+    // once the request arrives; a refusal's status line read before the
+    // reset is still its answer. A reset before any status line, or after
+    // a 200 (whose body may be short), is a failure.
+    socket.once("error", (error: Error & { code?: string }) => {
+      const answer = answered();
+      finish(answer !== null && answer.status !== 200 ? answer : { status: 0, bytes, error: error.code ?? error.message });
     });
+    socket.once("close", () => finish(answered() ?? { status: 0, bytes, error: bytes === 0 ? "closed without an answer" : "bad answer" }));
   });
 }

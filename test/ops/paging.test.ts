@@ -1,7 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { listLocks, status } from "../../src/cli/status.ts";
 import { opsRequest } from "../../src/cli/ops-client.ts";
-import { FrameType } from "../../src/protocol/index.ts";
+import type { Socket } from "bun";
+import { SessionState } from "../../src/core/index.ts";
+import { FrameType, encodeAcquire } from "../../src/protocol/index.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { body, startDaemon, type TestDaemon } from "./harness.ts";
 
@@ -166,6 +168,52 @@ describe("a listing that spans many turns", () => {
     expect(page.sessions.owner).toBe(301);
     expect(page.total).toBe(301);
     expect(page.locks.map((l) => l.name)).toContain("t299");
+    fresh.end();
+    for (const p of peers) p.end();
+  });
+});
+
+describe("many listings at once", () => {
+  test("at most one page is built per turn of the event loop, however many connections ask at once", async () => {
+    // The table fits in one slice (scanSlice is far above 20 locks), so each
+    // page could be built at once; 24 connections asking in the same read of
+    // the loop must still not be answered all in that turn: lock traffic that
+    // arrived behind them is handled first, and every page counts it.
+    await using ops = startDaemon({ opsLimits: { metricsMaxAgeMs: 0 } });
+    const peers: WirePeer[] = [];
+    for (let i = 0; i < 20; i++) peers.push(await hold(ops, `m${String(i).padStart(2, "0")}`));
+    const answers: Promise<string>[] = [];
+    const sockets: Socket<{ text: string; done: (text: string) => void }>[] = [];
+    for (let i = 0; i < 24; i++) {
+      let done!: (text: string) => void;
+      answers.push(new Promise<string>((resolve) => (done = resolve)));
+      sockets.push(
+        await Bun.connect({
+          hostname: "127.0.0.1",
+          port: ops.daemon.ops.port,
+          data: { text: "", done },
+          socket: {
+            data(socket, chunk) {
+              socket.data.text += chunk.toString("latin1");
+            },
+            close(socket) {
+              socket.data.done(socket.data.text);
+            },
+          },
+        }),
+      );
+    }
+    const fresh = await Bun.connect({ hostname: "127.0.0.1", port: ops.port, socket: { data() {} } });
+    // Every connection is accepted (by both listeners) before the requests go out.
+    const accepted = () => ops.daemon.ops.connections.open === 24 && ops.daemon.server.engine.stats.states[SessionState.CONNECTED] === 1;
+    for (let turns = 0; !accepted() && turns < 1000; turns++) await new Promise((r) => setImmediate(r));
+    expect(ops.daemon.ops.connections.open).toBe(24);
+    expect(ops.daemon.server.engine.stats.states[SessionState.CONNECTED]).toBe(1);
+    // All at once, in this turn: the 24 requests, then the ACQUIRE behind them.
+    for (const socket of sockets) socket.write("GET /v1/locks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    fresh.write(encodeAcquire({ name: "fresh", leaseMs: 5000, owner: "test", try: false }));
+    const owners = (await Promise.all(answers)).map((text) => JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).sessions.owner as number);
+    expect(owners).toEqual(owners.map(() => 21));
     fresh.end();
     for (const p of peers) p.end();
   });
