@@ -5,21 +5,16 @@
  * coordinator is only read, once, for the floor of a row this instance
  * creates: a missing one is not created.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeFloor } from "../../src/server/tokens-file.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
-import { freePort, Postgres } from "../coordinator/pg.ts";
+import { freePort, Postgres, suitePostgres } from "../coordinator/pg.ts";
 
 let pg: Postgres;
-beforeAll(async () => {
-  pg = await Postgres.start();
-}, 90_000);
-afterAll(async () => {
-  await pg?.[Symbol.asyncDispose]();
-});
+suitePostgres((started) => (pg = started));
 
 function coordinated(service: string, port: number, dataDir: string): ChildServer {
   return ChildServer.spawn(

@@ -5,7 +5,7 @@
  * Coordinator leases are short (2 s) so the file runs in seconds. Every wait
  * is for an event (a log line, a frame, a grant), bounded.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LockClient } from "../../src/client/index.ts";
@@ -13,17 +13,12 @@ import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { FencedResource } from "../faults/fence.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
-import { freePort, freePorts, Postgres } from "./pg.ts";
+import { freePort, freePorts, Postgres, suitePostgres } from "./pg.ts";
 
 const LEASE = 2000;
 
 let pg: Postgres;
-beforeAll(async () => {
-  pg = await Postgres.start();
-}, 90_000);
-afterAll(async () => {
-  await pg?.[Symbol.asyncDispose]();
-});
+suitePostgres((started) => (pg = started));
 
 let serial = 0;
 const nextService = () => `failover-${process.pid}-${++serial}`;

@@ -11,6 +11,7 @@
  * the `postgres` user through runuser, in a directory that user owns.
  * PostgreSQL's programs are looked up on PATH, then in /usr/lib/postgresql/<version>/bin.
  */
+import { afterAll, beforeAll } from "bun:test";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -167,4 +168,19 @@ async function run(cmd: readonly string[], timeoutMs: number): Promise<string> {
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   if (code !== 0) throw new Error(`${cmd.join(" ")} exited ${code}: ${err || out}`);
   return out;
+}
+
+/**
+ * One throwaway cluster for a test file: started before its first test,
+ * removed after its last; `use` receives it (assign it to the file's `pg`).
+ */
+export function suitePostgres(use: (pg: Postgres) => void): void {
+  let pg: Postgres | undefined;
+  beforeAll(async () => {
+    pg = await Postgres.start();
+    use(pg);
+  }, 90_000);
+  afterAll(async () => {
+    await pg?.[Symbol.asyncDispose]();
+  });
 }

@@ -3,17 +3,12 @@
  * the statements' compare-and-set semantics, the schema check and the
  * one-line start errors.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { CoordinatorConfigError, PgCoordinatorStore, type PgStoreOptions, SCHEMA_VERSION, STATEMENTS } from "../../src/server/coordinator-store.ts";
-import { freePort, Postgres } from "./pg.ts";
+import { freePort, Postgres, suitePostgres } from "./pg.ts";
 
 let pg: Postgres;
-beforeAll(async () => {
-  pg = await Postgres.start();
-}, 90_000);
-afterAll(async () => {
-  await pg?.[Symbol.asyncDispose]();
-});
+suitePostgres((started) => (pg = started));
 
 let serial = 0;
 function options(instance: string, service: string, extra: Partial<PgStoreOptions> = {}): PgStoreOptions {
