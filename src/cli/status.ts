@@ -69,7 +69,18 @@ export async function status(argv: readonly string[], env: Record<string, string
     }
     throw new CliError(`cannot reach any ops server of ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
   };
-  if (placement === null) return await statusOf(getFrom(map.shards[0]!.addresses, { shard: null, shards: [], generation: map.generation }, []), name, json, out);
+  if (placement === null) {
+    const seen: ShardView[] = [];
+    const collected = buffer();
+    const code = await statusOf(getFrom(map.shards[0]!.addresses, { shard: null, shards: [], generation: map.generation }, seen), name, json, collected);
+    const shard = seen[0];
+    // A plain address that is one shard of several: say that only its locks are shown.
+    if (!json && shard !== undefined && shard.name !== null) {
+      out.write(`shard ${shard.name} of ${describeShards(shard.shards, shard.generation)} (only this shard's locks: give --ops every shard's, ${shard.shards.map((s) => `${s}=HOST:PORT`).join(";")})\n`);
+    }
+    out.write(collected.text);
+    return code;
+  }
   const expect = (shard: string): Expected => ({ shard, shards: placement.shards, generation: map.generation });
   if (name !== undefined) {
     const index = placement.indexOf(name);

@@ -112,6 +112,9 @@ test("lockd status: a map naming a server without shards, and a plain list namin
   expect(plainList.code).toBe(78);
   expect(plainList.err).toContain(`the ops server at ${alphaOps} is shard alpha of alpha,beta (generation 1), and ${JSON.stringify(onBeta)} belongs to shard beta`);
   expect(plainList.out).not.toContain("free");
+  const listing = await runCli(["status", "--ops", alphaOps]);
+  expect(listing.code).toBe(0);
+  expect(listing.out).toStartWith("shard alpha of alpha,beta (generation 1) (only this shard's locks: give --ops every shard's, alpha=HOST:PORT;beta=HOST:PORT)\n");
   // The plain server with a plain list, as ever.
   const plainOk = await runCli(["status", "--ops", plainOps, onBeta]);
   expect(plainOk.code).toBe(0);
