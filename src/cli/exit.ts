@@ -32,6 +32,11 @@ export const ExitCode = {
    * KICK): COMMAND never ran. (76 is for a lock lost while COMMAND ran.)
    */
   CLAIM_ENDED: 79,
+  /**
+   * EX_CONFIG: `lockd status` with a shard map: an ops server is not the
+   * shard the map says it is (or not a shard at all, or of another map).
+   */
+  WRONG_SHARD: 78,
   /** EX_NOPERM: the ops server refused the admin token (or has none configured). */
   NOPERM: 77,
   /** `lockd run`: the command could not be started (as in shells). */

@@ -3,12 +3,12 @@ import { readOptionFile } from "./files.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
 import { STATUS_OPTIONS } from "../config.ts";
-import type { HolderView, LockView, LocksView, WaiterView } from "../server/views.ts";
+import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 import { expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
-import type { Address } from "../address.ts";
-import { describeShards, placementOf } from "../shard.ts";
+import { type Address, formatAddress } from "../address.ts";
+import { describeShards, Placement, placementOf } from "../shard.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 
@@ -26,10 +26,17 @@ ${helpRow("-h, --help", "this text")}
 With shards, --ops (or LOCKD_OPS) names each shard's ops servers in the
 map syntax of LOCKD_SERVER (alpha=HOST:PORT,...;beta=HOST:PORT): NAME is
 looked up on its shard only (the same placement the clients use), and
-without NAME every shard is shown, one section per shard.
+without NAME every shard is shown, one section per shard, headed by the
+generation the servers say they run. Every answer is checked against the
+map: each ops server says which shard of which map it is, and one that is
+not the shard the map names (swapped addresses, a server without --shard,
+another map) is an error naming the address, never a "free" from the
+wrong shard. Servers that disagree on the generation (or with the map's
+gen=) get a warning. With a plain list, a lock NAME asked of one shard of
+several that does not own it is an error too.
 
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
-(of any shard) unreachable.
+(of any shard) unreachable; 78 an ops server is not the shard --ops says.
 `;
 
 export async function status(argv: readonly string[], env: Record<string, string | undefined>, out = process.stdout): Promise<number> {
@@ -44,33 +51,149 @@ export async function status(argv: readonly string[], env: Record<string, string
   const name = parsed.positionals[0];
   const ca = opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {};
   const placement = placementOf(map);
-  const getFrom = (ops: readonly Address[]) => (path: string) => opsRequest(ops, "GET", path, { timeoutMs: timeout, ...ca });
-  if (placement === null) return await statusOf(getFrom(map.shards[0]!.addresses), name, json, out);
-  const about = describeShards(placement.shards, map.generation);
+  /** Each address in turn until one answers; every answer is checked against what the map says of it. */
+  const getFrom = (ops: readonly Address[], expect: Expected, seen: ShardView[]) => async (path: string): Promise<OpsAnswer> => {
+    const failures: string[] = [];
+    for (const address of ops) {
+      let answer: OpsAnswer;
+      try {
+        answer = await opsRequest(address, "GET", path, { timeoutMs: timeout, ...ca });
+      } catch (error) {
+        if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE || ops.length === 1) throw error;
+        failures.push(`${formatAddress(address)}: ${error.message.replace(/^cannot reach the ops server at \S+ \(--ops, LOCKD_OPS\): /, "")}`);
+        continue;
+      }
+      const view = checkShard(answer, address, expect, name);
+      if (view !== null) seen.push(view);
+      return answer;
+    }
+    throw new CliError(`cannot reach any ops server of ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
+  };
+  if (placement === null) {
+    const seen: ShardView[] = [];
+    const collected = buffer();
+    const code = await statusOf(getFrom(map.shards[0]!.addresses, { shard: null, shards: [], generation: map.generation }, seen), name, json, collected);
+    const shard = seen[0];
+    // A plain address that is one shard of several: say that only its locks are shown.
+    if (!json && shard !== undefined && shard.name !== null) {
+      out.write(`shard ${shard.name} of ${describeShards(shard.shards, shard.generation)} (only this shard's locks: give --ops every shard's, ${shard.shards.map((s) => `${s}=HOST:PORT`).join(";")})\n`);
+    }
+    out.write(collected.text);
+    return code;
+  }
+  const expect = (shard: string): Expected => ({ shard, shards: placement.shards, generation: map.generation });
   if (name !== undefined) {
     const index = placement.indexOf(name);
     const shard = map.shards[index]!;
-    if (!json) out.write(`shard ${shard.name} of ${about}\n`);
-    return await statusOf(getFrom(shard.addresses), name, json, out, shard.name);
+    const seen: ShardView[] = [];
+    // Checked before anything is printed: an answer from the wrong shard says nothing about NAME.
+    const collected = buffer();
+    const code = await statusOf(getFrom(shard.addresses, expect(shard.name), seen), name, json, collected, shard.name);
+    if (!json) out.write(`shard ${shard.name} of ${describeShards(placement.shards, seen[0]?.generation ?? map.generation)}\n`);
+    out.write(collected.text);
+    return code;
   }
   let worst: number = ExitCode.OK;
   const views: Record<string, unknown> = {};
+  const generations = new Map<string, number>();
   for (const shard of map.shards) {
-    if (!json) out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name} of ${about}\n`);
-    // With --json, each shard's answer is collected and printed as one document at the end.
-    const collected = { text: "", write(text: string) { this.text += text; } };
+    // Each shard's answer is collected (and checked) first: its heading shows the generation its server says.
+    const collected = buffer();
+    const seen: ShardView[] = [];
     try {
-      await statusOf(getFrom(shard.addresses), undefined, json, json ? collected : out, shard.name);
+      await statusOf(getFrom(shard.addresses, expect(shard.name), seen), undefined, json, collected, shard.name);
+      if (seen[0] !== undefined) generations.set(shard.name, seen[0].generation);
       if (json) views[shard.name] = JSON.parse(collected.text);
+      else {
+        const generation = seen[0]?.generation ?? map.generation;
+        out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name} of ${describeShards(placement.shards, generation)}\n${collected.text}`);
+      }
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
       process.stderr.write(`lockd status: shard ${shard.name}: ${error.message}\n`);
       if (json) views[shard.name] = { error: error.message };
-      worst = error.exitCode;
+      else out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name}: not shown (see the error above)\n`);
+      if (worst === ExitCode.OK || error.exitCode === ExitCode.WRONG_SHARD) worst = error.exitCode;
     }
   }
-  if (json) out.write(`${JSON.stringify({ generation: map.generation, shards: views }, null, 2)}\n`);
+  const disagreement = generationProblem(generations, map.generation);
+  if (disagreement !== null) process.stderr.write(`lockd status: warning: ${disagreement}\n`);
+  if (json) {
+    const distinct = new Set(generations.values());
+    const generation = distinct.size === 1 ? [...distinct][0]! : null;
+    out.write(`${JSON.stringify({ generation, mapGeneration: map.generation, ...(disagreement === null ? {} : { warning: disagreement }), shards: views }, null, 2)}\n`);
+  }
   return worst;
+}
+
+/** What the map says of the ops servers of one entry: `shard` null for a plain list. */
+interface Expected {
+  readonly shard: string | null;
+  readonly shards: readonly string[];
+  /** The map's gen= (0 when it has none). */
+  readonly generation: number;
+}
+
+function buffer(): { text: string; write(text: string): void } {
+  return { text: "", write(text: string) { this.text += text; } };
+}
+
+/**
+ * The server's `shard` field, checked against what the map says of the
+ * address that answered; throws CliError WRONG_SHARD on a mismatch. Null
+ * when the answer carries none (an error the caller reports anyway).
+ */
+export function checkShard(answer: OpsAnswer, address: Address, expect: Expected, name: string | undefined): ShardView | null {
+  const body = answer.body as { shard?: unknown } | null;
+  const view = body !== null && typeof body === "object" ? parseShardView(body.shard) : null;
+  const at = `the ops server at ${formatAddress(address)}`;
+  if (view === undefined) {
+    if (expect.shard === null) return null;
+    throw new CliError(`${at}: --ops says it is shard ${expect.shard}, but the server does not say which shard it is (a lockd older than the shard field of the ops API?): cannot trust its answer`, ExitCode.WRONG_SHARD);
+  }
+  if (view === null) return null;
+  const serverSays = view.name === null ? "a server without shards (started without --shard)" : `shard ${view.name} of ${describeShards(view.shards, view.generation)}`;
+  if (expect.shard === null) {
+    // A plain list: fine for a plain server; a shard answers only for its own names.
+    if (view.name === null || name === undefined) return view;
+    const owner = view.shards.length < 2 ? view.name : new Placement(view.shards).shardOf(name);
+    if (owner === view.name) return view;
+    throw new CliError(
+      `${at} is ${serverSays}, and ${JSON.stringify(name)} belongs to shard ${owner}: --ops is a plain list; give the map of every shard's ops servers (--ops "${view.shards.map((s) => `${s}=HOST:PORT`).join(";")}")`,
+      ExitCode.WRONG_SHARD,
+    );
+  }
+  const mapSays = `--ops says it is shard ${expect.shard} of ${expect.shards.join(",")}`;
+  const sameShards = view.shards.length === expect.shards.length && [...view.shards].sort().join(",") === [...expect.shards].sort().join(",");
+  if (view.name !== expect.shard || !sameShards) {
+    throw new CliError(`${at}: ${mapSays}, but the server is ${serverSays}: fix the map (--ops, LOCKD_OPS)`, ExitCode.WRONG_SHARD);
+  }
+  return view;
+}
+
+/** The `shard` field of an ops answer: undefined when absent, null when the answer is not a lock view at all. */
+function parseShardView(value: unknown): ShardView | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== "object") return undefined;
+  const v = value as { name?: unknown; shards?: unknown; generation?: unknown };
+  if ((v.name !== null && typeof v.name !== "string") || !Array.isArray(v.shards) || typeof v.generation !== "number") return undefined;
+  return { name: v.name, shards: v.shards.map(String), generation: v.generation };
+}
+
+/**
+ * A warning when the shards' servers disagree on the generation, or
+ * agree on one other than the map's gen= (when it has one); else null.
+ */
+export function generationProblem(generations: ReadonlyMap<string, number>, mapGeneration: number): string | null {
+  const distinct = new Set(generations.values());
+  if (distinct.size > 1) {
+    const each = [...generations].map(([shard, gen]) => `${shard} ${gen}`).join(", ");
+    return `the shards' servers disagree on the map's generation (${each}): a map change is half done, or a server runs an old map`;
+  }
+  if (distinct.size === 1 && mapGeneration !== 0 && !distinct.has(mapGeneration)) {
+    return `--ops says gen=${mapGeneration} but the servers run generation ${[...distinct][0]}: the map given is not the servers' map`;
+  }
+  return null;
 }
 
 /** One service's status (every lock, or NAME); `shard` labels the JSON when the service is a shard. */

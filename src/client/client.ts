@@ -3,12 +3,12 @@ import { hostname } from "node:os";
 import { encodeAcquire } from "../protocol/frames.ts";
 import { connectBun } from "./bun-transport.ts";
 import { Claim } from "./claim.ts";
-import { LockRequestError, ServerErrorFrame, WrongShardError } from "./errors.ts";
+import { LockRequestError, ServerErrorFrame, ServerUnavailableError, WrongShardError } from "./errors.ts";
 import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Address, type Connector, type TlsSettings } from "./transport.ts";
-import { parseServerMap, type ServerMap } from "../address.ts";
+import { formatAddress, parseServerMap, type ServerMap } from "../address.ts";
 import { describeShards, placementOf, type Placement } from "../shard.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
@@ -147,7 +147,9 @@ export class LockClient {
     try {
       granted = await claim.start();
     } catch (error) {
-      throw this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD" ? this.wrongShard(name, shard, error) : error;
+      if (this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD") throw this.wrongShard(name, shard, error);
+      if (this.placement !== null && error instanceof ServerUnavailableError) throw this.unavailableShard(shard, error);
+      throw error;
     }
     return new Lock(name, granted.token, granted.signal, claim);
   }
@@ -160,6 +162,14 @@ export class LockClient {
   /** The addresses a claim on `name` tries, in order: its shard's. */
   addressesFor(name: string): readonly Address[] {
     return this.map.shards[this.placement === null ? 0 : this.placement.indexOf(name)]!.addresses;
+  }
+
+  /** With a map, the unavailable error names the shard and its addresses: "shard gamma at 127.0.0.1:17730". */
+  private unavailableShard(shard: number, error: ServerUnavailableError): ServerUnavailableError {
+    const { name, addresses } = this.map.shards[shard]!;
+    const where = `shard ${name} at ${addresses.map(formatAddress).join(",")}`;
+    const named = new ServerUnavailableError(error.message.replace(/^lock server unavailable/, `lock server of ${where} unavailable`), error.cause, name);
+    return named;
   }
 
   private wrongShard(name: string, shard: number, error: LockRequestError): WrongShardError {

@@ -126,9 +126,12 @@ export class ServerUnavailableError extends LockError {
    * not trusted: a setting to fix, not a condition to wait out (never retried).
    */
   readonly tls: TlsProblem | undefined;
-  constructor(message: string, cause?: unknown) {
+  /** With a server map: the shard whose servers could not serve the claim (its name is in the message too). */
+  readonly shard: string | undefined;
+  constructor(message: string, cause?: unknown, shard?: string) {
     super(message, { cause });
     this.tls = cause instanceof TlsSetupError ? cause.problem : undefined;
+    this.shard = shard;
   }
 }
 

@@ -128,7 +128,7 @@ export class Daemon {
         auth: new AdminAuth(options.adminToken),
         log: options.log,
         version: options.version,
-        shard: { shard: options.shards?.shard ?? null, generation: options.shards?.generation ?? 0 },
+        shard: { shard: options.shards?.shard ?? null, shards: options.shards?.shards ?? [], generation: options.shards?.generation ?? 0 },
         isReady: () => this.ready,
         ...(roles === null ? {} : { roles }),
         ...(options.opsTls === undefined ? {} : { tls: options.opsTls }),

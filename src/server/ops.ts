@@ -35,7 +35,7 @@ import type { Roles } from "./roles.ts";
 import type { LockServer } from "./server.ts";
 import type { Lock } from "../core/session.ts";
 import type { Conn } from "./conn.ts";
-import { decodeCursor, holderView, lockView, locksPage, PageSelection, positionOf, waiterView } from "./views.ts";
+import { decodeCursor, holderView, type ShardView, lockView, locksPage, PageSelection, positionOf, waiterView } from "./views.ts";
 import { Board } from "./ui/board.ts";
 
 export interface OpsOptions {
@@ -49,8 +49,12 @@ export interface OpsOptions {
   readonly auth: AdminAuth;
   readonly log: Logger;
   readonly version: string;
-  /** This server's shard and the map's generation, for /metrics (lockd_shard_info). */
-  readonly shard?: { readonly shard: string | null; readonly generation: number };
+  /**
+   * This server's shard, every shard's name and the map's generation: for
+   * /metrics (lockd_shard_info) and the `shard` field of /readyz and every
+   * /v1/locks answer. Omitted: a server without shards (generation 0).
+   */
+  readonly shard?: { readonly shard: string | null; readonly shards?: readonly string[]; readonly generation: number };
   /** False from the first moment of shutdown. */
   readonly isReady: () => boolean;
   /** Serve HTTPS with this PEM certificate chain and key. */
@@ -175,6 +179,8 @@ export class OpsServer {
 
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
+    const shard = options.shard;
+    this.shardView = { name: shard?.shard ?? null, shards: shard?.shard == null ? [] : [...(shard.shards ?? [])], generation: shard?.generation ?? 0 };
     // A getter: with --coordinator the server (and its engine) changes with each active term.
     const server = options.server;
     this.board = new Board({ get engine() { return server.view; }, scanSlice: this.limits.scanSlice, version: options.version });
@@ -262,9 +268,10 @@ export class OpsServer {
   private readyz(): HttpReply {
     const ready = this.options.isReady();
     const roles = this.options.roles?.view();
-    if (roles === undefined) return ready ? json(200, { status: "ready" }) : json(503, { status: "shutting_down" });
+    const shard = this.shardView;
+    if (roles === undefined) return ready ? json(200, { status: "ready", shard }) : json(503, { status: "shutting_down", shard });
     const status = ready ? "ready" : roles.role === "standby" ? "standby" : "shutting_down";
-    return json(ready ? 200 : 503, { status, role: roles.role, epoch: roles.epoch, service: roles.service });
+    return json(ready ? 200 : 503, { status, role: roles.role, epoch: roles.epoch, service: roles.service, shard });
   }
 
   /** The exposition text: built at most once per metricsMaxAgeMs (and again when readiness changes). */
@@ -289,6 +296,9 @@ export class OpsServer {
     this.metricsCache = { body, at: now, ready };
     return body;
   }
+
+  /** Which shard of which map this server is: the `shard` field of /readyz and /v1/locks answers. */
+  private readonly shardView: ShardView;
 
   /** The ops listener's connections (open, limit, refused). */
   get connections(): OpsConnections {
@@ -334,7 +344,7 @@ export class OpsServer {
       }
       scan.selection.offer(step.value);
     }
-    if (finished) scan.done(json(200, locksPage(this.options.server.view, scan.selection, performance.now())));
+    if (finished) scan.done(json(200, { ...locksPage(this.options.server.view, scan.selection, performance.now()), shard: this.shardView }));
     else this.scans.push(scan);
     if (this.scans.length > 0) this.scanTurn = setImmediate(this.scanStep);
   };
@@ -345,8 +355,11 @@ export class OpsServer {
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const lock = this.options.server.view.locks.get(decoded.name);
-    if (lock === undefined) return fail(404, "NO_SUCH_LOCK", `nobody holds or waits for ${JSON.stringify(decoded.name)}`);
-    return json(200, lockView(lock, performance.now(), limit));
+    // The shard goes with the 404 too: "free" means something only from the name's own shard.
+    if (lock === undefined) {
+      return json(404, { error: { code: "NO_SUCH_LOCK", message: `nobody holds or waits for ${JSON.stringify(decoded.name)}` }, shard: this.shardView });
+    }
+    return json(200, { ...lockView(lock, performance.now(), limit), shard: this.shardView });
   }
 
   /** Who is asking, for the log: peer address and user agent. */

@@ -94,6 +94,21 @@ export function sessionCounts(states: ArrayLike<number>): SessionCounts {
   return { connected: states[SessionState.CONNECTED]!, waiting: states[SessionState.WAITING]!, owner: states[SessionState.OWNER]! };
 }
 
+/**
+ * Which shard of which map a server is, as its ops answers say it (/readyz
+ * and every /v1/locks answer): `name` is null for a server that is not one
+ * shard of several (started without --shard; `shards` is then empty).
+ * Clients of the ops API (lockd status) check it against the map they were
+ * given before trusting an answer.
+ */
+export interface ShardView {
+  readonly name: string | null;
+  /** Every shard's name, in the order the server was given them. */
+  readonly shards: readonly string[];
+  /** The map's generation (the high bits of every token). */
+  readonly generation: number;
+}
+
 export interface LocksView {
   /**
    * One page of the locks that have a holder or waiters, in name order:
@@ -109,6 +124,8 @@ export interface LocksView {
   /** More locks after this page (next is not null). */
   readonly truncated: boolean;
   readonly sessions: SessionCounts;
+  /** The server's place in the shard map (absent from servers before it was added). */
+  readonly shard?: ShardView;
 }
 
 /** Waiters shown per lock in a page of the list, and over the whole page. */

@@ -22,6 +22,16 @@ test("docs/client.md has runnable examples", () => {
   expect(examples.length).toBeGreaterThanOrEqual(4);
 });
 
+/**
+ * The library runs on Node.js 20+, and Node 20 and 22 cannot parse an
+ * `await using` declaration (Bun can, and lowers it, so the runs below
+ * would not notice): the examples use try/finally.
+ */
+test("docs/client.md's examples parse on Node.js 20: no `await using`", () => {
+  const offending = examples.map((source, i) => ({ i: i + 1, line: source.split("\n").find((l) => /\bawait\s+using\s+[A-Za-z_$]/.test(l)) }));
+  expect(offending.filter((e) => e.line !== undefined)).toEqual([]);
+});
+
 examples.forEach((source, i) => {
   const firstLine = source.split("\n").find((l) => l.includes("acquire") || l.includes("withLock")) ?? `#${i}`;
   test(`example ${i + 1}: ${firstLine.trim().slice(0, 60)}`, async () => {

@@ -15,6 +15,8 @@ import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { freePort, freePorts, Postgres, suitePostgres } from "./pg.ts";
 
+/** /readyz's shard field on a server started without --shard. */
+const NO_SHARD = { name: null, shards: [], generation: 0 };
 const LEASE = 2000;
 
 let pg: Postgres;
@@ -64,9 +66,9 @@ describe("two instances", () => {
     expect((await a.line("lockd started")).role).toBe("active");
     const standbyOps = await opsPort(b);
     const standby = await readyz(standbyOps);
-    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 0, service } });
+    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 0, service, shard: NO_SHARD } });
     const activeOps = await opsPort(a);
-    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, service } });
+    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, service, shard: NO_SHARD } });
     // The role in lockd status and /metrics.
     expect((await runCli(["status", "--ops", `127.0.0.1:${activeOps}`])).out).toContain(`service ${service}: active, epoch 1\n`);
     expect((await runCli(["status", "--ops", `127.0.0.1:${standbyOps}`])).out).toContain(`service ${service}: standby, epoch 0 (a standby serves no locks`);

@@ -12,16 +12,24 @@ const two = new Placement(["alpha", "beta"]);
 const servers: ChildServer[] = [];
 let lockMap = "";
 let opsMap = "";
+/** The two shards' ops addresses swapped: the map's labels are wrong. */
+let swappedOps = "";
+let plain: ChildServer;
+let plainOps = "";
 
 beforeAll(async () => {
   const ports: { listenPort: number; opsPort: number }[] = [];
   for (const shard of ["alpha", "beta"]) {
-    const child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--shard", shard, "--shards", "alpha,beta"]);
+    const child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--shard", shard, "--shards", "alpha,beta", "--shards-generation", "1"]);
     servers.push(child);
     ports.push(await child.addresses());
   }
+  plain = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s"]);
+  servers.push(plain);
+  plainOps = `127.0.0.1:${(await plain.addresses()).opsPort}`;
   lockMap = `alpha=127.0.0.1:${ports[0]!.listenPort};beta=127.0.0.1:${ports[1]!.listenPort}`;
   opsMap = `alpha=127.0.0.1:${ports[0]!.opsPort};beta=127.0.0.1:${ports[1]!.opsPort}`;
+  swappedOps = `alpha=127.0.0.1:${ports[1]!.opsPort};beta=127.0.0.1:${ports[0]!.opsPort}`;
 });
 
 afterAll(async () => {
@@ -55,13 +63,13 @@ test("lockd status with a map of ops servers: a name on its shard, and every sha
   await using a = await client.acquire(onAlpha, { lease: 10_000, owner: "holder-a" });
   const one = await runCli(["status", "--ops", opsMap, onBeta]);
   expect(one.code).toBe(0);
-  expect(one.out).toContain("shard beta of alpha,beta (generation 0)");
+  expect(one.out).toContain("shard beta of alpha,beta (generation 1)");
   expect(one.out).toContain("holder-b");
   const all = await runCli(["status", "--ops", opsMap]);
   expect(all.code).toBe(0);
   const alphaPart = all.out.slice(0, all.out.indexOf("shard beta"));
   const betaPart = all.out.slice(all.out.indexOf("shard beta"));
-  expect(alphaPart).toContain("shard alpha of alpha,beta (generation 0)");
+  expect(alphaPart).toContain("shard alpha of alpha,beta (generation 1)");
   expect(alphaPart).toContain(onAlpha);
   expect(alphaPart).not.toContain(onBeta);
   expect(betaPart).toContain(onBeta);
@@ -70,7 +78,52 @@ test("lockd status with a map of ops servers: a name on its shard, and every sha
   const json = await runCli(["status", "--json", "--ops", opsMap]);
   expect(json.code).toBe(0);
   const doc = JSON.parse(json.out) as { generation: number; shards: Record<string, { locks: { name: string }[] }> };
-  expect(doc.generation).toBe(0);
+  expect(doc.generation).toBe(1);
   expect(doc.shards.alpha!.locks.map((l) => l.name)).toContain(onAlpha);
   expect(doc.shards.beta!.locks.map((l) => l.name)).toEqual([onBeta]);
+});
+
+test("lockd status checks each ops server against the map: swapped addresses are an error, never a free", async () => {
+  const onBeta = nameOn("beta");
+  const client = new LockClient({ servers: lockMap });
+  await using held = await client.acquire(onBeta, { lease: 10_000, owner: "holder-swapped" });
+  expect(held.token).toBeGreaterThan(0n);
+  const betaOps = swappedOps.slice(swappedOps.indexOf("beta=") + 5);
+  const one = await runCli(["status", "--ops", swappedOps, onBeta]);
+  expect(one.code).toBe(78);
+  expect(one.out).not.toContain("free");
+  expect(one.err).toContain(`the ops server at ${betaOps}: --ops says it is shard beta of alpha,beta, but the server is shard alpha of alpha,beta (generation 1)`);
+  const all = await runCli(["status", "--ops", swappedOps]);
+  expect(all.code).toBe(78);
+  expect(all.out).not.toContain("holder-swapped");
+  expect(all.err).toContain("--ops says it is shard alpha of alpha,beta, but the server is shard beta");
+  const json = await runCli(["status", "--json", "--ops", swappedOps]);
+  expect(json.code).toBe(78);
+  expect(json.out).not.toContain("holder-swapped");
+});
+
+test("lockd status: a map naming a server without shards, and a plain list naming one shard, are errors", async () => {
+  const onBeta = nameOn("beta");
+  const alphaOps = opsMap.slice(6, opsMap.indexOf(";"));
+  const viaMap = await runCli(["status", "--ops", `alpha=${alphaOps};beta=${plainOps}`, onBeta]);
+  expect(viaMap.code).toBe(78);
+  expect(viaMap.err).toContain(`the ops server at ${plainOps}: --ops says it is shard beta of alpha,beta, but the server is a server without shards`);
+  const plainList = await runCli(["status", "--ops", alphaOps, onBeta]);
+  expect(plainList.code).toBe(78);
+  expect(plainList.err).toContain(`the ops server at ${alphaOps} is shard alpha of alpha,beta (generation 1), and ${JSON.stringify(onBeta)} belongs to shard beta`);
+  expect(plainList.out).not.toContain("free");
+  const listing = await runCli(["status", "--ops", alphaOps]);
+  expect(listing.code).toBe(0);
+  expect(listing.out).toStartWith("shard alpha of alpha,beta (generation 1) (only this shard's locks: give --ops every shard's, alpha=HOST:PORT;beta=HOST:PORT)\n");
+  // The plain server with a plain list, as ever.
+  const plainOk = await runCli(["status", "--ops", plainOps, onBeta]);
+  expect(plainOk.code).toBe(0);
+  expect(plainOk.out).toContain("free");
+});
+
+test("lockd status shows the servers' generation and warns when the map's gen= differs", async () => {
+  const all = await runCli(["status", "--ops", `gen=2;${opsMap}`]);
+  expect(all.code).toBe(0);
+  expect(all.out).toContain("shard alpha of alpha,beta (generation 1)");
+  expect(all.err).toContain("--ops says gen=2 but the servers run generation 1");
 });
