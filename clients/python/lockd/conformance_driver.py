@@ -7,6 +7,7 @@ import json
 import ssl
 import sys
 import threading
+import time
 
 from . import Client, Lock, LockError
 from .frames import code_name
@@ -21,8 +22,14 @@ def out(event: dict) -> None:
         sys.stdout.flush()
 
 
+def since() -> float:
+    """This driver's monotonic clock in ms (the timing fields the bench reads)."""
+    return time.monotonic() * 1000
+
+
 def acquire(cmd: dict) -> None:
     ident = cmd["id"]
+    started_at = since()
     try:
         tls = None
         if cmd.get("tls"):
@@ -36,8 +43,9 @@ def acquire(cmd: dict) -> None:
         sc = code_name(e.server_code) if e.server_code is not None else None
         out({"id": ident, "event": "error", "code": e.code, "class": e.error_class, "serverCode": sc, "message": str(e)})
         return
+    at = since()
     _locks[ident] = lock
-    out({"id": ident, "event": "acquired", "token": str(lock.token)})
+    out({"id": ident, "event": "acquired", "token": str(lock.token), "startedAt": started_at, "at": at})
 
     def lost(error) -> None:
         if error.why != "released":
@@ -58,10 +66,11 @@ def main() -> None:
         if cmd["cmd"] == "acquire":
             threading.Thread(target=acquire, args=(cmd,), daemon=True).start()
         elif cmd["cmd"] == "release":
+            started_at = since()
             lock = _locks.get(ident)
             if lock is not None:
                 lock.release()
-            out({"id": ident, "event": "released"})
+            out({"id": ident, "event": "released", "startedAt": started_at, "at": since()})
         elif cmd["cmd"] == "held":
             lock = _locks.get(ident)
             out({"id": ident, "event": "held", "held": lock is not None and lock.held})

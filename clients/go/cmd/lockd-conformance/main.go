@@ -55,6 +55,11 @@ func tlsConfig(c command) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// since is this driver's monotonic clock in ms (the timing fields the bench reads).
+var t0 = time.Now()
+
+func since() float64 { return float64(time.Since(t0).Microseconds()) / 1000 }
+
 var (
 	outMu sync.Mutex
 	enc   = json.NewEncoder(os.Stdout)
@@ -91,7 +96,9 @@ func acquire(c command) {
 	if c.Wait != nil {
 		opts.Wait = time.Duration(*c.Wait) * time.Millisecond
 	}
+	startedAt := since()
 	lock, err := client.Acquire(context.Background(), c.Name, opts)
+	at := since()
 	if err != nil {
 		out(errorEvent(c.ID, err))
 		return
@@ -99,7 +106,7 @@ func acquire(c command) {
 	mu.Lock()
 	locks[c.ID] = lock
 	mu.Unlock()
-	out(map[string]interface{}{"id": c.ID, "event": "acquired", "token": strconv.FormatUint(lock.Token(), 10)})
+	out(map[string]interface{}{"id": c.ID, "event": "acquired", "token": strconv.FormatUint(lock.Token(), 10), "startedAt": startedAt, "at": at})
 	go func() {
 		<-lock.Context().Done()
 		var e *lockd.Error
@@ -133,10 +140,11 @@ func main() {
 			mu.Lock()
 			lock := locks[c.ID]
 			mu.Unlock()
+			startedAt := since()
 			if lock != nil {
 				lock.Release()
 			}
-			out(map[string]interface{}{"id": c.ID, "event": "released"})
+			out(map[string]interface{}{"id": c.ID, "event": "released", "startedAt": startedAt, "at": since()})
 		case "held":
 			mu.Lock()
 			lock := locks[c.ID]
