@@ -23,7 +23,13 @@ async function acquire(cmd: Record<string, any>): Promise<void> {
   const tls = cmd.tls
     ? { ca: readFileSync(cmd.tls.ca, "utf8"), ...(cmd.tls.cert ? { cert: readFileSync(cmd.tls.cert, "utf8"), key: readFileSync(cmd.tls.key, "utf8") } : {}) }
     : undefined;
-  const client = new LockClient({ servers: cmd.servers, owner: cmd.owner ?? id, ...(tls ? { tls } : {}) });
+  const client = new LockClient({
+    servers: cmd.servers,
+    owner: cmd.owner ?? id,
+    ...(tls ? { tls } : {}),
+    ...(cmd.reconnect != null ? { reconnectMs: cmd.reconnect } : {}),
+    ...(cmd.retryFirstConnect ? { retryFirstConnect: true } : {}),
+  });
   const startedAt = performance.now();
   try {
     const lock = await client.acquire(cmd.name, { lease: cmd.lease, try: cmd.try ?? false, ...(cmd.wait != null ? { wait: cmd.wait } : {}) });

@@ -36,7 +36,10 @@ def acquire(cmd: dict) -> None:
             tls = ssl.create_default_context(cafile=cmd["tls"]["ca"])
             if cmd["tls"].get("cert"):
                 tls.load_cert_chain(cmd["tls"]["cert"], cmd["tls"]["key"])
-        client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls)
+        options = {}
+        if cmd.get("reconnect") is not None:
+            options["reconnect"] = cmd["reconnect"] / 1000
+        client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls, retry_first_connect=bool(cmd.get("retryFirstConnect")), **options)
         wait = cmd.get("wait")
         lock = client.acquire(cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")))
     except LockError as e:

@@ -27,6 +27,9 @@ type command struct {
 	Try     bool   `json:"try"`
 	Wait    *int64 `json:"wait"`
 	Owner   string `json:"owner"`
+	// Reconnect (ms) and RetryFirstConnect: the claim's reconnect budget (protocol.md section 8.5).
+	Reconnect         *int64 `json:"reconnect"`
+	RetryFirstConnect bool   `json:"retryFirstConnect"`
 	TLS     *struct {
 		CA   string `json:"ca"`
 		Cert string `json:"cert"`
@@ -91,7 +94,10 @@ func acquire(c command) {
 		out(errorEvent(c.ID, err))
 		return
 	}
-	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg}
+	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg, RetryFirstConnect: c.RetryFirstConnect}
+	if c.Reconnect != nil {
+		client.Reconnect = time.Duration(*c.Reconnect) * time.Millisecond
+	}
 	opts := lockd.Options{Lease: time.Duration(c.Lease) * time.Millisecond, Try: c.Try}
 	if c.Wait != nil {
 		opts.Wait = time.Duration(*c.Wait) * time.Millisecond
