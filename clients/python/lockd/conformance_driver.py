@@ -29,7 +29,6 @@ def since() -> float:
 
 def acquire(cmd: dict) -> None:
     ident = cmd["id"]
-    started_at = since()
     try:
         tls = None
         if cmd.get("tls"):
@@ -41,6 +40,7 @@ def acquire(cmd: dict) -> None:
             options["reconnect"] = cmd["reconnect"] / 1000
         client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls, retry_first_connect=bool(cmd.get("retryFirstConnect")), **options)
         wait = cmd.get("wait")
+        started_at = since()
         lock = client.acquire(cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")))
     except LockError as e:
         sc = code_name(e.server_code) if e.server_code is not None else None
