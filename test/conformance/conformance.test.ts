@@ -186,7 +186,7 @@ const WRONG_SHARD = (() => {
 const FAKE_TOKEN = 9;
 const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
 
-const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard"] as const;
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close"] as const;
 type FakeMode = (typeof FAKE_MODES)[number];
 
 /**
@@ -199,7 +199,9 @@ type FakeMode = (typeof FAKE_MODES)[number];
  * - tls: answers with a TLS alert record (a TLS port);
  * - token-change: grants token 9, answers the first HEARTBEAT with token 10;
  * - double-reply: answers the ACQUIRE with two ACQUIRED replies (a reply with nothing in flight);
- * - late-grant: answers every frame with WAITING, and pushes ACQUIRED (token 9) on push().
+ * - late-grant: answers every frame with WAITING, and pushes ACQUIRED (token 9) on push();
+ * - waiting-after-grant: grants token 9, answers every HEARTBEAT with WAITING (a broken server);
+ * - waiting-then-close: answers the ACQUIRE with WAITING, then closes (an answer, then trouble).
  */
 class FakeServer {
   readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
@@ -216,6 +218,7 @@ class FakeServer {
         binaryType: "uint8array",
         open(socket) {
           fake.connections++;
+          fake.wakeup.wake();
           socket.data = { buf: new Uint8Array(0), frames: 0 };
           if (mode === "shutdown") {
             socket.write(SHUTTING_DOWN);
@@ -255,6 +258,13 @@ class FakeServer {
                 break;
               case "wrong-shard":
                 socket.write(WRONG_SHARD);
+                socket.end();
+                break;
+              case "waiting-after-grant":
+                socket.write(n === 0 ? ACQUIRED_REPLY : new Uint8Array([0x82, 0x01, 0, 0]));
+                break;
+              case "waiting-then-close":
+                socket.write(new Uint8Array([0x82, 0x01, 0, 0]));
                 socket.end();
                 break;
             }
@@ -411,7 +421,7 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
             while (placement.shardOf(`${lock}/${id}/${k}`) !== step.onShard) if (++k > 1000) throw new Error(`no name on ${step.onShard} in ${where}`);
             name = `${lock}/${id}/${k}`;
           }
-          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id });
+          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? false });
           break;
         }
         case "release":
@@ -517,9 +527,12 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
           expect(lost.arrived < ended, `${where}: the client reported the loss after a session with ${step.witnessLease} ms lease, started at the stall, expired`).toBe(true);
           break;
         }
-        case "expect fake-connections-at-least":
-          expect(fakes.get(step.fake as FakeMode)!.connections, where).toBeGreaterThanOrEqual(step.count as number);
+        case "expect fake-connections-at-least": {
+          // Waits (bounded) for the count: a client that reconnects gets there, one that stopped never does.
+          const fake = fakes.get(step.fake as FakeMode)!;
+          await fake.wakeup.until(() => fake.connections >= (step.count as number), WAIT_MS, () => `${where}: ${fake.connections} connections`);
           break;
+        }
         case "expect no-connection":
           expect(proxy.conn(id), where).toBeUndefined();
           break;

@@ -23,11 +23,19 @@ async function acquire(cmd: Record<string, any>): Promise<void> {
   const tls = cmd.tls
     ? { ca: readFileSync(cmd.tls.ca, "utf8"), ...(cmd.tls.cert ? { cert: readFileSync(cmd.tls.cert, "utf8"), key: readFileSync(cmd.tls.key, "utf8") } : {}) }
     : undefined;
-  const client = new LockClient({ servers: cmd.servers, owner: cmd.owner ?? id, ...(tls ? { tls } : {}) });
+  const client = new LockClient({
+    servers: cmd.servers,
+    owner: cmd.owner ?? id,
+    ...(tls ? { tls } : {}),
+    ...(cmd.reconnect != null ? { reconnectMs: cmd.reconnect } : {}),
+    ...(cmd.retryFirstConnect ? { retryFirstConnect: true } : {}),
+  });
+  const startedAt = performance.now();
   try {
     const lock = await client.acquire(cmd.name, { lease: cmd.lease, try: cmd.try ?? false, ...(cmd.wait != null ? { wait: cmd.wait } : {}) });
+    const at = performance.now();
     locks.set(id, lock);
-    out({ id, event: "acquired", token: lock.token.toString() });
+    out({ id, event: "acquired", token: lock.token.toString(), startedAt, at });
     const onAbort = () => {
       const reason = lock.signal.reason;
       if (reason instanceof LockLostError && reason.why === "released") return;
@@ -48,8 +56,9 @@ async function handle(cmd: Record<string, any>): Promise<void> {
     case "acquire":
       return acquire(cmd);
     case "release": {
+      const startedAt = performance.now();
       await locks.get(cmd.id)?.release();
-      out({ id: cmd.id, event: "released" });
+      out({ id: cmd.id, event: "released", startedAt, at: performance.now() });
       return;
     }
     case "held":

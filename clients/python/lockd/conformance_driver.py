@@ -7,6 +7,7 @@ import json
 import ssl
 import sys
 import threading
+import time
 
 from . import Client, Lock, LockError
 from .frames import code_name
@@ -21,6 +22,11 @@ def out(event: dict) -> None:
         sys.stdout.flush()
 
 
+def since() -> float:
+    """This driver's monotonic clock in ms (the timing fields the bench reads)."""
+    return time.monotonic() * 1000
+
+
 def acquire(cmd: dict) -> None:
     ident = cmd["id"]
     try:
@@ -29,15 +35,20 @@ def acquire(cmd: dict) -> None:
             tls = ssl.create_default_context(cafile=cmd["tls"]["ca"])
             if cmd["tls"].get("cert"):
                 tls.load_cert_chain(cmd["tls"]["cert"], cmd["tls"]["key"])
-        client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls)
+        options = {}
+        if cmd.get("reconnect") is not None:
+            options["reconnect"] = cmd["reconnect"] / 1000
+        client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls, retry_first_connect=bool(cmd.get("retryFirstConnect")), **options)
         wait = cmd.get("wait")
+        started_at = since()
         lock = client.acquire(cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")))
     except LockError as e:
         sc = code_name(e.server_code) if e.server_code is not None else None
         out({"id": ident, "event": "error", "code": e.code, "class": e.error_class, "serverCode": sc, "message": str(e)})
         return
+    at = since()
     _locks[ident] = lock
-    out({"id": ident, "event": "acquired", "token": str(lock.token)})
+    out({"id": ident, "event": "acquired", "token": str(lock.token), "startedAt": started_at, "at": at})
 
     def lost(error) -> None:
         if error.why != "released":
@@ -58,10 +69,11 @@ def main() -> None:
         if cmd["cmd"] == "acquire":
             threading.Thread(target=acquire, args=(cmd,), daemon=True).start()
         elif cmd["cmd"] == "release":
+            started_at = since()
             lock = _locks.get(ident)
             if lock is not None:
                 lock.release()
-            out({"id": ident, "event": "released"})
+            out({"id": ident, "event": "released", "startedAt": started_at, "at": since()})
         elif cmd["cmd"] == "held":
             lock = _locks.get(ident)
             out({"id": ident, "event": "held", "held": lock is not None and lock.held})

@@ -27,6 +27,9 @@ type command struct {
 	Try     bool   `json:"try"`
 	Wait    *int64 `json:"wait"`
 	Owner   string `json:"owner"`
+	// Reconnect (ms) and RetryFirstConnect: the claim's reconnect budget (protocol.md section 8.5).
+	Reconnect         *int64 `json:"reconnect"`
+	RetryFirstConnect bool   `json:"retryFirstConnect"`
 	TLS     *struct {
 		CA   string `json:"ca"`
 		Cert string `json:"cert"`
@@ -54,6 +57,11 @@ func tlsConfig(c command) (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// since is this driver's monotonic clock in ms (the timing fields the bench reads).
+var t0 = time.Now()
+
+func since() float64 { return float64(time.Since(t0).Microseconds()) / 1000 }
 
 var (
 	outMu sync.Mutex
@@ -86,12 +94,17 @@ func acquire(c command) {
 		out(errorEvent(c.ID, err))
 		return
 	}
-	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg}
+	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg, RetryFirstConnect: c.RetryFirstConnect}
+	if c.Reconnect != nil {
+		client.Reconnect = time.Duration(*c.Reconnect) * time.Millisecond
+	}
 	opts := lockd.Options{Lease: time.Duration(c.Lease) * time.Millisecond, Try: c.Try}
 	if c.Wait != nil {
 		opts.Wait = time.Duration(*c.Wait) * time.Millisecond
 	}
+	startedAt := since()
 	lock, err := client.Acquire(context.Background(), c.Name, opts)
+	at := since()
 	if err != nil {
 		out(errorEvent(c.ID, err))
 		return
@@ -99,7 +112,7 @@ func acquire(c command) {
 	mu.Lock()
 	locks[c.ID] = lock
 	mu.Unlock()
-	out(map[string]interface{}{"id": c.ID, "event": "acquired", "token": strconv.FormatUint(lock.Token(), 10)})
+	out(map[string]interface{}{"id": c.ID, "event": "acquired", "token": strconv.FormatUint(lock.Token(), 10), "startedAt": startedAt, "at": at})
 	go func() {
 		<-lock.Context().Done()
 		var e *lockd.Error
@@ -133,10 +146,11 @@ func main() {
 			mu.Lock()
 			lock := locks[c.ID]
 			mu.Unlock()
+			startedAt := since()
 			if lock != nil {
 				lock.Release()
 			}
-			out(map[string]interface{}{"id": c.ID, "event": "released"})
+			out(map[string]interface{}{"id": c.ID, "event": "released", "startedAt": startedAt, "at": since()})
 		case "held":
 			mu.Lock()
 			lock := locks[c.ID]
