@@ -316,6 +316,7 @@ export class ClaimMachine implements FrameSink {
     switch (type) {
       case FrameType.ACQUIRED: {
         const token = decodeAcquired(bytes, offset);
+        if (token === 0n) return this.violation("ACQUIRED with token 0 (tokens start at 1)");
         if (reply && !this.answered()) return false;
         if (this.state === "held") {
           if (token !== this.token) return this.violation(`ACQUIRED token changed from ${this.token} to ${token}`);

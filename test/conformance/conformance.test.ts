@@ -186,7 +186,7 @@ const WRONG_SHARD = (() => {
 const FAKE_TOKEN = 9;
 const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
 
-const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close"] as const;
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero"] as const;
 type FakeMode = (typeof FAKE_MODES)[number];
 
 /**
@@ -201,7 +201,8 @@ type FakeMode = (typeof FAKE_MODES)[number];
  * - double-reply: answers the ACQUIRE with two ACQUIRED replies (a reply with nothing in flight);
  * - late-grant: answers every frame with WAITING, and pushes ACQUIRED (token 9) on push();
  * - waiting-after-grant: grants token 9, answers every HEARTBEAT with WAITING (a broken server);
- * - waiting-then-close: answers the ACQUIRE with WAITING, then closes (an answer, then trouble).
+ * - waiting-then-close: answers the ACQUIRE with WAITING, then closes (an answer, then trouble);
+ * - token-zero: answers the ACQUIRE with ACQUIRED token 0, which no server issues (a broken server).
  */
 class FakeServer {
   readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
@@ -266,6 +267,9 @@ class FakeServer {
               case "waiting-then-close":
                 socket.write(new Uint8Array([0x82, 0x01, 0, 0]));
                 socket.end();
+                break;
+              case "token-zero":
+                socket.write(new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0]));
                 break;
             }
             fake.answered++;
