@@ -51,6 +51,31 @@ describe("soak checker", () => {
     expect(open.unended).toBe(1);
   });
 
+  test("a killed process that had been stopped past a hold's deadline: the hold ended at that deadline, not at the kill", () => {
+    const g = (key: string, lock: number, token: number, at: number, lease: number) => ({ ...grant(key, lock, token, at), L: lease });
+    // w1 holds lock 1 from 100 with a 1000 ms lease, is stopped at 200 for 2000 ms (deadline 200 + 800 = 1000),
+    // and killed at 2300, right after it resumed and before it could log the loss. The server granted w2 at 1500.
+    const lines = [g("w1g0.3.0", 1, 1, 100, 1000), g("w2g1.0.0", 1, 2, 1500, 1000), end("w2g1.0.0", 1600)];
+    const run = (stalls: [number, number][]) => {
+      const checker = new Checker();
+      for (const line of lines) checker.line(line);
+      for (const [stopped, resumed] of stalls) checker.stalled("w1g0", stopped, resumed);
+      checker.killed("w1g0", 2300);
+      return checker.verdict();
+    };
+    expect(run([[200, 2200]]).overlaps).toBe(0);
+    // Without the stall the same history is an overlap: the hold would have lasted until the kill.
+    expect(run([]).overlaps).toBe(1);
+    // A stall shorter than the deadline bounds nothing: the hold may have gone on after it.
+    expect(run([[200, 700]]).overlaps).toBe(1);
+    // A grant while the hold could still have been confirmed is still flagged.
+    const early = new Checker();
+    for (const line of [g("w1g0.3.0", 1, 1, 100, 1000), g("w2g1.0.0", 1, 2, 900, 1000), end("w2g1.0.0", 950)]) early.line(line);
+    early.stalled("w1g0", 200, 2200);
+    early.killed("w1g0", 2300);
+    expect(early.verdict().overlaps).toBe(1);
+  });
+
   test("flags a grant reported after its own deadline (the hold ends before it starts)", () => {
     const v = check([grant("a.0.0", 1, 1, 100), end("a.0.0", 60, "unconfirmed")]);
     expect(v.endedBeforeStart).toBe(1);

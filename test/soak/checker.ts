@@ -46,6 +46,8 @@ export class Checker {
   private readonly holds = new Map<string, Hold>();
   /** Worker tag -> the time it was killed (epoch ms). */
   private readonly kills = new Map<string, number>();
+  /** Worker tag -> its stalls: stopped (taken after SIGSTOP was sent) and resumed (taken before SIGCONT). */
+  private readonly stalls = new Map<string, { stopped: number; resumed: number }[]>();
 
   /** One JSON line from a worker tagged `tag`. */
   line(line: Record<string, any>): void {
@@ -63,16 +65,47 @@ export class Checker {
     this.kills.set(tag, at);
   }
 
+  /**
+   * A worker was stopped (SIGSTOP) from `stopped` to `resumed`. A hold it
+   * had then, whose 0.8 x lease deadline passed while it was stopped, was
+   * lost at that deadline at the latest, even if the process was killed
+   * after resuming but before it could log the end (it never ran again).
+   */
+  stalled(tag: string, stopped: number, resumed: number): void {
+    let list = this.stalls.get(tag);
+    if (list === undefined) this.stalls.set(tag, (list = []));
+    list.push({ stopped, resumed });
+  }
+
+  /**
+   * When an unended hold of a killed worker ended at the latest: at the
+   * kill, or earlier at the deadline of a stall that outlasted its lease's
+   * 0.8 (its last confirmation was no later than the stop, so its deadline
+   * was at most stop + 0.8 x lease, and a reply read after that confirms
+   * nothing). Bounds only: nothing here can hide a grant the server made
+   * while the hold could still have been confirmed.
+   */
+  private killedEnd(hold: Hold, tag: string, killedAt: number): number {
+    if (hold.lease === undefined) return killedAt;
+    for (const stall of this.stalls.get(tag) ?? []) {
+      if (stall.stopped < hold.start || stall.stopped > killedAt) continue;
+      const deadline = stall.stopped + 0.8 * hold.lease;
+      if (deadline < stall.resumed) return Math.min(killedAt, deadline);
+    }
+    return killedAt;
+  }
+
   verdict(): Verdict {
     const v: Verdict = { holds: this.holds.size, locks: 0, duplicateTokens: 0, overlaps: 0, overlapsWithinTolerance: 0, tokenOrder: 0, endedBeforeStart: 0, unended: 0, examples: [] };
     const seen = new Set<bigint>();
     const byLock = new Map<number, Hold[]>();
     for (const hold of this.holds.values()) {
       if (hold.end === Number.POSITIVE_INFINITY) {
-        const killedAt = this.kills.get(hold.key.slice(0, hold.key.indexOf(".")));
+        const tag = hold.key.slice(0, hold.key.indexOf("."));
+        const killedAt = this.kills.get(tag);
         if (killedAt !== undefined) {
-          hold.end = killedAt;
-          hold.why = "killed";
+          hold.end = this.killedEnd(hold, tag, killedAt);
+          hold.why = hold.end < killedAt ? "killed after a stall past its deadline" : "killed";
         } else v.unended++;
       }
       if (hold.end < hold.start - TOLERANCE_MS) {

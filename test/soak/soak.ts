@@ -149,8 +149,10 @@ try {
       const ms = 1500 + Math.random() * 3500;
       victim.stopped = true;
       victim.proc.kill("SIGSTOP");
+      const stoppedAt = epochNow(); // after the signal: the process is stopped by now
       counts.stalls++;
       timers.push(setTimeout(() => {
+        checker.stalled(victim.tag, stoppedAt, epochNow()); // before SIGCONT: still stopped then
         victim.proc.kill("SIGCONT");
         victim.stopped = false;
       }, ms));
