@@ -109,7 +109,7 @@ interface PgErrorLike {
 }
 
 /** One line on why the coordinator cannot be used at start. */
-export function describeStartError(error: unknown, url: string): string {
+function describeStartError(error: unknown, url: string): string {
   const e = (error ?? {}) as PgErrorLike;
   const where = redactUrl(url);
   const detail = e.message ?? String(error);

@@ -163,7 +163,7 @@ export const FD_LIST_INTERVAL_MS = 10_000;
 let listed = { at: -Infinity, count: -1 };
 
 /** Open descriptors of this process, or -1 where /proc is missing. */
-export function openFds(now: number): number {
+function openFds(now: number): number {
   try {
     const size = statSync(FD_DIR).size;
     if (size > 0) return size;

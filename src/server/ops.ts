@@ -34,6 +34,7 @@ import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
 import type { Roles } from "./roles.ts";
 import type { LockServer } from "./server.ts";
 import type { Lock } from "../core/session.ts";
+import type { EngineView } from "../core/engine.ts";
 import type { Conn } from "./conn.ts";
 import { decodeCursor, holderView, type ShardView, lockView, locksPage, PageSelection, positionOf, waiterView } from "./views.ts";
 import { Board } from "./ui/board.ts";
@@ -87,7 +88,7 @@ const METRICS_HEADERS = { "content-type": EXPOSITION_CONTENT_TYPE, "cache-contro
 const FORCE_RELEASE = "/force-release";
 const LOCKS = "/v1/locks";
 /** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
-export const MAX_PAGE = 1000;
+const MAX_PAGE = 1000;
 const encoder = new TextEncoder();
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): HttpReply {
@@ -158,6 +159,8 @@ function badLimit(what: string): HttpReply {
 
 /** A listing in progress: its walk of the engine's Map, what it picked so far, and who waits for it. */
 interface Scan {
+  /** The engine walked: with --coordinator a term can change mid-walk, and the page is of the engine it walked. */
+  readonly engine: EngineView<Conn>;
   readonly walk: Iterator<Lock<Conn>>;
   readonly selection: PageSelection;
   readonly done: (reply: HttpReply) => void;
@@ -320,7 +323,7 @@ export class OpsServer {
     // many connections arrive in one turn, and each page (up to MAX_PAGE
     // views and their JSON) is built in a turn of its own, not all at once.
     return new Promise<HttpReply>((done) => {
-      this.scans.push({ walk: engine.locks.values(), selection, done });
+      this.scans.push({ engine, walk: engine.locks.values(), selection, done });
       this.scanTurn ??= setImmediate(this.scanStep);
     });
   }
@@ -344,7 +347,7 @@ export class OpsServer {
       }
       scan.selection.offer(step.value);
     }
-    if (finished) scan.done(json(200, { ...locksPage(this.options.server.view, scan.selection, performance.now()), shard: this.shardView }));
+    if (finished) scan.done(json(200, { ...locksPage(scan.engine, scan.selection, performance.now()), shard: this.shardView }));
     else this.scans.push(scan);
     if (this.scans.length > 0) this.scanTurn = setImmediate(this.scanStep);
   };

@@ -129,11 +129,11 @@ export interface LocksView {
 }
 
 /** Waiters shown per lock in a page of the list, and over the whole page. */
-export const LOCK_WAITERS = 100;
-export const PAGE_WAITERS = 1000;
+const LOCK_WAITERS = 100;
+const PAGE_WAITERS = 1000;
 
 /** The opaque cursor that resumes a listing after `name`: its UTF-8 bytes, base64url. */
-export function encodeCursor(name: string): string {
+function encodeCursor(name: string): string {
   return Buffer.from(name, "utf8").toString("base64url");
 }
 
