@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import { MAX_LEASE_MS } from "./protocol/constants.ts";
+import { MAX_GENERATION } from "./address.ts";
 import type { OptionSpec, OptionTable } from "./cli/options/argv.ts";
 import {
   autoOr,
@@ -133,8 +134,8 @@ export const SERVE_OPTIONS = {
   shardsGeneration: {
     flag: "--shards-generation",
     env: "LOCKD_SHARDS_GENERATION",
-    help: "the map's generation, 0..31: raise it at every change of the map (tokens are generation * 2^48 + counter)",
-    schema: count(0, 31),
+    help: `the map's generation, 0..${MAX_GENERATION}: raise it at every change of the map (tokens are generation * 2^48 + counter)`,
+    schema: count(0, MAX_GENERATION),
   },
   tlsCert: {
     flag: "--tls-cert",

@@ -146,16 +146,6 @@ export function placementOf(map: ServerMap): Placement | null {
   return new Placement(map.shards.map((shard) => shard.name));
 }
 
-/**
- * What a server is told about its place in the map (`lockd serve --shard
- * NAME --shards LIST`): its own shard, every shard's name, the generation.
- */
-export interface ShardRole {
-  readonly shard: string;
-  readonly shards: readonly string[];
-  readonly generation: number;
-}
-
 /** "alpha,beta,gamma (generation 2)": a map as the server and the client describe it. */
 export function describeShards(shards: readonly string[], generation: number): string {
   return `${shards.join(",")} (generation ${generation})`;

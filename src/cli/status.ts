@@ -9,6 +9,7 @@ import { CliError } from "./errors.ts";
 import { expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
 import { type Address, formatAddress } from "../address.ts";
 import { describeShards, Placement, placementOf } from "../shard.ts";
+import { NO_SHARDS } from "../shard-guard.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 
@@ -72,7 +73,7 @@ export async function status(argv: readonly string[], env: Record<string, string
   if (placement === null) {
     const seen: ShardView[] = [];
     const collected = buffer();
-    const code = await statusOf(getFrom(map.shards[0]!.addresses, { shard: null, shards: [], generation: map.generation }, seen), name, json, collected);
+    const code = await statusOf(getFrom(map.shards[0]!.addresses, { ...NO_SHARDS, generation: map.generation }, seen), name, json, collected);
     const shard = seen[0];
     // A plain address that is one shard of several: say that only its locks are shown.
     if (!json && shard !== undefined && shard.name !== null) {

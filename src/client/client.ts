@@ -7,7 +7,7 @@ import { LockRequestError, ServerErrorFrame, ServerUnavailableError, WrongShardE
 import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
-import { type Address, type Connector, type TlsSettings } from "./transport.ts";
+import { type Connector, type TlsSettings } from "./transport.ts";
 import { formatAddress, parseServerMap, type ServerMap } from "../address.ts";
 import { describeShards, placementOf, type Placement } from "../shard.ts";
 
@@ -157,11 +157,6 @@ export class LockClient {
   /** The shard `name` belongs to in this client's map ("" for a plain address list). */
   shardOf(name: string): string {
     return this.placement === null ? "" : this.placement.shardOf(name);
-  }
-
-  /** The addresses a claim on `name` tries, in order: its shard's. */
-  addressesFor(name: string): readonly Address[] {
-    return this.map.shards[this.placement === null ? 0 : this.placement.indexOf(name)]!.addresses;
   }
 
   /** With a map, the unavailable error names the shard and its addresses: "shard gamma at 127.0.0.1:17730". */
