@@ -314,13 +314,22 @@ test("interactive (stdin a terminal): COMMAND stays in the terminal's job, so /d
   await using server = startServer();
   let output = "";
   const decoder = new TextDecoder();
-  const script = 'echo "pgrp $(cut -d" " -f5 /proc/$$/stat) lockd $(cut -d" " -f5 /proc/$PPID/stat)"; (: </dev/tty) 2>/dev/null && echo "ctty ok"';
+  const seen = new Wakeup();
+  const script = 'echo "pgrp $(cut -d" " -f5 /proc/$$/stat) lockd $(cut -d" " -f5 /proc/$PPID/stat)"; (: </dev/tty) 2>/dev/null && echo "ctty ok"; echo tty-script-end';
   const proc = Bun.spawn([process.execPath, MAIN, "run", "--server", `127.0.0.1:${server.port}`, "jobs/tty", "--", "sh", "-c", script], {
-    terminal: { data: (_terminal, data) => (output += decoder.decode(data, { stream: true })) },
+    terminal: {
+      data: (_terminal, data) => {
+        output += decoder.decode(data, { stream: true });
+        seen.wake();
+      },
+    },
   });
   const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
   try {
     expect(await proc.exited).toBe(0);
+    // What a process writes to its terminal reaches the other side from a kernel
+    // worker, possibly after the exit is seen: wait for the last line, not the exit.
+    await seen.until(() => (output.includes("tty-script-end") ? true : undefined), 10_000, () => `the last line; got ${output}`);
   } finally {
     clearTimeout(timer);
     proc.terminal?.close();
