@@ -3,12 +3,12 @@ import { hostname } from "node:os";
 import { encodeAcquire } from "../protocol/frames.ts";
 import { connectBun } from "./bun-transport.ts";
 import { Claim } from "./claim.ts";
-import { LockRequestError, ServerErrorFrame, ServerUnavailableError, WrongShardError } from "./errors.ts";
+import { LockRequestError, ServerErrorFrame, WrongShardError } from "./errors.ts";
 import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
-import { formatAddress, parseServerMap, type ServerMap } from "../address.ts";
+import { parseServerMap, type ServerMap } from "../address.ts";
 import { describeShards, placementOf, type Placement } from "../shard.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
@@ -129,13 +129,15 @@ export class LockClient {
     }
     if (options.wait !== undefined && !(options.wait >= 0)) throw new LockRequestError("BAD_REQUEST", `wait must be >= 0 ms, got ${options.wait}`);
     const shard = this.placement === null ? 0 : this.placement.indexOf(name);
+    const { name: shardName, addresses } = this.map.shards[shard]!;
     const claim = new Claim({
       name,
       leaseMs,
       acquireFrame,
       waitMs: options.wait,
       signal: options.signal,
-      addresses: this.map.shards[shard]!.addresses,
+      addresses,
+      shard: this.placement === null ? undefined : shardName,
       tls: this.tls,
       connect: this.connector,
       reconnectMs: this.reconnectMs,
@@ -148,7 +150,6 @@ export class LockClient {
       granted = await claim.start();
     } catch (error) {
       if (this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD") throw this.wrongShard(name, shard, error);
-      if (this.placement !== null && error instanceof ServerUnavailableError) throw this.unavailableShard(shard, error);
       throw error;
     }
     return new Lock(name, granted.token, granted.signal, claim);
@@ -157,14 +158,6 @@ export class LockClient {
   /** The shard `name` belongs to in this client's map ("" for a plain address list). */
   shardOf(name: string): string {
     return this.placement === null ? "" : this.placement.shardOf(name);
-  }
-
-  /** With a map, the unavailable error names the shard and its addresses: "shard gamma at 127.0.0.1:17730". */
-  private unavailableShard(shard: number, error: ServerUnavailableError): ServerUnavailableError {
-    const { name, addresses } = this.map.shards[shard]!;
-    const where = `shard ${name} at ${addresses.map(formatAddress).join(",")}`;
-    const named = new ServerUnavailableError(error.message.replace(/^lock server unavailable/, `lock server of ${where} unavailable`), error.cause, name);
-    return named;
   }
 
   private wrongShard(name: string, shard: number, error: LockRequestError): WrongShardError {
