@@ -8,7 +8,7 @@ import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
-import { parseServerMap, type ServerMap } from "../address.ts";
+import { checkServerMap, parseServerMap, type ServerMap } from "../address.ts";
 import { describeShards, placementOf, type Placement } from "../shard.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
@@ -25,9 +25,11 @@ export interface ClientOptions {
    * a broken connection before the grant) the claim moves on to the next one
    * at once. Or a server map of shards, "[gen=N;]NAME=LIST;NAME=LIST":
    * each lock name goes to its shard's list (docs/client.md, Shards).
+   * Or a map already parsed (parseServerMap's ServerMap, or one built by a
+   * program): checked and used as is, not formatted and parsed again.
    * Default: LOCKD_SERVER, else 127.0.0.1:7700.
    */
-  readonly servers?: string | readonly string[];
+  readonly servers?: string | readonly string[] | ServerMap;
   /** TLS for the lock connection (for servers that serve TLS). */
   readonly tls?: TlsSettings;
   /** Default owner label for every claim (default "HOST/pid-PID"). */
@@ -100,7 +102,8 @@ export class LockClient {
 
   constructor(options: ClientOptions = {}) {
     const servers = options.servers ?? envServer() ?? DEFAULT_SERVER;
-    this.map = parseServerMap(servers); // throws AddressError (a RangeError) naming the bad element
+    // Both throw AddressError (a RangeError) naming the bad element.
+    this.map = isServerMap(servers) ? checkServerMap(servers) : parseServerMap(servers);
     this.placement = placementOf(this.map);
     this.tls = options.tls;
     this.owner = options.owner ?? `${hostname()}/pid-${process.pid}`;
@@ -205,6 +208,11 @@ export class LockClient {
       await lock.release();
     }
   }
+}
+
+/** The `servers` option is a map value, not text: neither a string nor an array of strings. */
+function isServerMap(servers: string | readonly string[] | ServerMap): servers is ServerMap {
+  return typeof servers === "object" && servers !== null && !Array.isArray(servers);
 }
 
 function envServer(): string | undefined {
