@@ -23,6 +23,9 @@
  * A plain list is one unnamed shard, so every string that worked before
  * the map existed means what it meant.
  *
+ * A map a program holds as a value (one parseServerMap returned) is checked
+ * by the same rules with checkServerMap, not formatted and parsed again.
+ *
  * Every error names the element that is wrong (its position in a list) and
  * what is wrong with it. The grammar is kept in this one place so that the
  * library, the CLI and the servers never read one string two ways.
@@ -78,15 +81,41 @@ function problem(text: string, rules: AddressRules, out: { host: string; port: n
     portText = text.slice(colon + 1);
     if (host.includes(":")) return isIPv6(host) || isIPv6(text) ? "an IPv6 address goes in brackets: [::1]:7700" : "too many colons";
     if (host === "") host = DEFAULT_HOST;
-    else if (!isIPv4(host) && (/^[\d.]+$/.test(host) || !HOSTNAME.test(host))) return `${JSON.stringify(host)} is not a host name or IP address`;
+    else {
+      const why = namedHostProblem(host);
+      if (why !== null) return why;
+    }
   }
   if (!/^\d{1,5}$/.test(portText)) return portText === "" ? "missing the port after :" : `port ${JSON.stringify(portText)} is not a number`;
   const port = Number(portText);
-  const min = rules.allowPortZero ? 0 : 1;
-  if (port < min || port > 65535) return `port ${port} is out of range ${min}..65535`;
+  const why = portProblem(port, rules);
+  if (why !== null) return why;
   out.host = host;
   out.port = port;
   return null;
+}
+
+/** Why `host` (without brackets or a colon) is not a DNS name or an IPv4 address, or null. */
+function namedHostProblem(host: string): string | null {
+  return !isIPv4(host) && (/^[\d.]+$/.test(host) || !HOSTNAME.test(host)) ? `${JSON.stringify(host)} is not a host name or IP address` : null;
+}
+
+function portProblem(port: number, rules: AddressRules): string | null {
+  const min = rules.allowPortZero ? 0 : 1;
+  return port >= min && port <= 65535 && Number.isInteger(port) ? null : `port ${port} is out of range ${min}..65535`;
+}
+
+/** Why an Address given as a value is not one parseAddress could have returned, or null. */
+function addressValueProblem(address: Address, rules: AddressRules): string | null {
+  const { host, port } = (address ?? {}) as Partial<Address>;
+  if (typeof host !== "string" || host === "") return "host must be a host name or IP address";
+  if (typeof port !== "number") return "port must be a number";
+  if (!isIPv6(host)) {
+    if (host.includes(":")) return `${JSON.stringify(host)} is not a host name or IP address`;
+    const why = namedHostProblem(host);
+    if (why !== null) return why;
+  }
+  return portProblem(port, rules);
 }
 
 /** One address: `host:port`, `[v6]:port` or `:port`. Throws AddressError. */
@@ -241,6 +270,47 @@ export function parseServerMap(input: string | readonly string[], rules: Address
     shards.push({ name, addresses });
   }
   return { generation, shards };
+}
+
+/**
+ * A server map given as a value rather than text (one parseServerMap
+ * returned, or one a program built): checked against the rules
+ * parseServerMap applies to text, and copied, so that changing the object
+ * later changes nothing. Throws AddressError naming the part that is wrong.
+ */
+export function checkServerMap(map: ServerMap, rules: AddressRules = {}): ServerMap {
+  const { generation, shards } = (map ?? {}) as Partial<ServerMap>;
+  if (typeof generation !== "number" || !Number.isInteger(generation) || generation < 0 || generation > MAX_GENERATION) {
+    throw new AddressError(`the map's generation ${String(generation)} is not a whole number in 0..${MAX_GENERATION}`, String(generation));
+  }
+  if (!Array.isArray(shards) || shards.length === 0) throw new AddressError(`a server map needs at least one shard (example: ${MAP_EXAMPLE})`, "");
+  const copies: ShardAddresses[] = [];
+  const owners = new Map<string, string>();
+  for (let i = 0; i < shards.length; i++) {
+    const shard = shards[i] as ShardAddresses;
+    const name = shard?.name;
+    if (typeof name !== "string") throw new AddressError(`shard ${i + 1} of the map has no name`, "");
+    if (name === "" && shards.length > 1) throw new AddressError(`shard ${i + 1} of the map has no name (only a map of one shard, a plain list, may be unnamed)`, name);
+    const where = name === "" ? "the map" : `shard ${JSON.stringify(name)} of the map`;
+    const nameProblem = name === "" ? null : shardNameProblem(name);
+    if (nameProblem !== null) throw new AddressError(`shard ${i + 1} of the map: ${nameProblem} (example: ${MAP_EXAMPLE})`, name);
+    if (copies.some((other) => other.name === name)) throw new AddressError(`shard ${JSON.stringify(name)} is named twice`, name);
+    if (!Array.isArray(shard.addresses) || shard.addresses.length === 0) throw new AddressError(`${where} has no address (example: ${ADDRESS_EXAMPLE})`, name);
+    const addresses: Address[] = [];
+    for (let j = 0; j < shard.addresses.length; j++) {
+      const address = shard.addresses[j]!;
+      const why = addressValueProblem(address, rules);
+      if (why !== null) throw new AddressError(`address ${j + 1} of ${where}: ${why}`, JSON.stringify(address));
+      const copy = { host: address.host, port: address.port };
+      const key = formatAddress(copy);
+      const other = name === "" ? undefined : owners.get(key); // a plain list may repeat an address, as in text
+      if (other !== undefined) throw new AddressError(`${key} is in two shards (${JSON.stringify(other)} and ${JSON.stringify(name)}): a server serves one shard`, key);
+      owners.set(key, name);
+      addresses.push(copy);
+    }
+    copies.push({ name, addresses });
+  }
+  return { generation, shards: copies };
 }
 
 /** The map as parseServerMap reads it back. */

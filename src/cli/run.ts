@@ -28,7 +28,6 @@ import {
 } from "../client/errors.ts";
 import type { Lock } from "../client/lock.ts";
 import type { TlsSettings } from "../client/transport.ts";
-import { formatServerMap } from "../address.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
 import { RUN_OPTIONS } from "../config.ts";
@@ -138,7 +137,7 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   try {
     const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
     const client = new LockClient({
-      servers: formatServerMap(server),
+      servers: server, // parsed once, by the option's schema
       // A server restarting (or failing over) is waited out within the --wait budget.
       retryFirstConnect: true,
       reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,

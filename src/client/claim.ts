@@ -15,25 +15,20 @@
  *   lost), and passes the caller's AbortSignal in as `abort`.
  */
 import type { LockLostError } from "./errors.ts";
-import { ClaimMachine, type ClaimEffects, type ClaimState } from "./machine.ts";
-import type { Address, Connector, TlsSettings, Transport } from "./transport.ts";
+import { ClaimMachine, type ClaimEffects, type ClaimRules, type ClaimState } from "./machine.ts";
+import type { Connector, TlsSettings, Transport } from "./transport.ts";
 
-export interface ClaimSettings {
-  readonly name: string;
-  readonly leaseMs: number;
-  /** The encoded ACQUIRE frame (built once, sent on every connection). */
-  readonly acquireFrame: Uint8Array;
-  readonly waitMs: number | undefined;
+/**
+ * A claim's settings: the machine's rules (ClaimRules, every one of them,
+ * passed on as they are) except the two the shell supplies itself (`secure`,
+ * from `tls`; `random`, Math.random), and what only the shell uses.
+ */
+export interface ClaimSettings extends Omit<ClaimRules, "secure" | "random"> {
   readonly signal: AbortSignal | undefined;
-  readonly addresses: readonly Address[];
   readonly tls: TlsSettings | undefined;
   readonly connect: Connector;
-  readonly reconnectMs: number;
-  /** Retry (within reconnectMs) also before any server has answered this claim. */
-  readonly retryFirstConnect: boolean;
   /** Told before each reconnect of a claim not held yet: what failed, and the pause before the next try. */
   readonly onRetry: ((detail: string, delayMs: number) => void) | undefined;
-  readonly minHeartbeatIntervalMs: number;
 }
 
 export type { ClaimState };
@@ -62,21 +57,7 @@ export class Claim implements ClaimEffects {
   };
 
   constructor(private readonly settings: ClaimSettings) {
-    this.machine = new ClaimMachine(
-      {
-        name: settings.name,
-        leaseMs: settings.leaseMs,
-        acquireFrame: settings.acquireFrame,
-        waitMs: settings.waitMs,
-        addresses: settings.addresses,
-        secure: settings.tls !== undefined && settings.tls !== false,
-        reconnectMs: settings.reconnectMs,
-        retryFirstConnect: settings.retryFirstConnect,
-        minHeartbeatIntervalMs: settings.minHeartbeatIntervalMs,
-        random: Math.random,
-      },
-      this,
-    );
+    this.machine = new ClaimMachine({ ...settings, secure: settings.tls !== undefined && settings.tls !== false, random: Math.random }, this);
   }
 
   /** Start; resolves at the grant, rejects with a LockError. */

@@ -3,12 +3,12 @@ import { hostname } from "node:os";
 import { encodeAcquire } from "../protocol/frames.ts";
 import { connectBun } from "./bun-transport.ts";
 import { Claim } from "./claim.ts";
-import { LockRequestError, ServerErrorFrame, ServerUnavailableError, WrongShardError } from "./errors.ts";
+import { LockRequestError, ServerErrorFrame, WrongShardError } from "./errors.ts";
 import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
-import { formatAddress, parseServerMap, type ServerMap } from "../address.ts";
+import { checkServerMap, parseServerMap, type ServerMap } from "../address.ts";
 import { describeShards, placementOf, type Placement } from "../shard.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
@@ -25,9 +25,11 @@ export interface ClientOptions {
    * a broken connection before the grant) the claim moves on to the next one
    * at once. Or a server map of shards, "[gen=N;]NAME=LIST;NAME=LIST":
    * each lock name goes to its shard's list (docs/client.md, Shards).
+   * Or a map already parsed (parseServerMap's ServerMap, or one built by a
+   * program): checked and used as is, not formatted and parsed again.
    * Default: LOCKD_SERVER, else 127.0.0.1:7700.
    */
-  readonly servers?: string | readonly string[];
+  readonly servers?: string | readonly string[] | ServerMap;
   /** TLS for the lock connection (for servers that serve TLS). */
   readonly tls?: TlsSettings;
   /** Default owner label for every claim (default "HOST/pid-PID"). */
@@ -100,7 +102,8 @@ export class LockClient {
 
   constructor(options: ClientOptions = {}) {
     const servers = options.servers ?? envServer() ?? DEFAULT_SERVER;
-    this.map = parseServerMap(servers); // throws AddressError (a RangeError) naming the bad element
+    // Both throw AddressError (a RangeError) naming the bad element.
+    this.map = isServerMap(servers) ? checkServerMap(servers) : parseServerMap(servers);
     this.placement = placementOf(this.map);
     this.tls = options.tls;
     this.owner = options.owner ?? `${hostname()}/pid-${process.pid}`;
@@ -129,13 +132,15 @@ export class LockClient {
     }
     if (options.wait !== undefined && !(options.wait >= 0)) throw new LockRequestError("BAD_REQUEST", `wait must be >= 0 ms, got ${options.wait}`);
     const shard = this.placement === null ? 0 : this.placement.indexOf(name);
+    const { name: shardName, addresses } = this.map.shards[shard]!;
     const claim = new Claim({
       name,
       leaseMs,
       acquireFrame,
       waitMs: options.wait,
       signal: options.signal,
-      addresses: this.map.shards[shard]!.addresses,
+      addresses,
+      shard: this.placement === null ? undefined : shardName,
       tls: this.tls,
       connect: this.connector,
       reconnectMs: this.reconnectMs,
@@ -148,7 +153,6 @@ export class LockClient {
       granted = await claim.start();
     } catch (error) {
       if (this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD") throw this.wrongShard(name, shard, error);
-      if (this.placement !== null && error instanceof ServerUnavailableError) throw this.unavailableShard(shard, error);
       throw error;
     }
     return new Lock(name, granted.token, granted.signal, claim);
@@ -157,14 +161,6 @@ export class LockClient {
   /** The shard `name` belongs to in this client's map ("" for a plain address list). */
   shardOf(name: string): string {
     return this.placement === null ? "" : this.placement.shardOf(name);
-  }
-
-  /** With a map, the unavailable error names the shard and its addresses: "shard gamma at 127.0.0.1:17730". */
-  private unavailableShard(shard: number, error: ServerUnavailableError): ServerUnavailableError {
-    const { name, addresses } = this.map.shards[shard]!;
-    const where = `shard ${name} at ${addresses.map(formatAddress).join(",")}`;
-    const named = new ServerUnavailableError(error.message.replace(/^lock server unavailable/, `lock server of ${where} unavailable`), error.cause, name);
-    return named;
   }
 
   private wrongShard(name: string, shard: number, error: LockRequestError): WrongShardError {
@@ -212,6 +208,11 @@ export class LockClient {
       await lock.release();
     }
   }
+}
+
+/** The `servers` option is a map value, not text: neither a string nor an array of strings. */
+function isServerMap(servers: string | readonly string[] | ServerMap): servers is ServerMap {
+  return typeof servers === "object" && servers !== null && !Array.isArray(servers);
 }
 
 function envServer(): string | undefined {

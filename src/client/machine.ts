@@ -71,7 +71,7 @@ import {
   errorClassOf,
   type FrameSink,
 } from "../protocol/index.ts";
-import { formatAddress, type Address } from "../address.ts";
+import { formatAddress, formatAddressList, type Address } from "../address.ts";
 import {
   LockAbortedError,
   LockBusyError,
@@ -114,6 +114,12 @@ export interface ClaimRules {
   readonly acquireFrame: Uint8Array;
   readonly waitMs: number | undefined;
   readonly addresses: readonly Address[];
+  /**
+   * With a server map: the name of the shard whose servers `addresses` are.
+   * SERVER_UNAVAILABLE then names the shard and its addresses, and carries
+   * the name (`ServerUnavailableError.shard`). Undefined for a plain list.
+   */
+  readonly shard: string | undefined;
   /** Whether the connection is TLS (decides how a failure is diagnosed). */
   readonly secure: boolean;
   readonly reconnectMs: number;
@@ -455,7 +461,7 @@ export class ClaimMachine implements FrameSink {
       // Every address was tried and one of them has TLS on one end only (or an
       // untrusted certificate): a setting to fix, so say that, not "unavailable".
       const problem = this.tlsProblem;
-      this.fail(new ServerUnavailableError(`lock server unavailable: ${problem.message}`, problem));
+      this.fail(this.unavailable(problem.message, problem));
       return;
     }
     if (!this.resilient && !this.rules.retryFirstConnect) {
@@ -463,16 +469,27 @@ export class ClaimMachine implements FrameSink {
       if (!roundDone) {
         this.effects.retry(detail, 0);
         this.connect(now);
-      } else this.fail(new ServerUnavailableError(`lock server unavailable: ${detail}`, cause));
+      } else this.fail(this.unavailable(detail, cause));
       return;
     }
     if (now - this.troubleSince >= this.rules.reconnectMs) {
-      this.fail(new ServerUnavailableError(`lock server unavailable for ${Math.round(now - this.troubleSince)} ms: ${detail}`, cause));
+      this.fail(this.unavailable(detail, cause, now - this.troubleSince));
       return;
     }
     const delay = roundDone ? backoff(this.failures / count, this.rules.random) : nextAddressPause(this.rules.random);
     this.effects.retry(detail, delay);
     this.retryAt = now + delay;
+  }
+
+  /**
+   * SERVER_UNAVAILABLE: "lock server unavailable[ for N ms]: DETAIL", or with
+   * a shard "lock server of shard NAME at ADDRESSES unavailable...".
+   */
+  private unavailable(detail: string, cause: unknown, forMs?: number): ServerUnavailableError {
+    const { shard, addresses } = this.rules;
+    const what = shard === undefined ? "lock server" : `lock server of shard ${shard} at ${formatAddressList(addresses)}`;
+    const how = forMs === undefined ? "" : ` for ${Math.round(forMs)} ms`;
+    return new ServerUnavailableError(`${what} unavailable${how}: ${detail}`, cause, shard);
   }
 
   /** Close the current connection (if any) and forget its schedule. */

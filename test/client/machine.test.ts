@@ -427,6 +427,45 @@ describe("before the grant", () => {
     expect(error.tls?.kind).toBe("untrusted");
   });
 
+  test("SERVER_UNAVAILABLE names the claim's shard and its addresses, in the message and in `shard`; without one, neither", () => {
+    const ended = (m: ManualClaim): ServerUnavailableError => {
+      const error = (m.ending as { error: unknown }).error;
+      expect(error).toBeInstanceOf(ServerUnavailableError);
+      return error as ServerUnavailableError;
+    };
+    const refused = new Error("ECONNREFUSED");
+    const untrusted = Object.assign(new Error("self signed certificate"), { code: "DEPTH_ZERO_SELF_SIGNED_CERT" });
+    for (const shard of ["gamma", undefined]) {
+      const what = shard === undefined ? "lock server" : "lock server of shard gamma at 10.0.0.1:7700,[::1]:7701";
+      const addresses = [A, { host: "::1", port: 7701 }];
+      // Each address once, before any server answered.
+      const once = new ManualClaim({ addresses, shard });
+      once.machine.start(0);
+      once.machine.connectFailed(1, refused);
+      once.machine.connectFailed(2, refused);
+      expect(ended(once).message).toBe(`${what} unavailable: cannot connect to [::1]:7701: ECONNREFUSED`);
+      expect(ended(once).shard).toBe(shard);
+      // reconnectMs of trouble.
+      const long = waiting({ addresses, shard, reconnectMs: 1000 });
+      long.machine.closed(long.now, undefined);
+      for (let i = 0; i < 40 && long.ending === undefined; i++) {
+        long.advance(long.now + long.of("retry").at(-1)!.delay);
+        long.machine.connectFailed(long.now, refused);
+      }
+      expect(ended(long).message).toStartWith(`${what} unavailable for `);
+      expect(ended(long).message).toMatch(/ unavailable for \d+ ms: cannot connect to /);
+      expect(ended(long).shard).toBe(shard);
+      // A TLS set-up problem.
+      const tls = new ManualClaim({ addresses: [A], shard, secure: true });
+      tls.machine.start(0);
+      tls.machine.connectFailed(1, untrusted);
+      const tlsWhat = shard === undefined ? "lock server" : "lock server of shard gamma at 10.0.0.1:7700";
+      expect(ended(tls).message).toStartWith(`${tlsWhat} unavailable: the server at 10.0.0.1:7700 presented a certificate this client does not trust`);
+      expect(ended(tls).shard).toBe(shard);
+      expect(ended(tls).tls?.kind).toBe("untrusted");
+    }
+  });
+
   test("a plaintext client reading a TLS record, or HTTP, names what it reached", () => {
     const tls = new ManualClaim().open();
     tls.read(new Uint8Array([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46]));

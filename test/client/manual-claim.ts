@@ -36,6 +36,7 @@ export class ManualClaim implements ClaimEffects {
         acquireFrame: ACQUIRE,
         waitMs: undefined,
         addresses: [{ host: "127.0.0.1", port: 7700 }],
+        shard: undefined,
         secure: false,
         reconnectMs: 30_000,
         retryFirstConnect: false,
