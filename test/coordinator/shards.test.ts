@@ -1,0 +1,267 @@
+/**
+ * Shards with failover, with real processes and a real PostgreSQL: each
+ * shard is its own coordinated service (an active and a standby), all on
+ * one PostgreSQL, all started with the shard map. A client with the map
+ * holds locks on both shards; a SIGKILL of one shard's active moves that
+ * shard to its standby (tokens above everything the shard issued, still in
+ * the generation) and leaves the other shard alone; a map change rolled in
+ * the documented order gives every shard tokens above every token of the
+ * generation before; and an instance started with another map than its
+ * service's active refuses to take over.
+ * Coordinator leases are short (2 s). Every wait is for an event, bounded.
+ */
+import { describe, expect, test } from "bun:test";
+import { LockClient } from "../../src/client/index.ts";
+import type { Lock } from "../../src/client/lock.ts";
+import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
+import { Placement } from "../../src/shard.ts";
+import { GENERATION_UNIT } from "../../src/shard-tokens.ts";
+import { ChildServer } from "../fixtures/ops-child.ts";
+import { WirePeer } from "../helpers/wire.ts";
+import { freePorts, Postgres, suitePostgres } from "./pg.ts";
+
+const LEASE = 2000;
+const GEN = 3;
+const UNIT = BigInt(GENERATION_UNIT);
+
+let pg: Postgres;
+suitePostgres((started) => (pg = started));
+
+let serial = 0;
+/** A service name of its own for each test (one PostgreSQL for the whole file). */
+const serviceFor = (shard: string) => `shards-${process.pid}-${++serial}-${shard}`;
+
+const children: ChildServer[] = [];
+
+/** One instance of `service`, serving shard `shard` of `shards` at `generation`. */
+function instance(service: string, port: number, shard: string, shards: string, generation: number, extra: readonly string[] = []): ChildServer {
+  const child = ChildServer.spawn([
+    "serve",
+    "--service", service,
+    "--coordinator-lease", `${LEASE}ms`,
+    "--listen", `127.0.0.1:${port}`,
+    "--ops", "127.0.0.1:0",
+    "--shutdown-grace", "0s",
+    "--shard", shard,
+    "--shards", shards,
+    "--shards-generation", String(generation),
+    ...extra,
+  ], { LOCKD_COORDINATOR: pg.url() });
+  children.push(child);
+  return child;
+}
+
+async function disposeAll(): Promise<void> {
+  await Promise.all(children.splice(0).map((child) => child[Symbol.asyncDispose]()));
+}
+
+async function opsPort(child: ChildServer): Promise<number> {
+  return Number(String((await child.line("lockd started")).ops).split(":").pop());
+}
+
+async function metrics(child: ChildServer): Promise<string> {
+  return await (await fetch(`http://127.0.0.1:${await opsPort(child)}/metrics`)).text();
+}
+
+/** Every session end the server counted, by reason (lockd_session_ends_total). */
+async function sessionEnds(child: ChildServer): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const match of (await metrics(child)).matchAll(/^lockd_session_ends_total\{reason="([a-z_]+)"\} (\d+)$/gm)) out[match[1]!] = Number(match[2]);
+  return out;
+}
+
+/** The holder's token of `name` on the server behind `child`'s ops port (null: nobody). */
+async function holderToken(child: ChildServer, name: string): Promise<string | null> {
+  const answer = await fetch(`http://127.0.0.1:${await opsPort(child)}/v1/locks?name=${encodeURIComponent(name)}`);
+  if (answer.status === 404) return null;
+  return ((await answer.json()) as { holder: { token: string } | null }).holder?.token ?? null;
+}
+
+/** Wait until the ops view shows a waiter on `name` (bounded). */
+async function waitForWaiter(child: ChildServer, name: string): Promise<void> {
+  const ops = await opsPort(child);
+  for (let i = 0; i < 200; i++) {
+    const response = await fetch(`http://127.0.0.1:${ops}/v1/locks?name=${encodeURIComponent(name)}`);
+    if (response.status === 200 && ((await response.json()) as { waiting: number }).waiting >= 1) return;
+    await Bun.sleep(25);
+  }
+  throw new Error(`no waiter on ${name}`);
+}
+
+/** The first `count` names `lock/0`, `lock/1`, ... that `placement` puts on `shard`. */
+function namesOn(placement: Placement, shard: string, count: number, where: (name: string) => boolean = () => true): string[] {
+  const out: string[] = [];
+  for (let i = 0; out.length < count && i < 100_000; i++) {
+    const name = `lock/${i}`;
+    if (placement.shardOf(name) === shard && where(name)) out.push(name);
+  }
+  if (out.length < count) throw new Error(`not ${count} names on ${shard}`);
+  return out;
+}
+
+/** A failover group: the first instance becomes active (it creates the row), the second its standby. */
+async function group(service: string, ports: readonly [number, number], shard: string, shards: string, generation: number): Promise<{ active: ChildServer; standby: ChildServer }> {
+  const active = instance(service, ports[0], shard, shards, generation);
+  expect((await active.line("active: listening")).why).toBe("created");
+  const standby = instance(service, ports[1], shard, shards, generation);
+  expect((await standby.line("lockd started")).role).toBe("standby");
+  return { active, standby };
+}
+
+const two = new Placement(["alpha", "beta"]);
+
+describe("two shards, each an active and a standby", () => {
+  test("tokens carry the generation; WRONG_SHARD harms nothing; a SIGKILL of alpha's active moves alpha to its standby, above every alpha token, and leaves beta alone", async () => {
+    try {
+      const [a1, a2, b1, b2] = (await freePorts(4)) as [number, number, number, number];
+      const alphaService = serviceFor("alpha");
+      const betaService = serviceFor("beta");
+      const [alpha, beta] = await Promise.all([
+        group(alphaService, [a1, a2], "alpha", "alpha,beta", GEN),
+        group(betaService, [b1, b2], "beta", "alpha,beta", GEN),
+      ]);
+      const map = `gen=${GEN};alpha=127.0.0.1:${a1},127.0.0.1:${a2};beta=127.0.0.1:${b1},127.0.0.1:${b2}`;
+      const client = new LockClient({ servers: map, reconnectMs: 20_000 });
+      const onAlpha = namesOn(two, "alpha", 4);
+      const onBeta = namesOn(two, "beta", 4);
+
+      // Grants on both shards: in generation GEN, rising on each shard.
+      const alphaTokens: bigint[] = [];
+      const betaTokens: bigint[] = [];
+      for (const [names, tokens] of [[onAlpha, alphaTokens], [onBeta, betaTokens]] as const) {
+        for (const name of names.slice(1)) {
+          const lock = await client.acquire(name, { lease: 5000 });
+          tokens.push(lock.token);
+          await lock.release();
+        }
+      }
+      for (const tokens of [alphaTokens, betaTokens]) {
+        for (let i = 0; i < tokens.length; i++) {
+          expect(tokens[i]! / UNIT).toBe(BigInt(GEN));
+          if (i > 0) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!);
+        }
+      }
+
+      // Holders on both shards, and a waiter behind alpha's holder.
+      const alphaHolder = await client.acquire(onAlpha[0]!, { lease: 5000, owner: "alpha-holder" });
+      alphaTokens.push(alphaHolder.token);
+      const betaHolder = await client.acquire(onBeta[0]!, { lease: 5000, owner: "beta-holder" });
+      expect(await holderToken(beta.active, onBeta[0]!)).toBe(String(betaHolder.token));
+
+      // A name sent to the wrong shard's active: WRONG_SHARD, and nothing else changes.
+      for (const [port, name, self, owner] of [[a1, onBeta[1]!, "alpha", "beta"], [b1, onAlpha[1]!, "beta", "alpha"]] as const) {
+        const peer = await WirePeer.claim(port, name);
+        expect(peer.frames[0]).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.WRONG_SHARD });
+        expect(peer.frames[0]!.message).toContain(`this server is shard ${self} of alpha,beta (generation ${GEN}), where this lock belongs to shard ${owner}`);
+        await peer.closed();
+      }
+      expect(await holderToken(alpha.active, onBeta[1]!)).toBeNull();
+      expect(await holderToken(beta.active, onAlpha[1]!)).toBeNull();
+      expect(await holderToken(alpha.active, onAlpha[0]!)).toBe(String(alphaHolder.token));
+      expect(await holderToken(beta.active, onBeta[0]!)).toBe(String(betaHolder.token));
+      expect(alphaHolder.signal.aborted || betaHolder.signal.aborted).toBe(false);
+
+      const waiter = client.acquire(onAlpha[0]!, { lease: 5000, wait: 20_000, owner: "alpha-waiter" });
+      await waitForWaiter(alpha.active, onAlpha[0]!);
+      const betaEndsBefore = await sessionEnds(beta.active);
+
+      // SIGKILL alpha's active: its standby takes over within the coordinator lease's reach.
+      alpha.active.proc.kill("SIGKILL");
+      const took = await alpha.standby.line("active: listening", 15_000);
+      expect(took.why).toBe("expired");
+      expect(took.epoch).toBe(2);
+      expect(took.unchangedMs).toBeGreaterThanOrEqual(LEASE);
+      // The claim moved to the new active: above every token alpha issued, still in generation GEN.
+      const granted = await waiter;
+      expect(await holderToken(alpha.standby, onAlpha[0]!)).toBe(String(granted.token));
+      for (const token of alphaTokens) expect(granted.token).toBeGreaterThan(token);
+      expect(granted.token / UNIT).toBe(BigInt(GEN));
+      expect(alphaHolder.signal.aborted).toBe(true);
+      const fresh = await client.acquire(onAlpha[1]!, { lease: 5000 });
+      expect(fresh.token).toBeGreaterThan(granted.token);
+      expect(fresh.token / UNIT).toBe(BigInt(GEN));
+      // Still a shard of the map: the new active refuses beta's names too.
+      const wrong = await WirePeer.claim(a2, onBeta[2]!);
+      expect(wrong.frames[0]).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.WRONG_SHARD });
+
+      // Beta was not disturbed: its holder keeps its lock and token, no session of beta ended, same term.
+      expect(betaHolder.signal.aborted).toBe(false);
+      expect(await holderToken(beta.active, onBeta[0]!)).toBe(String(betaHolder.token));
+      expect(await sessionEnds(beta.active)).toEqual(betaEndsBefore);
+      expect(beta.active.lines.some((l) => l.msg.startsWith("stepping down"))).toBe(false);
+      expect(beta.standby.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      // And beta keeps granting in the generation, above its own earlier tokens.
+      const betaNext = await client.acquire(onBeta[1]!, { lease: 5000 });
+      for (const token of betaTokens) expect(betaNext.token).toBeGreaterThan(token);
+      expect(betaNext.token / UNIT).toBe(BigInt(GEN));
+      await Promise.all([granted.release(), fresh.release(), betaHolder.release(), betaNext.release()]);
+    } finally {
+      await disposeAll();
+    }
+  }, 40_000);
+
+  test("a map change (alpha,beta at generation N to alpha,beta,gamma at N+1) rolled in the documented order: every token of every shard is above every token of generation N", async () => {
+    try {
+      const [a1, a2, b1, b2, g1] = (await freePorts(5)) as [number, number, number, number, number];
+      const services = { alpha: serviceFor("alpha"), beta: serviceFor("beta"), gamma: serviceFor("gamma") };
+      const old = "alpha,beta";
+      const [alpha, beta] = await Promise.all([
+        group(services.alpha, [a1, a2], "alpha", old, GEN),
+        group(services.beta, [b1, b2], "beta", old, GEN),
+      ]);
+      const before = new LockClient({ servers: `gen=${GEN};alpha=127.0.0.1:${a1},127.0.0.1:${a2};beta=127.0.0.1:${b1},127.0.0.1:${b2}` });
+      let highest = 0n;
+      for (const name of [...namesOn(two, "alpha", 10), ...namesOn(two, "beta", 10)]) {
+        const lock = await before.acquire(name, { lease: 5000 });
+        if (lock.token > highest) highest = lock.token;
+        await lock.release();
+      }
+      expect(highest / UNIT).toBe(BigInt(GEN));
+
+      // The new map. Within each service: the standby takes the new map first (restarted as a
+      // standby), then the active stops cleanly and hands the row to it at once; the old active
+      // comes back with the new map as the standby. alpha and beta lose names, so they go first.
+      const next = "alpha,beta,gamma";
+      const roll = async (service: string, ports: readonly [number, number], shard: string, g: { active: ChildServer; standby: ChildServer }) => {
+        g.standby.proc.kill("SIGTERM");
+        expect(await g.standby.exit(15_000)).toBe(0);
+        const standby = instance(service, ports[1], shard, next, GEN + 1);
+        expect((await standby.line("lockd started")).role).toBe("standby");
+        g.active.proc.kill("SIGTERM");
+        expect(await g.active.exit(15_000)).toBe(0);
+        expect((await standby.line("active: listening", 15_000)).why).toBe("released");
+        const again = instance(service, ports[0], shard, next, GEN + 1);
+        expect((await again.line("lockd started")).role).toBe("standby");
+        return { active: standby, standby: again };
+      };
+      const alphaNext = await roll(services.alpha, [a1, a2], "alpha", alpha);
+      const betaNext = await roll(services.beta, [b1, b2], "beta", beta);
+      // gamma gains names: it starts last (its row is new: its counter starts low, its generation is higher).
+      const gamma = instance(services.gamma, g1, "gamma", next, GEN + 1);
+      expect((await gamma.line("active: listening")).why).toBe("created");
+
+      const three = new Placement(["alpha", "beta", "gamma"]);
+      const after = new LockClient({
+        servers: `gen=${GEN + 1};alpha=127.0.0.1:${a2},127.0.0.1:${a1};beta=127.0.0.1:${b2},127.0.0.1:${b1};gamma=127.0.0.1:${g1}`,
+      });
+      const moved = namesOn(two, "alpha", 3, (name) => three.shardOf(name) === "gamma");
+      const stayed = [...namesOn(three, "alpha", 3), ...namesOn(three, "beta", 3)];
+      const seen = new Set<string>();
+      for (const name of [...moved, ...stayed]) {
+        const lock = await after.acquire(name, { lease: 5000 });
+        seen.add(three.shardOf(name));
+        expect(lock.token).toBeGreaterThan(highest);
+        expect(lock.token / UNIT).toBe(BigInt(GEN + 1));
+        await lock.release();
+      }
+      expect([...seen].sort()).toEqual(["alpha", "beta", "gamma"]);
+      // The moved names are refused by their old shard, which runs the new map.
+      const refused = await WirePeer.claim(a2, moved[0]!);
+      expect(refused.frames[0]).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.WRONG_SHARD });
+      expect(alphaNext.standby.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect(betaNext.standby.lines.some((l) => l.msg === "active: listening")).toBe(false);
+    } finally {
+      await disposeAll();
+    }
+  }, 60_000);
+});
