@@ -259,9 +259,11 @@ export async function listLocks(
 /** With --coordinator: "service S: active, epoch N" (a standby serves no locks); nothing without. */
 async function roleLine(get: (path: string) => Promise<OpsAnswer>): Promise<string> {
   const ready = await get("/readyz");
-  const body = ready.body as { role?: string; epoch?: number; service?: string } | null;
+  const body = ready.body as { role?: string; epoch?: number; service?: string; refusal?: string } | null;
   if (body === null || typeof body !== "object" || body.role === undefined) return "";
-  const note = body.role === "standby" ? " (a standby serves no locks: ask the active)" : "";
+  const note = typeof body.refusal === "string"
+    ? ` (a standby serves no locks, and refuses to take over: ${body.refusal})`
+    : body.role === "standby" ? " (a standby serves no locks: ask the active)" : "";
   return `service ${body.service}: ${body.role}, epoch ${body.epoch}${note}\n`;
 }
 
