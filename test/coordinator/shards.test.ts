@@ -16,9 +16,9 @@ import type { Lock } from "../../src/client/lock.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { Placement } from "../../src/shard.ts";
 import { GENERATION_UNIT } from "../../src/shard-tokens.ts";
-import { ChildServer } from "../fixtures/ops-child.ts";
+import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
-import { freePorts, Postgres, suitePostgres } from "./pg.ts";
+import { freePort, freePorts, Postgres, suitePostgres } from "./pg.ts";
 
 const LEASE = 2000;
 const GEN = 3;
@@ -265,3 +265,99 @@ describe("two shards, each an active and a standby", () => {
     }
   }, 60_000);
 });
+
+const REFUSING = "standby: refusing to take over: this instance's shard map differs from the one its service's active served";
+
+async function readyz(child: ChildServer): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`http://127.0.0.1:${await opsPort(child)}/readyz`);
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+describe("an instance started with another map than its service's active", () => {
+  test("a lower --shards-generation: the standby says so at start (log, /readyz, /metrics, lockd status) and does not take the row the active released; an instance with the right map does", async () => {
+    try {
+      const service = serviceFor("alpha");
+      const port = await freePort();
+      const active = instance(service, port, "alpha", "alpha,beta", GEN + 1);
+      expect((await active.line("active: listening")).why).toBe("created");
+      const client = new LockClient({ servers: `gen=${GEN + 1};alpha=127.0.0.1:${port};beta=127.0.0.1:1`, reconnectMs: 20_000 });
+      const [name] = namesOn(two, "alpha", 1);
+      const first = await client.acquire(name!, { lease: 5000 });
+      expect(first.token / UNIT).toBe(BigInt(GEN + 1));
+      await first.release();
+
+      // The mistake: a standby left at the old generation.
+      const stale = instance(service, port, "alpha", "alpha,beta", GEN);
+      expect((await stale.line("lockd started")).role).toBe("standby");
+      const refused = await stale.line(REFUSING);
+      expect(refused.reason).toContain(`this instance is shard alpha of map`);
+      expect(refused.reason).toContain(`generation ${GEN}: its tokens would be below tokens already issued (start it with --shards-generation ${GEN + 1} or higher`);
+      expect(refused.holder).toEndWith(`shard=alpha gen=${GEN + 1} map=${refused.holder.split("map=")[1]}`);
+      const ready = await readyz(stale);
+      expect(ready).toMatchObject({ status: 503, body: { role: "standby", refusal: refused.reason } });
+      expect((await readyz(active)).body.refusal).toBeUndefined();
+      expect(await metrics(stale)).toContain("lockd_coordinator_takeover_refused 1");
+      expect(await metrics(active)).toContain("lockd_coordinator_takeover_refused 0");
+      const status = await runCli(["status", "--ops", `127.0.0.1:${await opsPort(stale)}`]);
+      expect(status.out).toContain(`service ${service}: standby, epoch 0 (a standby serves no locks, and refuses to take over: ${refused.reason})`);
+
+      // A clean stop of the active releases the row, naming its map: the stale standby still refuses it.
+      active.proc.kill("SIGTERM");
+      expect(await active.exit(15_000)).toBe(0);
+      const again = await stale.nthLine(REFUSING, 2, 10_000);
+      expect(again.holder).toStartWith("(released) shard=alpha");
+      expect(stale.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect(await refusedConnection(port)).toBe(true);
+
+      // An instance with the right map takes the released row at once; tokens keep rising in the generation.
+      const right = instance(service, port, "alpha", "alpha,beta", GEN + 1);
+      expect((await right.line("active: listening")).why).toBe("released");
+      const next = await client.acquire(name!, { lease: 5000, wait: 10_000 });
+      expect(next.token).toBeGreaterThan(first.token);
+      expect(next.token / UNIT).toBe(BigInt(GEN + 1));
+      await next.release();
+      // The stale standby has seen the new active, and refuses it too.
+      expect((await stale.nthLine(REFUSING, 3, 10_000)).epoch).toBe(2);
+      expect(stale.lines.some((l) => l.msg === "active: listening")).toBe(false);
+    } finally {
+      await disposeAll();
+    }
+  }, 40_000);
+
+  test("the same generation with another --shards list: the standby refuses, and after a SIGKILL of the active only an instance with the active's map takes over", async () => {
+    try {
+      const service = serviceFor("alpha");
+      const port = await freePort();
+      const active = instance(service, port, "alpha", "alpha,beta", GEN);
+      await active.line("active: listening");
+      const wrong = instance(service, port, "alpha", "alpha,beta,gamma", GEN);
+      expect((await wrong.line(REFUSING)).reason).toContain("one generation with two maps");
+
+      active.proc.kill("SIGKILL");
+      await active.exited;
+      const right = instance(service, port, "alpha", "alpha,beta", GEN);
+      expect((await right.line("lockd started")).role).toBe("standby");
+      const took = await right.line("active: listening", 15_000);
+      expect(took.why).toBe("expired");
+      expect(took.epoch).toBe(2);
+      // The wrong instance saw the row unchanged for longer than the right one did, and never took it.
+      const seen = await wrong.nthLine(REFUSING, 2, 10_000);
+      expect(seen.epoch).toBe(2);
+      expect(wrong.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect((await readyz(wrong)).body.refusal).toContain("one generation with two maps");
+    } finally {
+      await disposeAll();
+    }
+  }, 40_000);
+});
+
+/** A connection to `port` is refused (nothing listens). */
+async function refusedConnection(port: number): Promise<boolean> {
+  try {
+    const socket = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
+    socket.end();
+    return false;
+  } catch {
+    return true;
+  }
+}
