@@ -169,8 +169,8 @@ export class PgCoordinatorStore implements CoordinatorStore {
 
   private async ensureSchema(): Promise<void> {
     const sql = this.sql;
-    // Two instances starting at once may race on CREATE TABLE IF NOT EXISTS (PostgreSQL then
-    // reports a duplicate type) or on the version row: the second attempt sees the first's work.
+    // Instances starting at once may race on CREATE TABLE IF NOT EXISTS (PostgreSQL then
+    // reports a duplicate type or key) or on the version row: a later attempt sees the first's work.
     for (let attempt = 0; ; attempt++) {
       try {
         await sql.unsafe(STATEMENTS.createSchemaTable);
@@ -192,7 +192,8 @@ export class PgCoordinatorStore implements CoordinatorStore {
         return;
       } catch (error) {
         const errno = (error as PgErrorLike).errno;
-        if (attempt < 2 && (errno === "23505" || errno === "42P07")) continue;
+        // 23505: the catalog's unique index; 42P07: the relation; 42710: its row type ("type ... already exists").
+        if (attempt < 4 && (errno === "23505" || errno === "42P07" || errno === "42710")) continue;
         throw error;
       }
     }
