@@ -151,7 +151,11 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     logLevel: options.logLevel,
     // Read once at start, for the floor of a row this instance creates; never written or locked.
     dataDir: options.dataDir,
-    tokensFrom: roles.role === "active" ? roles.last + 1 : "the coordinator's floor, when active",
+    // As clients see it (with the map's generation), from the current term's server.
+    tokensFrom: server === null ? "the coordinator's floor, when active" : server.engine.tokens.last + 1,
+    shard: c.shards.shard ?? "none",
+    shards: c.shards.shards.join(",") || "none",
+    shardsGeneration: c.shards.generation,
     tokenBlock: Math.max(2, options.tokenBlock),
     tls: c.tls === undefined ? "off" : c.tls.clientCa === undefined ? "on" : "mutual",
     opsTls: c.opsTls === undefined ? "off" : "on",

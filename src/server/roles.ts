@@ -263,7 +263,7 @@ export class Roles implements GrantGuard, TokenSource {
         return;
       case "activate":
         this.resolveStarted();
-        void this.activate(action.epoch, action.firstToken, action.why, action.unchangedMs);
+        void this.activate(action.epoch, action.why, action.unchangedMs);
         return;
       case "stepDown":
         this.stepDown(action.epoch, action.reason);
@@ -318,7 +318,7 @@ export class Roles implements GrantGuard, TokenSource {
     }
   }
 
-  private async activate(epoch: number, firstToken: number, why: string, unchangedMs: number): Promise<void> {
+  private async activate(epoch: number, why: string, unchangedMs: number): Promise<void> {
     await this.lastStop;
     const m = this.machine;
     if (this.stopping || m.role !== "active" || m.epoch !== epoch) return;
@@ -338,7 +338,8 @@ export class Roles implements GrantGuard, TokenSource {
       why,
       ...(why === "expired" ? { unchangedMs: Math.round(unchangedMs) } : {}),
       listen: formatAddress({ host: server.hostname, port: server.port }),
-      tokensFrom: firstToken,
+      // As clients see it: the server's token source wraps the machine's counter in the map's generation.
+      tokensFrom: server.engine.tokens.last + 1,
     });
     this.options.onRole?.("active", epoch);
   }

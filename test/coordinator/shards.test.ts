@@ -120,6 +120,12 @@ describe("two shards, each an active and a standby", () => {
         group(alphaService, [a1, a2], "alpha", "alpha,beta", GEN),
         group(betaService, [b1, b2], "beta", "alpha,beta", GEN),
       ]);
+      // The startup lines say which shard of which map each instance serves.
+      for (const [child, shard] of [[alpha.active, "alpha"], [alpha.standby, "alpha"], [beta.active, "beta"], [beta.standby, "beta"]] as const) {
+        expect(await child.line("lockd started")).toMatchObject({ shard, shards: "alpha,beta", shardsGeneration: GEN });
+      }
+      expect(BigInt((await alpha.active.line("lockd started")).tokensFrom) / UNIT).toBe(BigInt(GEN));
+      expect(BigInt((await alpha.active.line("active: listening")).tokensFrom) / UNIT).toBe(BigInt(GEN));
       const map = `gen=${GEN};alpha=127.0.0.1:${a1},127.0.0.1:${a2};beta=127.0.0.1:${b1},127.0.0.1:${b2}`;
       const client = new LockClient({ servers: map, reconnectMs: 20_000 });
       const onAlpha = namesOn(two, "alpha", 4);
@@ -173,6 +179,9 @@ describe("two shards, each an active and a standby", () => {
       expect(took.unchangedMs).toBeGreaterThanOrEqual(LEASE);
       // The claim moved to the new active: above every token alpha issued, still in generation GEN.
       const granted = await waiter;
+      // The log names the tokens as clients see them (with the generation), not the coordinator's counter.
+      expect(BigInt(took.tokensFrom)).toBeLessThanOrEqual(granted.token);
+      for (const token of alphaTokens) expect(BigInt(took.tokensFrom)).toBeGreaterThan(token);
       expect(await holderToken(alpha.standby, onAlpha[0]!)).toBe(String(granted.token));
       for (const token of alphaTokens) expect(granted.token).toBeGreaterThan(token);
       expect(granted.token / UNIT).toBe(BigInt(GEN));
