@@ -52,23 +52,42 @@ export async function status(argv: readonly string[], env: Record<string, string
   const name = parsed.positionals[0];
   const ca = opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {};
   const placement = placementOf(map);
-  /** Each address in turn until one answers; every answer is checked against what the map says of it. */
-  const getFrom = (ops: readonly Address[], expect: Expected, seen: ShardView[]) => async (path: string): Promise<OpsAnswer> => {
-    const failures: string[] = [];
-    for (const address of ops) {
-      let answer: OpsAnswer;
-      try {
-        answer = await opsRequest(address, "GET", path, { timeoutMs: timeout, ...ca });
-      } catch (error) {
-        if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE || ops.length === 1) throw error;
-        failures.push(`${formatAddress(address)}: ${error.message.replace(/^cannot reach the ops server at \S+ \(--ops, LOCKD_OPS\): /, "")}`);
-        continue;
+  /**
+   * Each address in turn until one answers; every answer is checked against
+   * what the map says of it. With several addresses (a service's active and
+   * its standbys), a standby is passed over: it serves no locks, and its
+   * view (idle, or its last term's) would show a held lock as free.
+   */
+  const getFrom = (ops: readonly Address[], expect: Expected, seen: ShardView[]) => {
+    const standbys = new Set<Address>();
+    return async (path: string): Promise<OpsAnswer> => {
+      const failures: string[] = [];
+      for (const address of ops) {
+        if (standbys.has(address)) {
+          failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);
+          continue;
+        }
+        let answer: OpsAnswer;
+        try {
+          answer = await opsRequest(address, "GET", path, { timeoutMs: timeout, ...ca });
+          const ready = ops.length > 1 ? await opsRequest(address, "GET", "/readyz", { timeoutMs: timeout, ...ca }) : null;
+          if ((ready?.body as { role?: unknown } | null | undefined)?.role === "standby") {
+            standbys.add(address);
+            failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);
+            continue;
+          }
+        } catch (error) {
+          if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE || ops.length === 1) throw error;
+          failures.push(`${formatAddress(address)}: ${error.message.replace(/^cannot reach the ops server at \S+ \(--ops, LOCKD_OPS\): /, "")}`);
+          continue;
+        }
+        const view = checkShard(answer, address, expect, name);
+        if (view !== null) seen.push(view);
+        return answer;
       }
-      const view = checkShard(answer, address, expect, name);
-      if (view !== null) seen.push(view);
-      return answer;
-    }
-    throw new CliError(`cannot reach any ops server of ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
+      const what = standbys.size === 0 ? "cannot reach any ops server of" : "no active instance among the ops servers";
+      throw new CliError(`${what} ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
+    };
   };
   if (placement === null) {
     const seen: ShardView[] = [];

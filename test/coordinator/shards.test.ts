@@ -203,6 +203,29 @@ describe("two shards, each an active and a standby", () => {
       const betaNext = await client.acquire(onBeta[1]!, { lease: 5000 });
       for (const token of betaTokens) expect(betaNext.token).toBeGreaterThan(token);
       expect(betaNext.token / UNIT).toBe(BigInt(GEN));
+
+      // The killed instance comes back as alpha's standby. lockd status with every instance's ops
+      // address, standbys first: it asks each shard's active, never a standby's (empty) view.
+      const back = instance(alphaService, a1, "alpha", "alpha,beta", GEN);
+      expect((await back.line("lockd started")).role).toBe("standby");
+      const ops = `alpha=127.0.0.1:${await opsPort(back)},127.0.0.1:${await opsPort(alpha.standby)};beta=127.0.0.1:${await opsPort(beta.standby)},127.0.0.1:${await opsPort(beta.active)}`;
+      for (const [name, token] of [[onAlpha[0]!, granted.token], [onBeta[0]!, betaHolder.token]] as const) {
+        const one = await runCli(["status", "--ops", ops, name]);
+        expect({ code: one.code, err: one.err }).toEqual({ code: 0, err: "" });
+        expect(one.out).toContain(String(token));
+        expect(one.out).not.toContain("free");
+      }
+      const all = await runCli(["status", "--ops", ops]);
+      expect(all.code).toBe(0);
+      expect(all.out).toContain(`service ${alphaService}: active, epoch 2`);
+      expect(all.out).toContain(`service ${betaService}: active, epoch 1`);
+      expect(all.out).toContain(String(granted.token));
+      expect(all.out).toContain(String(betaHolder.token));
+      // Only standbys answer: an error naming them, never a "free".
+      const none = await runCli(["status", "--ops", `alpha=127.0.0.1:${await opsPort(back)},127.0.0.1:${await opsPort(beta.standby)};beta=127.0.0.1:${await opsPort(beta.active)}`, onAlpha[0]!]);
+      expect(none.code).toBe(69);
+      expect(none.err).toContain("no active instance among the ops servers");
+      expect(none.out).not.toContain("free");
       await Promise.all([granted.release(), fresh.release(), betaHolder.release(), betaNext.release()]);
     } finally {
       await disposeAll();
