@@ -52,7 +52,8 @@ export function mapTag(map: HolderMap): string {
 /** The holder an instance writes when active. */
 export function activeHolder(instance: string, map: HolderMap): string {
   const tag = mapTag(map);
-  return tag === "" ? instance : `${instance} ${tag}`;
+  // The column holds 255 characters: the instance id gives way, never the map.
+  return tag === "" ? instance : `${instance.slice(0, 254 - tag.length)} ${tag}`;
 }
 
 /** The holder a clean stop writes: "" without a tag (as before shards), else "(released) TAG". */
@@ -118,4 +119,17 @@ export function takeoverRefusal(mine: HolderMap, holder: string): string | null 
     return `the service's active served ${theirs}; this instance is ${ours}: one generation with two maps (give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)`;
   }
   return null;
+}
+
+/**
+ * A standby that may take over a row whose map differs from its own (this
+ * instance has a higher generation: a map change in progress, or a
+ * generation raised by mistake): what it will change when it does; null
+ * when the maps are the same or the takeover is refused anyway.
+ */
+export function takeoverChangesMap(mine: HolderMap, holder: string): string | null {
+  const row = parseHolderMap(holder);
+  if (row.generation === mine.generation && row.shard === mine.shard && row.map === mine.map) return null;
+  if (takeoverRefusal(mine, holder) !== null) return null;
+  return `the service's active served ${describeHolderMap(row)}; this instance is ${describeHolderMap(mine)} and will serve that map when it takes over (right during a map change rolled in order; otherwise restart it with its service's flags)`;
 }

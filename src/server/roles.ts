@@ -28,7 +28,7 @@ import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "./conn.ts";
 import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
-import { describeHolderMap, type HolderMap, isReleased, parseHolderMap, takeoverRefusal } from "./coordinator-map.ts";
+import { describeHolderMap, type HolderMap, isReleased, parseHolderMap, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
 import type { CoordinatorStore } from "./coordinator-store.ts";
 import type { LockServer } from "./server.ts";
 
@@ -97,11 +97,13 @@ export class Roles implements GrantGuard, TokenSource {
   /** The active last logged as seen by this standby. */
   private seenEpoch = -1;
   private seenHolder = "";
+  private readonly map: HolderMap;
   /** The refusal last logged, with the row it refused (null: none). */
   private loggedRefusal: string | null = null;
 
   constructor(private readonly options: RolesOptions) {
     const map = options.map ?? { generation: 0, shard: null, map: null };
+    this.map = map;
     this.machine = new Coordinator({
       leaseMs: options.leaseMs,
       block: options.block,
@@ -226,6 +228,8 @@ export class Roles implements GrantGuard, TokenSource {
               active: isReleased(row.holder) ? "(released)" : row.holder.split(" ")[0],
               activeMap: describeHolderMap(parseHolderMap(row.holder)),
             });
+            const change = takeoverChangesMap(this.map, row.holder);
+            if (change !== null) log.warn("standby: this instance serves another shard map than its service's active", { service, epoch: row.epoch, note: change });
           }
           const regressions = m.regressions;
           const actions = row === undefined ? m.readDone(this.now(), null, true) : m.readDone(this.now(), row);

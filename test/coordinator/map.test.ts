@@ -12,6 +12,7 @@ import {
   mapId,
   parseHolderMap,
   releasedHolder,
+  takeoverChangesMap,
   takeoverRefusal,
 } from "../../src/server/coordinator-map.ts";
 
@@ -76,6 +77,25 @@ describe("takeoverRefusal", () => {
   test("another shard is refused whatever the generation: the wrong --service or --shard", () => {
     expect(takeoverRefusal(map("beta", ["alpha", "beta"], 3), held(alpha3))).toContain("check --service and --shard");
     expect(takeoverRefusal(map("beta", ["alpha", "beta"], 4), held(alpha3))).toContain("check --service and --shard");
+  });
+});
+
+describe("takeoverChangesMap", () => {
+  const alpha3 = map("alpha", ["alpha", "beta"], 3);
+  test("a standby that may take over with another (newer) map says so; the same map or a refused one says nothing", () => {
+    const holder = activeHolder("db1/pid-7/0a0b0c0d", alpha3);
+    expect(takeoverChangesMap(alpha3, holder)).toBeNull();
+    expect(takeoverChangesMap(map("alpha", ["alpha", "beta"], 2), holder)).toBeNull();
+    const note = takeoverChangesMap(map("alpha", ["alpha", "beta", "gamma"], 4), holder);
+    expect(note).toContain(`the service's active served shard alpha of map ${mapId(["alpha", "beta"])}, generation 3`);
+    expect(note).toContain(`generation 4 and will serve that map when it takes over`);
+  });
+
+  test("a long instance id gives way to the map: the holder fits the 255-character column", () => {
+    const long = map(`s${"x".repeat(62)}`, [`s${"x".repeat(62)}`, "beta"], 31);
+    const holder = activeHolder("h".repeat(255), long);
+    expect(holder.length).toBeLessThanOrEqual(255);
+    expect(parseHolderMap(holder)).toEqual(long);
   });
 });
 

@@ -259,6 +259,11 @@ describe("two shards, each an active and a standby", () => {
         expect(await g.standby.exit(15_000)).toBe(0);
         const standby = instance(service, ports[1], shard, next, GEN + 1);
         expect((await standby.line("lockd started")).role).toBe("standby");
+        // Allowed (a higher generation), and said: it will serve another map than the active's.
+        const note = (await standby.line("standby: this instance serves another shard map than its service's active")).note;
+        expect(note).toContain(`generation ${GEN}; this instance is shard ${shard} of map`);
+        expect(note).toContain(`generation ${GEN + 1} and will serve that map when it takes over`);
+        expect((await readyz(standby)).body.refusal).toBeUndefined();
         g.active.proc.kill("SIGTERM");
         expect(await g.active.exit(15_000)).toBe(0);
         expect((await standby.line("active: listening", 15_000)).why).toBe("released");
