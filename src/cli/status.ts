@@ -36,8 +36,14 @@ wrong shard. Servers that disagree on the generation (or with the map's
 gen=) get a warning. With a plain list, a lock NAME asked of one shard of
 several that does not own it is an error too.
 
+With --coordinator, give every instance's ops address (a:7701,b:7701, or
+per shard in the map): the active is asked and standbys are passed over
+(a standby serves no locks; its "free" would be false). A lone standby's
+address lists nothing but its role; NAME asked of it is exit 69.
+
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
-(of any shard) unreachable; 78 an ops server is not the shard --ops says.
+(of any shard) unreachable, or only standbys answered; 78 an ops server is
+not the shard --ops says.
 `;
 
 export async function status(argv: readonly string[], env: Record<string, string | undefined>, out = process.stdout): Promise<number> {
@@ -55,8 +61,10 @@ export async function status(argv: readonly string[], env: Record<string, string
   /**
    * Each address in turn until one answers; every answer is checked against
    * what the map says of it. With several addresses (a service's active and
-   * its standbys), a standby is passed over: it serves no locks, and its
-   * view (idle, or its last term's) would show a held lock as free.
+   * its standbys), or for one lock NAME, a standby is passed over: it serves
+   * no locks, and its view (idle, or its last term's) would show a held lock
+   * as free. (The list of every lock from a lone standby is shown, headed by
+   * its role line.)
    */
   const getFrom = (ops: readonly Address[], expect: Expected, seen: ShardView[]) => {
     const standbys = new Set<Address>();
@@ -70,7 +78,8 @@ export async function status(argv: readonly string[], env: Record<string, string
         let answer: OpsAnswer;
         try {
           answer = await opsRequest(address, "GET", path, { timeoutMs: timeout, ...ca });
-          const ready = ops.length > 1 ? await opsRequest(address, "GET", "/readyz", { timeoutMs: timeout, ...ca }) : null;
+          // A lone address is asked too when NAME is looked up: a standby's "free" would be false.
+          const ready = ops.length > 1 || name !== undefined ? await opsRequest(address, "GET", "/readyz", { timeoutMs: timeout, ...ca }) : null;
           if ((ready?.body as { role?: unknown } | null | undefined)?.role === "standby") {
             standbys.add(address);
             failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);

@@ -226,6 +226,11 @@ describe("two shards, each an active and a standby", () => {
       expect(none.code).toBe(69);
       expect(none.err).toContain("no active instance among the ops servers");
       expect(none.out).not.toContain("free");
+      // One address, a standby's, and a lock NAME: the same error (its view would say "free").
+      const lone = await runCli(["status", "--ops", `127.0.0.1:${await opsPort(back)}`, onAlpha[0]!]);
+      expect(lone.code).toBe(69);
+      expect(lone.err).toContain("a standby (it serves no locks)");
+      expect(lone.out).not.toContain("free");
       await Promise.all([granted.release(), fresh.release(), betaHolder.release(), betaNext.release()]);
     } finally {
       await disposeAll();
