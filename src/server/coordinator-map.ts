@@ -11,7 +11,9 @@
  * joined by ","; `shard` and `map` are absent without `--shard`, and an
  * instance without shards at generation 0 writes no tag at all (its
  * holder, and the released "", are what they were before shards). A
- * holder without a tag is "no shards, generation 0".
+ * holder without a tag names no map: no shards at generation 0, or a lockd
+ * from before this check, which may have served any map. It is never
+ * refused (an upgrade must not lock a service out), only warned about.
  *
  * A standby reads the map its service's active served (or the one that
  * released the row) and refuses to take over when taking over would break
@@ -67,8 +69,9 @@ export function isReleased(holder: string): boolean {
   return holder === "" || holder === RELEASED || holder.startsWith(`${RELEASED} `);
 }
 
-/** The map a holder names (no tag: no shards, generation 0). */
-export function parseHolderMap(holder: string): HolderMap {
+/** The map a holder names; null when it names none (no tag). */
+export function parseHolderMap(holder: string): HolderMap | null {
+  let tagged = false;
   let generation = 0;
   let shard: string | null = null;
   let map: string | null = null;
@@ -79,15 +82,18 @@ export function parseHolderMap(holder: string): HolderMap {
     if (eq < 0) continue;
     const key = part.slice(0, eq);
     const value = part.slice(eq + 1);
-    if (key === "gen" && /^\d{1,2}$/.test(value)) generation = Number(value);
-    else if (key === "shard" && value !== "") shard = value;
+    if (key === "gen" && /^\d{1,2}$/.test(value)) {
+      generation = Number(value);
+      tagged = true;
+    } else if (key === "shard" && value !== "") shard = value;
     else if (key === "map" && value !== "") map = value;
   }
-  return { generation, shard, map };
+  return tagged ? { generation, shard, map } : null;
 }
 
 /** The map for people: "shard alpha of map 5f1e22c0, generation 3", "no shards, generation 0". */
-export function describeHolderMap(map: HolderMap): string {
+export function describeHolderMap(map: HolderMap | null): string {
+  if (map === null) return "a map it does not name (no shards at generation 0, or a lockd from before the map check)";
   return map.shard === null ? `no shards, generation ${map.generation}` : `shard ${map.shard} of map ${map.map}, generation ${map.generation}`;
 }
 
@@ -104,9 +110,11 @@ export function describeHolderMap(map: HolderMap): string {
  *   generations: the wrong --service or --shard.
  *
  * A higher generation than the row's is a map change in progress: allowed.
+ * A holder that names no map is never refused (takeoverChangesMap warns).
  */
 export function takeoverRefusal(mine: HolderMap, holder: string): string | null {
   const row = parseHolderMap(holder);
+  if (row === null) return null;
   const theirs = describeHolderMap(row);
   const ours = describeHolderMap(mine);
   if (row.shard !== null && mine.shard !== null && row.shard !== mine.shard) {
@@ -124,12 +132,13 @@ export function takeoverRefusal(mine: HolderMap, holder: string): string | null 
 /**
  * A standby that may take over a row whose map differs from its own (this
  * instance has a higher generation: a map change in progress, or a
- * generation raised by mistake): what it will change when it does; null
- * when the maps are the same or the takeover is refused anyway.
+ * generation raised by mistake), or names none while this instance has
+ * one: what it will change when it does; null when the maps are the same
+ * or the takeover is refused anyway.
  */
 export function takeoverChangesMap(mine: HolderMap, holder: string): string | null {
   const row = parseHolderMap(holder);
-  if (row.generation === mine.generation && row.shard === mine.shard && row.map === mine.map) return null;
+  if (row === null ? mapTag(mine) === "" : row.generation === mine.generation && row.shard === mine.shard && row.map === mine.map) return null;
   if (takeoverRefusal(mine, holder) !== null) return null;
   return `the service's active served ${describeHolderMap(row)}; this instance is ${describeHolderMap(mine)} and will serve that map when it takes over (right during a map change rolled in order; otherwise restart it with its service's flags)`;
 }

@@ -23,7 +23,8 @@ describe("the holder names the map", () => {
     const none = map(null, [], 0);
     expect(activeHolder("db1/pid-7/0a0b0c0d", none)).toBe("db1/pid-7/0a0b0c0d");
     expect(releasedHolder(none)).toBe("");
-    expect(parseHolderMap("db1/pid-7/0a0b0c0d")).toEqual(none);
+    expect(parseHolderMap("db1/pid-7/0a0b0c0d")).toBeNull(); // names no map
+    expect(parseHolderMap("")).toBeNull();
   });
 
   test("a shard, its list and its generation round-trip; the list's order does not matter", () => {
@@ -54,9 +55,7 @@ describe("takeoverRefusal", () => {
     expect(takeoverRefusal(alpha3, held(alpha3))).toBeNull();
     expect(takeoverRefusal(alpha3, releasedHolder(alpha3))).toBeNull();
     expect(takeoverRefusal(map("alpha", ["alpha", "beta", "gamma"], 4), held(alpha3))).toBeNull();
-    // Sharding a service that ran without shards (with a new generation), and merging shards back.
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 1), "db1/pid-7/0a0b0c0d")).toBeNull();
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 1), "")).toBeNull();
+    // Merging shards back into one service (a new generation).
     expect(takeoverRefusal(map(null, [], 4), held(alpha3))).toBeNull();
   });
 
@@ -70,8 +69,15 @@ describe("takeoverRefusal", () => {
   test("one generation with another map is refused: another list, shards on one side only", () => {
     expect(takeoverRefusal(map("alpha", ["alpha", "beta", "gamma"], 3), held(alpha3))).toContain("one generation with two maps");
     expect(takeoverRefusal(map(null, [], 3), held(alpha3))).toContain("one generation with two maps");
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 0), "db1/pid-7/0a0b0c0d")).toContain("one generation with two maps");
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 0), "")).toContain("one generation with two maps");
+    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 3), activeHolder("h/pid-1/x", map(null, [], 3)))).toContain("one generation with two maps");
+  });
+
+  test("a holder that names no map (no shards at generation 0, or a lockd from before the check) is never refused: an upgrade must not lock a service out", () => {
+    for (const holder of ["db1/pid-7/0a0b0c0d", ""]) {
+      for (const mine of [map("alpha", ["alpha", "beta"], 0), map("alpha", ["alpha", "beta"], 1), map(null, [], 0), map(null, [], 2)]) {
+        expect(takeoverRefusal(mine, holder)).toBeNull();
+      }
+    }
   });
 
   test("another shard is refused whatever the generation: the wrong --service or --shard", () => {
@@ -89,6 +95,10 @@ describe("takeoverChangesMap", () => {
     const note = takeoverChangesMap(map("alpha", ["alpha", "beta", "gamma"], 4), holder);
     expect(note).toContain(`the service's active served shard alpha of map ${mapId(["alpha", "beta"])}, generation 3`);
     expect(note).toContain(`generation 4 and will serve that map when it takes over`);
+    // A holder that names no map: said when this instance has one, not when it has none either.
+    expect(takeoverChangesMap(map("alpha", ["alpha", "beta"], 0), "db1/pid-7/0a0b0c0d")).toContain("the service's active served a map it does not name");
+    expect(takeoverChangesMap(map(null, [], 0), "db1/pid-7/0a0b0c0d")).toBeNull();
+    expect(takeoverChangesMap(map(null, [], 0), "")).toBeNull();
   });
 
   test("a long instance id gives way to the map: the holder fits the 255-character column", () => {
