@@ -34,7 +34,7 @@ const serviceFor = (shard: string) => `shards-${process.pid}-${++serial}-${shard
 const children: ChildServer[] = [];
 
 /** One instance of `service`, serving shard `shard` of `shards` at `generation`. */
-function instance(service: string, port: number, shard: string, shards: string, generation: number, extra: readonly string[] = []): ChildServer {
+function instance(service: string, port: number, shard: string, shards: string, generation: number, env: Record<string, string> = {}): ChildServer {
   const child = ChildServer.spawn([
     "serve",
     "--service", service,
@@ -45,8 +45,7 @@ function instance(service: string, port: number, shard: string, shards: string, 
     "--shard", shard,
     "--shards", shards,
     "--shards-generation", String(generation),
-    ...extra,
-  ], { LOCKD_COORDINATOR: pg.url() });
+  ], { LOCKD_COORDINATOR: pg.url(), ...env });
   children.push(child);
   return child;
 }
@@ -306,6 +305,36 @@ describe("two shards, each an active and a standby", () => {
       await disposeAll();
     }
   }, 60_000);
+});
+
+describe("lockd force-release with every instance's ops address", () => {
+  test("the action goes to the active: a standby listed first is passed over (its 'nobody holds it' is not the service's answer)", async () => {
+    try {
+      const service = serviceFor("alpha");
+      const port = await freePort();
+      const admin = { LOCKD_ADMIN_TOKEN: "s3cret-admin" };
+      const active = instance(service, port, "alpha", "alpha,beta", GEN, admin);
+      await active.line("active: listening");
+      const standby = instance(service, port, "alpha", "alpha,beta", GEN, admin);
+      expect((await standby.line("lockd started")).role).toBe("standby");
+      const client = new LockClient({ servers: `gen=${GEN};alpha=127.0.0.1:${port};beta=127.0.0.1:1` });
+      const [name] = namesOn(two, "alpha", 1);
+      const lock = await client.acquire(name!, { lease: 5000 });
+      const ops = `127.0.0.1:${await opsPort(standby)},127.0.0.1:${await opsPort(active)}`;
+      const released = await runCli(["force-release", "--ops", ops, name!], admin);
+      expect({ code: released.code, err: released.err }).toEqual({ code: 0, err: "" });
+      expect(released.out).toContain(`released ${JSON.stringify(name)} from session`);
+      expect(released.out).toContain(`token ${lock.token}`);
+      if (!lock.signal.aborted) await new Promise((resolve) => lock.signal.addEventListener("abort", resolve, { once: true }));
+      expect((lock.signal.reason as { serverCode?: number }).serverCode).toBe(ErrorCode.FORCE_RELEASED);
+      // Only the standby listed: exit 69 naming it, not "nobody holds it".
+      const alone = await runCli(["force-release", "--ops", `${ops.split(",")[0]},${ops.split(",")[0]}`, name!], admin);
+      expect(alone.code).toBe(69);
+      expect(alone.err).toContain("each is a standby");
+    } finally {
+      await disposeAll();
+    }
+  }, 30_000);
 });
 
 const REFUSING = "standby: refusing to take over: this instance's shard map differs from the one its service's active served";
