@@ -6,8 +6,9 @@
  * shard to its standby (tokens above everything the shard issued, still in
  * the generation) and leaves the other shard alone; a map change rolled in
  * the documented order gives every shard tokens above every token of the
- * generation before; and an instance started with another map than its
- * service's active refuses to take over.
+ * generation before; lockd status and force-release given every
+ * instance's ops address ask the active, never a standby; and an instance
+ * started with another map than its service's active refuses to take over.
  * Coordinator leases are short (2 s). Every wait is for an event, bounded.
  */
 import { describe, expect, test } from "bun:test";
