@@ -7,7 +7,7 @@ import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-import { errorMessage, expectOk, humanMs, lockQuery, opsRequest } from "./ops-client.ts";
+import { errorMessage, expectOk, humanMs, lockQuery, opsRequest, withoutStandbys } from "./ops-client.ts";
 
 const COMMON = `Options (flag, then environment, then default):
 ${optionsHelp(ADMIN_OPTIONS)}
@@ -16,7 +16,8 @@ ${helpRow("-h, --help", "this text")}
 
 Exit codes: 0 done; 1 nothing to do (no holder, no such waiting session);
 64 bad arguments; 69 ops server unreachable (every address of an --ops
-list); 77 no token given, token refused, or the server has no admin token
+list), or only standbys answered (with --coordinator, list every instance:
+standbys are passed over); 77 no token given, token refused, or the server has no admin token
 configured.
 `;
 
@@ -53,11 +54,9 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
     throw new CliError(`needs the admin token the server was started with: --admin-token-file FILE (env LOCKD_ADMIN_TOKEN_FILE), or --admin-token TOKEN (env LOCKD_ADMIN_TOKEN)`, ExitCode.NOPERM);
   }
   const path = verb === "kick" ? `/v1/sessions/${encodeURIComponent(target)}/kick` : `/v1/locks/force-release?${lockQuery(target)}`;
-  const answer = await opsRequest(ops, "POST", path, {
-    token,
-    timeoutMs: timeout,
-    ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}),
-  });
+  const request = { token, timeoutMs: timeout, ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}) };
+  // Every instance of a coordinated service may be listed: the action goes to the active, never a standby.
+  const answer = await opsRequest(await withoutStandbys(ops, request), "POST", path, request);
   if (answer.status === 401) {
     throw new CliError(`the ops server refused the admin token (from ${from}): ${errorMessage(answer)}; give the one lockd serve was started with (--admin-token-file FILE, or LOCKD_ADMIN_TOKEN)`, ExitCode.NOPERM);
   }

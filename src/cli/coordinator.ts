@@ -13,7 +13,8 @@ import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server
 import { Daemon } from "../server/daemon.ts";
 import type { openFileLimit } from "../server/limits.ts";
 import type { ServerTls } from "../server/server.ts";
-import type { ShardSettings } from "../shard-guard.ts";
+import { NO_SHARDS, type ShardSettings } from "../shard-guard.ts";
+import { activeHolder, type HolderMap, holderMapOf, releasedHolder } from "../server/coordinator-map.ts";
 import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -49,9 +50,24 @@ export function instanceId(): string {
 }
 
 /** Open and check the store; a problem becomes a CliError with its exit code. */
-export async function openCoordinator(url: string, service: string, instance: string, leaseMs: number, block: number): Promise<PgCoordinatorStore> {
+export async function openCoordinator(
+  url: string,
+  service: string,
+  instance: string,
+  leaseMs: number,
+  block: number,
+  map: HolderMap = holderMapOf(NO_SHARDS),
+): Promise<PgCoordinatorStore> {
   try {
-    return await PgCoordinatorStore.open({ url, service, instance, leaseMs, block, connectTimeoutS: Math.max(1, Math.ceil(leaseMs / 1000)) });
+    return await PgCoordinatorStore.open({
+      url,
+      service,
+      instance: activeHolder(instance, map),
+      releasedHolder: releasedHolder(map),
+      leaseMs,
+      block,
+      connectTimeoutS: Math.max(1, Math.ceil(leaseMs / 1000)),
+    });
   } catch (error) {
     if (!(error instanceof CoordinatorConfigError)) throw error;
     const code = error.kind === "usage" ? ExitCode.USAGE : error.kind === "schema" ? ExitCode.DATA_ERROR : ExitCode.UNAVAILABLE;
@@ -91,13 +107,15 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   }
   const instance = instanceId();
   const leaseMs = options.coordinatorLease;
-  const store = await openCoordinator(c.url.url, options.service, instance, leaseMs, options.tokenBlock);
+  // The row's holder names the map this instance serves: a standby with another map refuses to take over.
+  const map = holderMapOf(c.shards);
+  const store = await openCoordinator(c.url.url, options.service, instance, leaseMs, options.tokenBlock, map);
 
   let daemon: Daemon;
   try {
     daemon = new Daemon({
       ...daemonOptions(c),
-      coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor },
+      coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor, map },
     });
   } catch (error) {
     await store.close().catch(() => {});
@@ -133,7 +151,11 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     logLevel: options.logLevel,
     // Read once at start, for the floor of a row this instance creates; never written or locked.
     dataDir: options.dataDir,
-    tokensFrom: roles.role === "active" ? roles.last + 1 : "the coordinator's floor, when active",
+    // As clients see it (with the map's generation), from the current term's server.
+    tokensFrom: server === null ? "the coordinator's floor, when active" : server.engine.tokens.last + 1,
+    shard: c.shards.shard ?? "none",
+    shards: c.shards.shards.join(",") || "none",
+    shardsGeneration: c.shards.generation,
     tokenBlock: Math.max(2, options.tokenBlock),
     tls: c.tls === undefined ? "off" : c.tls.clientCa === undefined ? "on" : "mutual",
     opsTls: c.opsTls === undefined ? "off" : "on",

@@ -48,6 +48,33 @@ export async function opsRequest(ops: HostPort | readonly HostPort[], method: "G
   throw new CliError(`cannot reach ${where} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
 }
 
+/**
+ * The addresses of `list` that are not a standby (`/readyz` says
+ * `"role":"standby"`), for a list of a coordinated service's instances: a
+ * standby serves no locks, so its "nobody holds it" is not the service's
+ * answer. Addresses that do not answer are kept (the request reports
+ * them). A single address is returned as it is. Throws (exit 69) when
+ * every address that answered is a standby.
+ */
+export async function withoutStandbys(list: readonly HostPort[], options: RequestOptions): Promise<readonly HostPort[]> {
+  if (list.length < 2) return list;
+  const kept: HostPort[] = [];
+  const standbys: HostPort[] = [];
+  for (const address of list) {
+    let role: unknown;
+    try {
+      role = ((await requestOne(address, "GET", "/readyz", { ...options, token: null })).body as { role?: unknown } | null)?.role;
+    } catch (error) {
+      if (!(error instanceof Unreachable)) throw error;
+    }
+    (role === "standby" ? standbys : kept).push(address);
+  }
+  if (kept.length === 0) {
+    throw new CliError(`no active instance among the ops servers ${list.map(formatAddress).join(",")} (--ops, LOCKD_OPS): each is a standby (it serves no locks)`, ExitCode.UNAVAILABLE);
+  }
+  return kept;
+}
+
 async function requestOne(ops: HostPort, method: "GET" | "POST", path: string, options: RequestOptions): Promise<OpsAnswer> {
   const headers: Record<string, string> = { accept: "application/json", "user-agent": "lockd-cli" };
   if (options.token != null) headers.authorization = `Bearer ${options.token}`;

@@ -36,8 +36,14 @@ wrong shard. Servers that disagree on the generation (or with the map's
 gen=) get a warning. With a plain list, a lock NAME asked of one shard of
 several that does not own it is an error too.
 
+With --coordinator, give every instance's ops address (a:7701,b:7701, or
+per shard in the map): the active is asked and standbys are passed over
+(a standby serves no locks; its "free" would be false). A lone standby's
+address lists nothing but its role; NAME asked of it is exit 69.
+
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
-(of any shard) unreachable; 78 an ops server is not the shard --ops says.
+(of any shard) unreachable, or only standbys answered; 78 an ops server is
+not the shard --ops says.
 `;
 
 export async function status(argv: readonly string[], env: Record<string, string | undefined>, out = process.stdout): Promise<number> {
@@ -52,23 +58,45 @@ export async function status(argv: readonly string[], env: Record<string, string
   const name = parsed.positionals[0];
   const ca = opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {};
   const placement = placementOf(map);
-  /** Each address in turn until one answers; every answer is checked against what the map says of it. */
-  const getFrom = (ops: readonly Address[], expect: Expected, seen: ShardView[]) => async (path: string): Promise<OpsAnswer> => {
-    const failures: string[] = [];
-    for (const address of ops) {
-      let answer: OpsAnswer;
-      try {
-        answer = await opsRequest(address, "GET", path, { timeoutMs: timeout, ...ca });
-      } catch (error) {
-        if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE || ops.length === 1) throw error;
-        failures.push(`${formatAddress(address)}: ${error.message.replace(/^cannot reach the ops server at \S+ \(--ops, LOCKD_OPS\): /, "")}`);
-        continue;
+  /**
+   * Each address in turn until one answers; every answer is checked against
+   * what the map says of it. With several addresses (a service's active and
+   * its standbys), or for one lock NAME, a standby is passed over: it serves
+   * no locks, and its view (idle, or its last term's) would show a held lock
+   * as free. (The list of every lock from a lone standby is shown, headed by
+   * its role line.)
+   */
+  const getFrom = (ops: readonly Address[], expect: Expected, seen: ShardView[]) => {
+    const standbys = new Set<Address>();
+    return async (path: string): Promise<OpsAnswer> => {
+      const failures: string[] = [];
+      for (const address of ops) {
+        if (standbys.has(address)) {
+          failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);
+          continue;
+        }
+        let answer: OpsAnswer;
+        try {
+          answer = await opsRequest(address, "GET", path, { timeoutMs: timeout, ...ca });
+          // A lone address is asked too when NAME is looked up: a standby's "free" would be false.
+          const ready = ops.length > 1 || name !== undefined ? await opsRequest(address, "GET", "/readyz", { timeoutMs: timeout, ...ca }) : null;
+          if ((ready?.body as { role?: unknown } | null | undefined)?.role === "standby") {
+            standbys.add(address);
+            failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);
+            continue;
+          }
+        } catch (error) {
+          if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE || ops.length === 1) throw error;
+          failures.push(`${formatAddress(address)}: ${error.message.replace(/^cannot reach the ops server at \S+ \(--ops, LOCKD_OPS\): /, "")}`);
+          continue;
+        }
+        const view = checkShard(answer, address, expect, name);
+        if (view !== null) seen.push(view);
+        return answer;
       }
-      const view = checkShard(answer, address, expect, name);
-      if (view !== null) seen.push(view);
-      return answer;
-    }
-    throw new CliError(`cannot reach any ops server of ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
+      const what = standbys.size === 0 ? "cannot reach any ops server of" : "no active instance among the ops servers";
+      throw new CliError(`${what} ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
+    };
   };
   if (placement === null) {
     const seen: ShardView[] = [];
@@ -259,9 +287,11 @@ export async function listLocks(
 /** With --coordinator: "service S: active, epoch N" (a standby serves no locks); nothing without. */
 async function roleLine(get: (path: string) => Promise<OpsAnswer>): Promise<string> {
   const ready = await get("/readyz");
-  const body = ready.body as { role?: string; epoch?: number; service?: string } | null;
+  const body = ready.body as { role?: string; epoch?: number; service?: string; refusal?: string } | null;
   if (body === null || typeof body !== "object" || body.role === undefined) return "";
-  const note = body.role === "standby" ? " (a standby serves no locks: ask the active)" : "";
+  const note = typeof body.refusal === "string"
+    ? ` (a standby serves no locks, and refuses to take over: ${body.refusal})`
+    : body.role === "standby" ? " (a standby serves no locks: ask the active)" : "";
   return `service ${body.service}: ${body.role}, epoch ${body.epoch}${note}\n`;
 }
 

@@ -38,7 +38,7 @@ export const STATEMENTS = {
     `WHERE service = $1 AND epoch = $5 AND renewals = $6 AND holder = $7 RETURNING ${COLUMNS}`,
   renew: `UPDATE ${TABLE} SET renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP WHERE service = $1 AND holder = $2 AND epoch = $3`,
   reserve: `UPDATE ${TABLE} SET token_floor = token_floor + $4 WHERE service = $1 AND holder = $2 AND epoch = $3 RETURNING token_floor`,
-  release: `UPDATE ${TABLE} SET holder = '', renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP WHERE service = $1 AND holder = $2 AND epoch = $3`,
+  release: `UPDATE ${TABLE} SET holder = $4, renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP WHERE service = $1 AND holder = $2 AND epoch = $3`,
 } as const;
 
 /** What the role shell needs from a coordinator (the PostgreSQL store, or a model in tests). */
@@ -73,8 +73,10 @@ export class CoordinatorConfigError extends Error {
 export interface PgStoreOptions {
   readonly url: string;
   readonly service: string;
-  /** Instance id written as holder. */
+  /** Written as holder: the instance id, with the map it serves (coordinator-map.ts activeHolder). */
   readonly instance: string;
+  /** Written as holder by a clean stop: "" (the default), or "(released) TAG" naming the map (coordinator-map.ts releasedHolder). */
+  readonly releasedHolder?: string;
   readonly leaseMs: number;
   readonly block: number;
   /** Seconds to wait for a connection. */
@@ -167,8 +169,8 @@ export class PgCoordinatorStore implements CoordinatorStore {
 
   private async ensureSchema(): Promise<void> {
     const sql = this.sql;
-    // Two instances starting at once may race on CREATE TABLE IF NOT EXISTS (PostgreSQL then
-    // reports a duplicate type) or on the version row: the second attempt sees the first's work.
+    // Instances starting at once may race on CREATE TABLE IF NOT EXISTS (PostgreSQL then
+    // reports a duplicate type or key) or on the version row: a later attempt sees the first's work.
     for (let attempt = 0; ; attempt++) {
       try {
         await sql.unsafe(STATEMENTS.createSchemaTable);
@@ -190,7 +192,8 @@ export class PgCoordinatorStore implements CoordinatorStore {
         return;
       } catch (error) {
         const errno = (error as PgErrorLike).errno;
-        if (attempt < 2 && (errno === "23505" || errno === "42P07")) continue;
+        // 23505: the catalog's unique index; 42P07: the relation; 42710: its row type ("type ... already exists").
+        if (attempt < 4 && (errno === "23505" || errno === "42P07" || errno === "42710")) continue;
         throw error;
       }
     }
@@ -238,7 +241,7 @@ export class PgCoordinatorStore implements CoordinatorStore {
   }
 
   async release(epoch: number): Promise<boolean> {
-    const result = await this.sql.unsafe(STATEMENTS.release, [this.options.service, this.options.instance, epoch]);
+    const result = await this.sql.unsafe(STATEMENTS.release, [this.options.service, this.options.instance, epoch, this.options.releasedHolder ?? ""]);
     return (result as unknown as { count: number }).count === 1;
   }
 

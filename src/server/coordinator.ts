@@ -34,10 +34,12 @@
  * the new active's).
  */
 
+import { isReleased } from "./coordinator-map.ts";
+
 /** The coordinator row of one service, as read. */
 export interface CoordinatorRow {
   readonly epoch: number;
-  /** Instance id of the active; "" when released. */
+  /** Instance id of the active (with the map it serves, coordinator-map.ts); "" or "(released) ..." when released. */
   readonly holder: string;
   readonly renewals: number;
   /** No token above it has been issued. */
@@ -100,6 +102,12 @@ export interface CoordinatorOptions {
   readonly block: number;
   /** Creating the row: no token at or below this was issued (a data directory's floor, or 0). */
   readonly initialFloor?: number;
+  /**
+   * Why this instance must not take over a row held (or released) by
+   * `holder`; null when it may. Checked at every read; a refused row is
+   * neither watched nor taken (coordinator-map.ts: the shard map).
+   */
+  readonly refuse?: (holder: string) => string | null;
 }
 
 /** The share of the lease after which an active without a confirmed renewal stops. */
@@ -154,6 +162,9 @@ export class Coordinator {
   private epochSeen = 0;
   /** Reads that showed the row gone back (a lower epoch or floor, or gone): the coordinator lost data. */
   regressions = 0;
+  /** Why the last read's row may not be taken over by this instance (options.refuse); null when it may. */
+  refusal: string | null = null;
+  private readonly refuse: ((holder: string) => string | null) | null;
 
   constructor(options: CoordinatorOptions) {
     if (!(options.leaseMs > 0)) throw new RangeError("leaseMs must be positive");
@@ -161,6 +172,7 @@ export class Coordinator {
     this.leaseMs = options.leaseMs;
     this.block = options.block;
     this.initialFloor = options.initialFloor ?? 0;
+    this.refuse = options.refuse ?? null;
   }
 
   private get interval(): number {
@@ -203,7 +215,7 @@ export class Coordinator {
       const w = this.watched;
       if (w !== null && now >= this.watchedSince + this.watchLeaseMs) {
         this.send("takeover", now);
-        this.takeoverWhy = w.holder === "" ? "released" : "expired";
+        this.takeoverWhy = isReleased(w.holder) ? "released" : "expired";
         this.takeoverUnchangedMs = now - this.watchedSince;
         out.push({ type: "takeover", watched: w });
       } else if (now >= this.nextReadAt) {
@@ -235,6 +247,7 @@ export class Coordinator {
     if (failed) return this.tick(now);
     this.lastRoundTripMs = now - this.pendingSentAt;
     if (row === null ? this.epochSeen > 0 : row.epoch < this.epochSeen || row.tokenFloor < this.floorSeen) this.regressions++;
+    this.refusal = row === null || this.refuse === null ? null : this.refuse(row.holder);
     if (row === null) {
       this.watched = null;
       this.send("create", now);
@@ -242,8 +255,13 @@ export class Coordinator {
     }
     this.floorSeen = Math.max(this.floorSeen, row.tokenFloor);
     this.epochSeen = Math.max(this.epochSeen, row.epoch);
+    if (this.refusal !== null) {
+      // Not ours to take: read again, and take it only once a read shows a row this instance may hold.
+      this.watched = null;
+      return this.tick(now);
+    }
     const seen: Watched = { epoch: row.epoch, renewals: row.renewals, holder: row.holder };
-    if (row.holder === "") {
+    if (isReleased(row.holder)) {
       // Released by a clean stop: take over at once, by the same compare-and-set.
       this.watched = seen;
       this.send("takeover", now);

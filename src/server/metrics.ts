@@ -141,6 +141,12 @@ function coordinatorMetrics(out: Exposition, c: CoordinatorMetrics): void {
   out.single("lockd_coordinator_renewals_failed_total", "counter", "Renewals of the active's coordinator row that got no answer in time.", c.renewalsFailed);
   out.single("lockd_coordinator_step_downs_total", "counter", "Times this instance stopped being active (no confirmed renewal for 0.8 x lease, or the row was taken).", c.stepDowns);
   out.single("lockd_coordinator_takeovers_total", "counter", "Times this instance became active (creating the row, or taking it over).", c.takeovers);
+  out.single(
+    "lockd_coordinator_takeover_refused",
+    "gauge",
+    "1 while this standby refuses to take over because its shard map differs from the one its service's active served (see the log and /readyz).",
+    c.refusal === undefined ? 0 : 1,
+  );
 }
 
 /** The standard process_* metrics, as far as this platform exposes them. */

@@ -274,7 +274,15 @@ export class OpsServer {
     const shard = this.shardView;
     if (roles === undefined) return ready ? json(200, { status: "ready", shard }) : json(503, { status: "shutting_down", shard });
     const status = ready ? "ready" : roles.role === "standby" ? "standby" : "shutting_down";
-    return json(ready ? 200 : 503, { status, role: roles.role, epoch: roles.epoch, service: roles.service, shard });
+    return json(ready ? 200 : 503, {
+      status,
+      role: roles.role,
+      epoch: roles.epoch,
+      service: roles.service,
+      shard,
+      // A standby that will not take over (its map differs from the active's): why.
+      ...(roles.refusal === undefined ? {} : { refusal: roles.refusal }),
+    });
   }
 
   /** The exposition text: built at most once per metricsMaxAgeMs (and again when readiness changes). */

@@ -28,6 +28,7 @@ import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "./conn.ts";
 import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
+import { describeHolderMap, type HolderMap, isReleased, parseHolderMap, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
 import type { CoordinatorStore } from "./coordinator-store.ts";
 import type { LockServer } from "./server.ts";
 
@@ -39,6 +40,12 @@ export interface RolesOptions {
   readonly block: number;
   /** Creating the service's row: tokens start above this (a data directory's floor). */
   readonly initialFloor?: number;
+  /**
+   * The shard map this instance serves (coordinator-map.ts): it refuses to
+   * take over a row whose holder served a map it must not follow. Omitted:
+   * no shards, generation 0.
+   */
+  readonly map?: HolderMap;
   readonly log: Logger;
   /** Open the lock listener for a term; throws when it cannot listen. */
   readonly listen: (tokens: TokenSource, guard: GrantGuard) => LockServer;
@@ -56,6 +63,8 @@ export interface RoleView {
   readonly epoch: number;
   readonly service: string;
   readonly instance: string;
+  /** A standby that refuses to take over its service's row: why (the maps differ); absent otherwise. */
+  readonly refusal?: string;
 }
 
 /** Coordinator figures for /metrics. */
@@ -88,9 +97,19 @@ export class Roles implements GrantGuard, TokenSource {
   /** The active last logged as seen by this standby. */
   private seenEpoch = -1;
   private seenHolder = "";
+  private readonly map: HolderMap;
+  /** The refusal last logged, with the row it refused (null: none). */
+  private loggedRefusal: string | null = null;
 
   constructor(private readonly options: RolesOptions) {
-    this.machine = new Coordinator({ leaseMs: options.leaseMs, block: options.block, initialFloor: options.initialFloor ?? 0 });
+    const map = options.map ?? { generation: 0, shard: null, map: null };
+    this.map = map;
+    this.machine = new Coordinator({
+      leaseMs: options.leaseMs,
+      block: options.block,
+      initialFloor: options.initialFloor ?? 0,
+      refuse: (holder) => takeoverRefusal(map, holder),
+    });
     this.now = options.clock ?? (() => performance.now());
     this.statementTimeoutMs = Math.max(50, options.leaseMs / 2);
     this.engine = new Engine<Conn>(NO_TRANSPORT, { ioTimeoutMs: options.ioTimeoutMs }, this.now());
@@ -102,7 +121,9 @@ export class Roles implements GrantGuard, TokenSource {
   }
 
   view(): RoleView {
-    return { role: this.machine.role, epoch: this.machine.epoch, service: this.options.service, instance: this.options.instance };
+    const m = this.machine;
+    const view: RoleView = { role: m.role, epoch: m.epoch, service: this.options.service, instance: this.options.instance };
+    return m.role === "standby" && m.refusal !== null ? { ...view, refusal: m.refusal } : view;
   }
 
   metrics(): CoordinatorMetrics {
@@ -201,17 +222,26 @@ export class Roles implements GrantGuard, TokenSource {
           if (row !== undefined && row !== null && m.role === "standby" && (row.epoch !== this.seenEpoch || row.holder !== this.seenHolder)) {
             this.seenEpoch = row.epoch;
             this.seenHolder = row.holder;
-            log.info("standby: the coordinator row names the active", { service, epoch: row.epoch, active: row.holder === "" ? "(released)" : row.holder });
+            log.info("standby: the coordinator row names the active", {
+              service,
+              epoch: row.epoch,
+              active: isReleased(row.holder) ? "(released)" : row.holder.split(" ")[0],
+              activeMap: describeHolderMap(parseHolderMap(row.holder)),
+            });
+            const change = takeoverChangesMap(this.map, row.holder);
+            if (change !== null) log.warn("standby: this instance serves another shard map than its service's active", { service, epoch: row.epoch, note: change });
           }
           const regressions = m.regressions;
           const actions = row === undefined ? m.readDone(this.now(), null, true) : m.readDone(this.now(), row);
+          this.logRefusal(row ?? null);
           if (m.regressions !== regressions) {
             log.error("the coordinator row went back (a lower epoch or token floor, or gone): the coordinator lost committed data; this instance will not issue tokens below what it saw, others may", {
               service,
               row: row ?? null,
             });
           }
-          if (row !== undefined && row !== null && row.holder !== "") this.resolveStarted(); // watching an active
+          // Watching an active, or refusing the row: either way the first decision is made.
+          if (row !== undefined && row !== null && (!isReleased(row.holder) || m.refusal !== null)) this.resolveStarted();
           return actions;
         });
         return;
@@ -237,7 +267,7 @@ export class Roles implements GrantGuard, TokenSource {
         return;
       case "activate":
         this.resolveStarted();
-        void this.activate(action.epoch, action.firstToken, action.why, action.unchangedMs);
+        void this.activate(action.epoch, action.why, action.unchangedMs);
         return;
       case "stepDown":
         this.stepDown(action.epoch, action.reason);
@@ -246,6 +276,30 @@ export class Roles implements GrantGuard, TokenSource {
         void this.bounded(store.release(action.epoch), this.statementTimeoutMs);
         return;
     }
+  }
+
+  /**
+   * Log a standby's refusal to take over when it begins, at each new row it
+   * refuses (another epoch or holder: the row released, a new active), and
+   * when it ends; never once per read.
+   */
+  private logRefusal(row: { readonly epoch: number; readonly holder: string } | null): void {
+    const refusal = this.machine.refusal;
+    if (row === null && refusal !== null) return; // no answer: nothing new
+    const key = refusal === null ? null : `${refusal}\n${row!.epoch}\n${row!.holder}`;
+    if (key === this.loggedRefusal) return;
+    const { log, service } = this.options;
+    if (refusal !== null) {
+      log.error("standby: refusing to take over: this instance's shard map differs from the one its service's active served", {
+        service,
+        epoch: row?.epoch ?? 0,
+        holder: row?.holder ?? "",
+        reason: refusal,
+      });
+    } else {
+      log.info("standby: may take over again: the coordinator row names a map this instance may serve", { service, epoch: row?.epoch ?? 0 });
+    }
+    this.loggedRefusal = key;
   }
 
   /** Run a statement bounded in time; `undefined` to `then` means no answer (failed or timed out). */
@@ -268,7 +322,7 @@ export class Roles implements GrantGuard, TokenSource {
     }
   }
 
-  private async activate(epoch: number, firstToken: number, why: string, unchangedMs: number): Promise<void> {
+  private async activate(epoch: number, why: string, unchangedMs: number): Promise<void> {
     await this.lastStop;
     const m = this.machine;
     if (this.stopping || m.role !== "active" || m.epoch !== epoch) return;
@@ -288,7 +342,8 @@ export class Roles implements GrantGuard, TokenSource {
       why,
       ...(why === "expired" ? { unchangedMs: Math.round(unchangedMs) } : {}),
       listen: formatAddress({ host: server.hostname, port: server.port }),
-      tokensFrom: firstToken,
+      // As clients see it: the server's token source wraps the machine's counter in the map's generation.
+      tokensFrom: server.engine.tokens.last + 1,
     });
     this.options.onRole?.("active", epoch);
   }

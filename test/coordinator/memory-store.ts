@@ -21,6 +21,8 @@ export class MemoryStore implements CoordinatorStore {
     private readonly instance: string,
     private readonly leaseMs: number,
     private readonly block: number,
+    /** The holder a release writes (coordinator-map.ts releasedHolder). */
+    private readonly released = "",
   ) {}
 
   private async run<T>(name: string, body: () => T): Promise<T> {
@@ -82,7 +84,7 @@ export class MemoryStore implements CoordinatorStore {
     return this.run("release", () => {
       const r = this.mine(epoch);
       if (r === null) return false;
-      this.shared.row = { ...r, holder: "", renewals: r.renewals + 1 };
+      this.shared.row = { ...r, holder: this.released, renewals: r.renewals + 1 };
       return true;
     });
   }

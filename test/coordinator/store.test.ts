@@ -47,6 +47,23 @@ describe("statements", () => {
     expect(results.filter((r) => r !== null)).toHaveLength(1);
   });
 
+  test("instances starting at once on an empty database all start (the tables are created once; the losers of the race see the winner's)", async () => {
+    // Four instances of two services (two shards, each an active and a standby) start together.
+    for (let round = 0; round < 4; round++) {
+      const db = `fresh_${process.pid}_${++serial}`;
+      const admin = pg.client();
+      try {
+        await admin.unsafe(`CREATE DATABASE ${db}`);
+      } finally {
+        await admin.close();
+      }
+      const url = pg.url(undefined, db);
+      const opened = await Promise.allSettled(["a1", "a2", "b1", "b2"].map((id) => openStore(options(id, `svc-${id[0]}`, { url }))));
+      for (const result of opened) if (result.status === "fulfilled") await result.value.close();
+      expect(opened.map((r) => (r.status === "fulfilled" ? "ok" : (r.reason as Error).message))).toEqual(["ok", "ok", "ok", "ok"]);
+    }
+  });
+
   test("no deciding statement compares a timestamp: WHERE clauses name only service, holder, epoch and renewals", () => {
     for (const [name, text] of Object.entries(STATEMENTS)) {
       const where = /\bWHERE\b([\s\S]*?)(?:\bRETURNING\b|$)/i.exec(text)?.[1];

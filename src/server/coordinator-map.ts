@@ -1,0 +1,144 @@
+/**
+ * The shard map an instance serves, carried in the coordinator row's
+ * `holder` column (no schema change): `holder` is the instance id, then,
+ * for an instance started with a shard map or a generation, a space and a
+ * tag naming the map:
+ *
+ *     db1/pid-4242/9f3a01bc shard=alpha gen=3 map=5f1e22c0
+ *     (released) shard=alpha gen=3 map=5f1e22c0      (after a clean stop)
+ *
+ * `map` is the first 8 hex digits of SHA-256 over the sorted shard names
+ * joined by ","; `shard` and `map` are absent without `--shard`, and an
+ * instance without shards at generation 0 writes no tag at all (its
+ * holder, and the released "", are what they were before shards). A
+ * holder without a tag names no map: no shards at generation 0, or a lockd
+ * from before this check, which may have served any map. It is never
+ * refused (an upgrade must not lock a service out), only warned about.
+ *
+ * A standby reads the map its service's active served (or the one that
+ * released the row) and refuses to take over when taking over would break
+ * what the map guarantees (`takeoverRefusal`). Pure: no I/O, no clock.
+ */
+import { createHash } from "node:crypto";
+import type { ShardSettings } from "../shard-guard.ts";
+
+/** The holder of a row released by a clean stop starts with this (or is ""). */
+export const RELEASED = "(released)";
+
+/** The map as it appears in a holder. */
+export interface HolderMap {
+  readonly generation: number;
+  /** The shard served; null without --shard. */
+  readonly shard: string | null;
+  /** 8 hex digits naming the shard list; null without --shard. */
+  readonly map: string | null;
+}
+
+/** The 8 hex digits that name a list of shards (order does not matter). */
+export function mapId(shards: readonly string[]): string {
+  return createHash("sha256").update([...shards].sort().join(",")).digest("hex").slice(0, 8);
+}
+
+export function holderMapOf(settings: ShardSettings): HolderMap {
+  return settings.shard === null
+    ? { generation: settings.generation, shard: null, map: null }
+    : { generation: settings.generation, shard: settings.shard, map: mapId(settings.shards) };
+}
+
+/** The tag written after the instance id; "" for no shards at generation 0. */
+export function mapTag(map: HolderMap): string {
+  if (map.shard === null && map.generation === 0) return "";
+  return map.shard === null ? `gen=${map.generation}` : `shard=${map.shard} gen=${map.generation} map=${map.map}`;
+}
+
+/** The holder an instance writes when active. */
+export function activeHolder(instance: string, map: HolderMap): string {
+  const tag = mapTag(map);
+  // The column holds 255 characters: the instance id gives way, never the map.
+  return tag === "" ? instance : `${instance.slice(0, 254 - tag.length)} ${tag}`;
+}
+
+/** The holder a clean stop writes: "" without a tag (as before shards), else "(released) TAG". */
+export function releasedHolder(map: HolderMap): string {
+  const tag = mapTag(map);
+  return tag === "" ? "" : `${RELEASED} ${tag}`;
+}
+
+/** The row was released by a clean stop (a standby takes it at once). */
+export function isReleased(holder: string): boolean {
+  return holder === "" || holder === RELEASED || holder.startsWith(`${RELEASED} `);
+}
+
+/** The map a holder names; null when it names none (no tag). */
+export function parseHolderMap(holder: string): HolderMap | null {
+  let tagged = false;
+  let generation = 0;
+  let shard: string | null = null;
+  let map: string | null = null;
+  const parts = holder.split(" ");
+  for (let i = 1; i < parts.length; i++) {
+    const part = parts[i]!;
+    const eq = part.indexOf("=");
+    if (eq < 0) continue;
+    const key = part.slice(0, eq);
+    const value = part.slice(eq + 1);
+    if (key === "gen" && /^\d{1,2}$/.test(value)) {
+      generation = Number(value);
+      tagged = true;
+    } else if (key === "shard" && value !== "") shard = value;
+    else if (key === "map" && value !== "") map = value;
+  }
+  return tagged ? { generation, shard, map } : null;
+}
+
+/** The map for people: "shard alpha of map 5f1e22c0, generation 3", "no shards, generation 0". */
+export function describeHolderMap(map: HolderMap | null): string {
+  if (map === null) return "a map it does not name (no shards at generation 0, or a lockd from before the map check)";
+  return map.shard === null ? `no shards, generation ${map.generation}` : `shard ${map.shard} of map ${map.map}, generation ${map.generation}`;
+}
+
+/**
+ * Why an instance serving `mine` must not take over a row whose holder is
+ * `holder` (null: it may). Taking over is refused when
+ *
+ * - the row's generation is higher than this instance's: its tokens would
+ *   be below tokens the service already issued (protocol.md 12.3);
+ * - the generations are equal but the maps differ (another shard, another
+ *   shard list, shards on one side only): one generation with two maps,
+ *   under which a name could be granted by two shards;
+ * - the row served another shard than this instance's, whatever the
+ *   generations: the wrong --service or --shard.
+ *
+ * A higher generation than the row's is a map change in progress: allowed.
+ * A holder that names no map is never refused (takeoverChangesMap warns).
+ */
+export function takeoverRefusal(mine: HolderMap, holder: string): string | null {
+  const row = parseHolderMap(holder);
+  if (row === null) return null;
+  const theirs = describeHolderMap(row);
+  const ours = describeHolderMap(mine);
+  if (row.shard !== null && mine.shard !== null && row.shard !== mine.shard) {
+    return `the service's active served ${theirs}; this instance is ${ours}: a shard's service must not be taken over by another shard (check --service and --shard)`;
+  }
+  if (row.generation > mine.generation) {
+    return `the service's active served ${theirs}; this instance is ${ours}: its tokens would be below tokens already issued (start it with --shards-generation ${row.generation} or higher, and that generation's map)`;
+  }
+  if (row.generation === mine.generation && (row.shard !== mine.shard || row.map !== mine.map)) {
+    return `the service's active served ${theirs}; this instance is ${ours}: one generation with two maps (give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)`;
+  }
+  return null;
+}
+
+/**
+ * A standby that may take over a row whose map differs from its own (this
+ * instance has a higher generation: a map change in progress, or a
+ * generation raised by mistake), or names none while this instance has
+ * one: what it will change when it does; null when the maps are the same
+ * or the takeover is refused anyway.
+ */
+export function takeoverChangesMap(mine: HolderMap, holder: string): string | null {
+  const row = parseHolderMap(holder);
+  if (row === null ? mapTag(mine) === "" : row.generation === mine.generation && row.shard === mine.shard && row.map === mine.map) return null;
+  if (takeoverRefusal(mine, holder) !== null) return null;
+  return `the service's active served ${describeHolderMap(row)}; this instance is ${describeHolderMap(mine)} and will serve that map when it takes over (right during a map change rolled in order; otherwise restart it with its service's flags)`;
+}

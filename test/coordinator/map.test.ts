@@ -1,0 +1,152 @@
+/**
+ * The shard map in the coordinator row's holder (src/server/coordinator-map.ts),
+ * and the role machine refusing to take over a row whose map this instance
+ * must not follow.
+ */
+import { describe, expect, test } from "bun:test";
+import { Coordinator, type CoordinatorRow } from "../../src/server/coordinator.ts";
+import {
+  activeHolder,
+  holderMapOf,
+  isReleased,
+  mapId,
+  parseHolderMap,
+  releasedHolder,
+  takeoverChangesMap,
+  takeoverRefusal,
+} from "../../src/server/coordinator-map.ts";
+
+const map = (shard: string | null, shards: string[], generation: number) => holderMapOf({ shard, shards, generation });
+
+describe("the holder names the map", () => {
+  test("no shards at generation 0: the holder and the released row are what they were before shards", () => {
+    const none = map(null, [], 0);
+    expect(activeHolder("db1/pid-7/0a0b0c0d", none)).toBe("db1/pid-7/0a0b0c0d");
+    expect(releasedHolder(none)).toBe("");
+    expect(parseHolderMap("db1/pid-7/0a0b0c0d")).toBeNull(); // names no map
+    expect(parseHolderMap("")).toBeNull();
+  });
+
+  test("a shard, its list and its generation round-trip; the list's order does not matter", () => {
+    const alpha = map("alpha", ["beta", "alpha"], 3);
+    expect(alpha).toEqual({ generation: 3, shard: "alpha", map: mapId(["alpha", "beta"]) });
+    const holder = activeHolder("db1/pid-7/0a0b0c0d", alpha);
+    expect(holder).toBe(`db1/pid-7/0a0b0c0d shard=alpha gen=3 map=${mapId(["alpha", "beta"])}`);
+    expect(parseHolderMap(holder)).toEqual(alpha);
+    expect(parseHolderMap(releasedHolder(alpha))).toEqual(alpha);
+    expect(mapId(["alpha", "beta"])).not.toBe(mapId(["alpha", "beta", "gamma"]));
+    // No shards but a generation (shards merged back into one service).
+    expect(parseHolderMap(activeHolder("h/pid-1/x", map(null, [], 5)))).toEqual({ generation: 5, shard: null, map: null });
+  });
+
+  test("released: the empty holder and the tagged one; an instance id is not released", () => {
+    expect(isReleased("")).toBe(true);
+    expect(isReleased(releasedHolder(map("alpha", ["alpha", "beta"], 1)))).toBe(true);
+    expect(isReleased("db1/pid-7/0a0b0c0d shard=alpha gen=1 map=12345678")).toBe(false);
+    expect(isReleased("(released)x/pid-1/y")).toBe(false);
+  });
+});
+
+describe("takeoverRefusal", () => {
+  const alpha3 = map("alpha", ["alpha", "beta"], 3);
+  const held = (m: ReturnType<typeof map>) => activeHolder("db1/pid-7/0a0b0c0d", m);
+
+  test("the same map, and a higher generation (a map change in progress), may take over", () => {
+    expect(takeoverRefusal(alpha3, held(alpha3))).toBeNull();
+    expect(takeoverRefusal(alpha3, releasedHolder(alpha3))).toBeNull();
+    expect(takeoverRefusal(map("alpha", ["alpha", "beta", "gamma"], 4), held(alpha3))).toBeNull();
+    // Merging shards back into one service (a new generation).
+    expect(takeoverRefusal(map(null, [], 4), held(alpha3))).toBeNull();
+  });
+
+  test("a lower generation is refused: its tokens would be below tokens already issued", () => {
+    const refusal = takeoverRefusal(map("alpha", ["alpha", "beta"], 2), held(alpha3));
+    expect(refusal).toContain("tokens would be below tokens already issued");
+    expect(refusal).toContain("--shards-generation 3");
+    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 2), releasedHolder(alpha3))).toContain("tokens would be below");
+  });
+
+  test("one generation with another map is refused: another list, shards on one side only", () => {
+    expect(takeoverRefusal(map("alpha", ["alpha", "beta", "gamma"], 3), held(alpha3))).toContain("one generation with two maps");
+    expect(takeoverRefusal(map(null, [], 3), held(alpha3))).toContain("one generation with two maps");
+    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 3), activeHolder("h/pid-1/x", map(null, [], 3)))).toContain("one generation with two maps");
+  });
+
+  test("a holder that names no map (no shards at generation 0, or a lockd from before the check) is never refused: an upgrade must not lock a service out", () => {
+    for (const holder of ["db1/pid-7/0a0b0c0d", ""]) {
+      for (const mine of [map("alpha", ["alpha", "beta"], 0), map("alpha", ["alpha", "beta"], 1), map(null, [], 0), map(null, [], 2)]) {
+        expect(takeoverRefusal(mine, holder)).toBeNull();
+      }
+    }
+  });
+
+  test("another shard is refused whatever the generation: the wrong --service or --shard", () => {
+    expect(takeoverRefusal(map("beta", ["alpha", "beta"], 3), held(alpha3))).toContain("check --service and --shard");
+    expect(takeoverRefusal(map("beta", ["alpha", "beta"], 4), held(alpha3))).toContain("check --service and --shard");
+  });
+});
+
+describe("takeoverChangesMap", () => {
+  const alpha3 = map("alpha", ["alpha", "beta"], 3);
+  test("a standby that may take over with another (newer) map says so; the same map or a refused one says nothing", () => {
+    const holder = activeHolder("db1/pid-7/0a0b0c0d", alpha3);
+    expect(takeoverChangesMap(alpha3, holder)).toBeNull();
+    expect(takeoverChangesMap(map("alpha", ["alpha", "beta"], 2), holder)).toBeNull();
+    const note = takeoverChangesMap(map("alpha", ["alpha", "beta", "gamma"], 4), holder);
+    expect(note).toContain(`the service's active served shard alpha of map ${mapId(["alpha", "beta"])}, generation 3`);
+    expect(note).toContain(`generation 4 and will serve that map when it takes over`);
+    // A holder that names no map: said when this instance has one, not when it has none either.
+    expect(takeoverChangesMap(map("alpha", ["alpha", "beta"], 0), "db1/pid-7/0a0b0c0d")).toContain("the service's active served a map it does not name");
+    expect(takeoverChangesMap(map(null, [], 0), "db1/pid-7/0a0b0c0d")).toBeNull();
+    expect(takeoverChangesMap(map(null, [], 0), "")).toBeNull();
+  });
+
+  test("a long instance id gives way to the map: the holder fits the 255-character column", () => {
+    const long = map(`s${"x".repeat(62)}`, [`s${"x".repeat(62)}`, "beta"], 31);
+    const holder = activeHolder("h".repeat(255), long);
+    expect(holder.length).toBeLessThanOrEqual(255);
+    expect(parseHolderMap(holder)).toEqual(long);
+  });
+});
+
+describe("the role machine with a refusal", () => {
+  const LEASE = 1000;
+  const row = (holder: string, renewals = 0): CoordinatorRow => ({ epoch: 1, holder, renewals, tokenFloor: 100, leaseMs: LEASE });
+  const mine = map("alpha", ["alpha", "beta"], 2);
+  const machine = () => new Coordinator({ leaseMs: LEASE, block: 100, refuse: (holder) => takeoverRefusal(mine, holder) });
+
+  test("a row held with a higher generation is never taken over, however long it stays unchanged; it is read again every lease/4", () => {
+    const m = machine();
+    const holder = activeHolder("other/pid-1/x", map("alpha", ["alpha", "beta"], 3));
+    let now = 0;
+    expect(m.start(now)).toEqual([{ type: "read" }]);
+    for (let i = 0; i < 20; i++) {
+      const actions = m.readDone(now, row(holder));
+      expect(m.refusal).toContain("tokens would be below");
+      expect(actions).toEqual([]);
+      expect(m.nextWake()).toBe(now + LEASE / 4);
+      now = m.nextWake();
+      expect(m.tick(now)).toEqual([{ type: "read" }]);
+    }
+    expect(m.role).toBe("standby");
+  });
+
+  test("a released row of a higher generation is not taken at once; a row of its own map is, and the refusal clears", () => {
+    const m = machine();
+    m.start(0);
+    expect(m.readDone(0, row(releasedHolder(map("alpha", ["alpha", "beta"], 3))))).toEqual([]);
+    expect(m.refusal).not.toBeNull();
+    expect(m.tick(LEASE / 4)).toEqual([{ type: "read" }]);
+    const released = releasedHolder(mine);
+    expect(m.readDone(LEASE / 4, row(released))).toEqual([{ type: "takeover", watched: { epoch: 1, renewals: 0, holder: released } }]);
+    expect(m.refusal).toBeNull();
+  });
+
+  test("the same row without the refusal is taken over after a lease (the check is what stops it)", () => {
+    const m = new Coordinator({ leaseMs: LEASE, block: 100 });
+    const holder = activeHolder("other/pid-1/x", map("alpha", ["alpha", "beta"], 3));
+    m.start(0);
+    expect(m.readDone(0, row(holder))).toEqual([]);
+    expect(m.tick(LEASE)).toEqual([{ type: "takeover", watched: { epoch: 1, renewals: 0, holder } }]);
+  });
+});
