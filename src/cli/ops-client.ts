@@ -44,8 +44,19 @@ export async function opsRequest(ops: HostPort | readonly HostPort[], method: "G
       failures.push(list.length === 1 ? error.message : `${formatAddress(address)}: ${error.message}`);
     }
   }
-  const where = list.length === 1 ? `the ops server at ${formatAddress(list[0]!)}` : `any ops server of ${list.map(formatAddress).join(",")}`;
-  throw new CliError(`cannot reach ${where} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
+  throw new OpsUnreachable(list, failures);
+}
+
+/** No address of a request's list gave an HTTP answer (exit 69); `reasons` says why, per address. */
+export class OpsUnreachable extends CliError {
+  constructor(
+    list: readonly HostPort[],
+    /** One per address, in order: "WHY" for a lone address, "HOST:PORT: WHY" for a list. */
+    readonly reasons: readonly string[],
+  ) {
+    const where = list.length === 1 ? `the ops server at ${formatAddress(list[0]!)}` : `any ops server of ${list.map(formatAddress).join(",")}`;
+    super(`cannot reach ${where} (--ops, LOCKD_OPS): ${reasons.join("; ")}`, ExitCode.UNAVAILABLE);
+  }
 }
 
 /**

@@ -6,7 +6,7 @@ import { STATUS_OPTIONS } from "../config.ts";
 import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-import { expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest } from "./ops-client.ts";
+import { expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest, OpsUnreachable } from "./ops-client.ts";
 import { type Address, formatAddress } from "../address.ts";
 import { describeShards, Placement, placementOf } from "../shard.ts";
 import { NO_SHARDS } from "../shard-guard.ts";
@@ -87,7 +87,7 @@ export async function status(argv: readonly string[], env: Record<string, string
           }
         } catch (error) {
           if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE || ops.length === 1) throw error;
-          failures.push(`${formatAddress(address)}: ${error.message.replace(/^cannot reach the ops server at \S+ \(--ops, LOCKD_OPS\): /, "")}`);
+          failures.push(`${formatAddress(address)}: ${error instanceof OpsUnreachable ? error.reasons.join("; ") : error.message}`);
           continue;
         }
         const view = checkShard(answer, address, expect, name);

@@ -70,6 +70,7 @@ describe("lockd status", () => {
     expect(none.code).toBe(69);
     expect(none.err).toContain(`cannot reach any ops server of 127.0.0.1:${dead},[::1]:${dead}`);
     expect(none.err).toContain(`127.0.0.1:${dead}: connection refused`);
+    expect(none.err).not.toContain("cannot reach the ops server at"); // each address's reason once, not the one-address line nested
     a.end();
   });
 });
