@@ -351,3 +351,34 @@ test("a row shows the holder of the snapshot's moment, in a view built after the
   }
   expect(after.remote).toBe(before.remote);
 });
+
+test("a snapshot whose walk failed is not shared: the request gets the error, the next one a new snapshot", async () => {
+  const h = harness();
+  hold(h, "ok");
+  let broken = true;
+  const engine = h.engine as unknown as Engine<Conn>;
+  const failing = {
+    stats: engine.stats,
+    locks: {
+      values: () => ({
+        next: () => {
+          throw new Error("walk failed");
+        },
+      }),
+    },
+  } as unknown as Engine<Conn>;
+  const b = new Board({
+    get engine() {
+      return broken ? failing : engine;
+    },
+    scanSlice: 16_384,
+    version: "0.0.0-test",
+    now: () => h.now,
+  });
+  boards.push(b);
+  await expect(Promise.resolve(b.handle("GET", "/ui/v1/board", ""))).rejects.toThrow("walk failed");
+  broken = false;
+  const body = json(await get(b, "/ui/v1/board")); // the same interval (the clock has not moved)
+  expect(b.snapshotsBuilt).toBe(2);
+  expect(body.locks.rows.map((r: any) => r.name)).toEqual(["ok"]);
+});

@@ -297,7 +297,11 @@ export class Board {
     const last = this.live(now);
     if (last !== null) return last;
     const snapshot: Snapshot = { startedAt: now, wallClock: 0, rows: [], totals: {}, views: new Map(), ready: Promise.resolve() };
-    snapshot.ready = this.walk(snapshot);
+    snapshot.ready = this.walk(snapshot).catch((error: unknown) => {
+      // A walk that failed is not shared: the next request starts another.
+      if (this.snapshot === snapshot) this.snapshot = null;
+      throw error;
+    });
     this.snapshot = snapshot;
     this.snapshotsBuilt++;
     return snapshot;
