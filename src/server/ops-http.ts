@@ -115,11 +115,17 @@ const SINGLE = new Set(["content-length", "host", "authorization"]);
 /** An absolute-form target's scheme and authority. */
 const ABSOLUTE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
 
-/** The headers of the errors this module answers itself (as ops.ts's: JSON, never cached). */
-const ERROR_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+/** The headers of every JSON answer of the ops server: never cached. */
+export const JSON_HEADERS: Readonly<Record<string, string>> = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
 
-function errorBody(code: string, message: string): string {
-  return `${JSON.stringify({ error: { code, message } }, null, 2)}\n`;
+/** A JSON answer: `body` indented by two spaces (on one line when `compact`), then a newline. */
+export function jsonReply(status: number, body: unknown, headers: Record<string, string> = {}, compact = false): HttpReply {
+  return { status, headers: { ...JSON_HEADERS, ...headers }, body: `${compact ? JSON.stringify(body) : JSON.stringify(body, null, 2)}\n` };
+}
+
+/** An error answer, `{"error": {"code": ..., "message": ...}}`: the shape of every ops error. */
+export function errorReply(status: number, code: string, message: string, headers?: Record<string, string>, compact?: boolean): HttpReply {
+  return jsonReply(status, { error: { code, message } }, headers, compact);
 }
 
 let dateSecond = -1;
@@ -328,15 +334,8 @@ export class HttpServer {
     const date = httpDate();
     if (this.refusalBytes === null || this.refusalDate !== date) {
       this.refusalDate = date;
-      this.refusalBytes = serialize(
-        {
-          status: 503,
-          headers: { ...ERROR_HEADERS, "retry-after": "1" },
-          body: errorBody("OPS_BUSY", `the ops server has ${this.options.maxConnections} open connections, its limit (--ops-max-connections); retry`),
-        },
-        null,
-        true,
-      );
+      const message = `the ops server has ${this.options.maxConnections} open connections, its limit (--ops-max-connections); retry`;
+      this.refusalBytes = serialize(errorReply(503, "OPS_BUSY", message, { "retry-after": "1" }), null, true);
     }
     return this.refusalBytes;
   }
@@ -599,7 +598,7 @@ export class HttpServer {
     conn.closeAfter = true;
     conn.linger = true;
     conn.busy = true;
-    this.answer(conn, { status, headers: ERROR_HEADERS, body: errorBody(code, message) }, withBody);
+    this.answer(conn, errorReply(status, code, message), withBody);
   }
 
   /**

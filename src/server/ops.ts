@@ -7,8 +7,10 @@
  * It shares the event loop with every lock session, so no request does
  * work that grows with sessions, locks or descriptors in one go: /metrics
  * reads counters and is built at most once per metricsMaxAgeMs, a page of
- * /v1/locks is at most MAX_PAGE locks chosen `scanSlice` locks per loop
- * turn, a lock view shows at most MAX_PAGE waiters.
+ * /v1/locks is at most MAX_PAGE locks, a lock view shows at most MAX_PAGE
+ * waiters, and every walk over the lock table (a listing, the /ui page's
+ * snapshots and views) goes through one queue doing one slice of
+ * `scanSlice` per loop turn in all (ops-slices.ts).
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
@@ -29,14 +31,14 @@ import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
-import { type HttpReply, type HttpRequest, HttpServer } from "./ops-http.ts";
+import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./ops-http.ts";
+import { SliceQueue } from "./ops-slices.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
 import type { Roles } from "./roles.ts";
 import type { LockServer } from "./server.ts";
 import type { Lock } from "../core/session.ts";
-import type { EngineView } from "../core/engine.ts";
 import type { Conn } from "./conn.ts";
-import { decodeCursor, holderView, type ShardView, lockView, locksPage, PageSelection, positionOf, waiterView } from "./views.ts";
+import { byName, decodeCursor, holderView, type ShardView, lockView, locksPage, positionOf, TopK, waiterView } from "./views.ts";
 import { Board } from "./ui/board.ts";
 
 export interface OpsOptions {
@@ -73,31 +75,24 @@ export interface OpsLimits {
   /** Scrapes within this many ms of a built /metrics body get that body (0: build every time). */
   readonly metricsMaxAgeMs: number;
   /**
-   * Locks of the engine's Map looked at per turn of the event loop while
-   * choosing a page of /v1/locks (default 16,384). A listing of more
-   * locks continues on later turns, taking turns with other listings, so
-   * lock traffic runs in between whatever the number of locks or callers.
+   * Locks of the engine's Map (or rows of a /ui snapshot) looked at per
+   * turn of the event loop while choosing a page of /v1/locks or building
+   * the /ui page's snapshot and views (default 16,384). A walk of more
+   * continues on later turns, taking turns with the other walks (one slice
+   * per turn in all), so lock traffic runs in between whatever the number
+   * of locks or callers.
    */
   readonly scanSlice: number;
 }
 
 export const DEFAULT_OPS_LIMITS: OpsLimits = { maxConnections: 64, idleTimeoutMs: 5000, metricsMaxAgeMs: 1000, scanSlice: 16_384 };
 
-const JSON_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
 const METRICS_HEADERS = { "content-type": EXPOSITION_CONTENT_TYPE, "cache-control": "no-store" };
 const FORCE_RELEASE = "/force-release";
 const LOCKS = "/v1/locks";
 /** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
 const MAX_PAGE = 1000;
 const encoder = new TextEncoder();
-
-function json(status: number, body: unknown, headers: Record<string, string> = {}): HttpReply {
-  return { status, headers: { ...JSON_HEADERS, ...headers }, body: `${JSON.stringify(body, null, 2)}\n` };
-}
-
-function fail(status: number, code: string, message: string, headers?: Record<string, string>): HttpReply {
-  return json(status, { error: { code, message } }, headers);
-}
 
 function notAllowed(method: string, allow: string): HttpReply {
   return fail(405, "METHOD_NOT_ALLOWED", `${method} is not allowed here; use ${allow}`, { allow });
@@ -157,15 +152,6 @@ function badLimit(what: string): HttpReply {
   return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_PAGE} (${what})`);
 }
 
-/** A listing in progress: its walk of the engine's Map, what it picked so far, and who waits for it. */
-interface Scan {
-  /** The engine walked: with --coordinator a term can change mid-walk, and the page is of the engine it walked. */
-  readonly engine: EngineView<Conn>;
-  readonly walk: Iterator<Lock<Conn>>;
-  readonly selection: PageSelection;
-  readonly done: (reply: HttpReply) => void;
-}
-
 export class OpsServer {
   readonly stats = new OpsStats();
   readonly limits: OpsLimits;
@@ -174,9 +160,8 @@ export class OpsServer {
   /** The last /metrics body, when it was built, and the readiness it showed. */
   private metricsCache: { body: Uint8Array; at: number; ready: boolean } | null = null;
   private readonly busyWarnings = new RateLimit(1, 10_000);
-  /** Listings waiting for their next slice, in turn order, and the pending turn. */
-  private readonly scans: Scan[] = [];
-  private scanTurn: ReturnType<typeof setImmediate> | null = null;
+  /** Every walk over the lock table (listings, the page's snapshots and views): one slice per turn in all. */
+  private readonly slices: SliceQueue;
   /** The operator's page, /ui (src/server/ui). */
   readonly board: Board;
 
@@ -186,7 +171,8 @@ export class OpsServer {
     this.shardView = { name: shard?.shard ?? null, shards: shard?.shard == null ? [] : [...(shard.shards ?? [])], generation: shard?.generation ?? 0 };
     // A getter: with --coordinator the server (and its engine) changes with each active term.
     const server = options.server;
-    this.board = new Board({ get engine() { return server.view; }, scanSlice: this.limits.scanSlice, version: options.version });
+    this.slices = new SliceQueue(this.limits.scanSlice);
+    this.board = new Board({ get engine() { return server.view; }, scanSlice: this.limits.scanSlice, slices: this.slices, version: options.version });
     this.http = new HttpServer({
       hostname: options.hostname,
       port: options.port,
@@ -216,9 +202,7 @@ export class OpsServer {
 
   /** Close the listener and every open request. Idempotent. */
   async stop(): Promise<void> {
-    if (this.scanTurn !== null) clearImmediate(this.scanTurn);
-    this.scanTurn = null;
-    this.scans.length = 0;
+    this.slices.stop();
     this.board.stop();
     this.http.stop();
   }
@@ -325,40 +309,21 @@ export class OpsServer {
     if (after === null && cursor !== undefined && cursor !== "") {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
     }
+    // The page is of the engine walked: with --coordinator a term can change mid-walk.
     const engine = this.options.server.view;
-    const selection = new PageSelection(after, limit);
+    const page = new TopK<Lock<Conn>>(limit, byName);
     // Always queued, even when the table fits in one slice: requests from
     // many connections arrive in one turn, and each page (up to MAX_PAGE
     // views and their JSON) is built in a turn of its own, not all at once.
-    return new Promise<HttpReply>((done) => {
-      this.scans.push({ engine, walk: engine.locks.values(), selection, done });
-      this.scanTurn ??= setImmediate(this.scanStep);
-    });
+    return this.slices
+      .walk(engine.locks.values(), (lock) => {
+        if (after === null || lock.name > after) page.offer(lock);
+      })
+      .then(() => {
+        const picked = page.finish();
+        return json(200, { ...locksPage(engine, picked, page.offered > picked.length, performance.now()), shard: this.shardView });
+      });
   }
-
-  /**
-   * One slice of one listing per turn of the event loop, listings in turn.
-   * The Map's iterator is live: locks removed before the walk reaches them
-   * are skipped, locks added are reached later, and every lock that stays
-   * is seen once.
-   */
-  private readonly scanStep = (): void => {
-    this.scanTurn = null;
-    const scan = this.scans.shift();
-    if (scan === undefined) return;
-    let finished = false;
-    for (let n = this.limits.scanSlice; n > 0; n--) {
-      const step = scan.walk.next();
-      if (step.done === true) {
-        finished = true;
-        break;
-      }
-      scan.selection.offer(step.value);
-    }
-    if (finished) scan.done(json(200, { ...locksPage(scan.engine, scan.selection, performance.now()), shard: this.shardView }));
-    else this.scans.push(scan);
-    if (this.scans.length > 0) this.scanTurn = setImmediate(this.scanStep);
-  };
 
   private show(encoded: string, query: string): HttpReply {
     const limit = parseLimit(query);

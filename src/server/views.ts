@@ -145,55 +145,56 @@ export function decodeCursor(cursor: string): string | null {
 }
 
 /**
- * The `limit` smallest lock names after a cursor, picked from locks offered
- * one at a time in any order (a walk of the engine's Map that may span
- * several turns of the event loop). Memory and work per lock are bounded by
- * the limit: a buffer of at most 2 * limit, sorted and cut back to `limit`
- * when full.
+ * The first `limit` items in an order (a total one: ties broken, as by
+ * name), picked from items offered one at a time in any order (a walk that
+ * may span several turns of the event loop), with a count of the offers.
+ * Memory is bounded by the limit: a buffer of at most 2 * limit, sorted and
+ * cut back to `limit` when full; once it has been cut to `limit`, an item
+ * that sorts after the last one kept is not even stored. Picking from n
+ * items is O(n log limit).
  */
-export class PageSelection {
-  private picked: Lock<Conn>[] = [];
-  /** The largest name kept once the buffer holds `limit` (a name above it cannot make the page). */
-  private ceiling: string | null = null;
-  /** Locks after the cursor seen so far: more than `limit` means another page follows. */
-  private candidates = 0;
+export class TopK<T> {
+  private picked: T[] = [];
+  /** The last item kept once the buffer holds `limit` (an item after it cannot make the cut). */
+  private ceiling: T | null = null;
+  /** Items offered so far: more than the items kept means some did not fit. */
+  offered = 0;
 
   constructor(
-    readonly after: string | null,
     readonly limit: number,
+    private readonly compare: (a: T, b: T) => number,
   ) {}
 
-  offer(lock: Lock<Conn>): void {
-    const name = lock.name;
-    if (this.after !== null && name <= this.after) return;
-    this.candidates++;
-    if (this.ceiling !== null && name >= this.ceiling) return;
-    this.picked.push(lock);
+  offer(item: T): void {
+    this.offered++;
+    if (this.ceiling !== null && this.compare(item, this.ceiling) >= 0) return;
+    this.picked.push(item);
     if (this.picked.length >= 2 * this.limit) this.cut();
   }
 
   private cut(): void {
-    this.picked.sort(byName);
+    this.picked.sort(this.compare);
     if (this.picked.length > this.limit) this.picked.length = this.limit;
-    if (this.picked.length === this.limit) this.ceiling = this.picked[this.limit - 1]!.name;
+    if (this.picked.length === this.limit) this.ceiling = this.picked[this.limit - 1]!;
   }
 
-  /** The page, in name order, and whether locks after it were seen. */
-  finish(): { locks: Lock<Conn>[]; more: boolean } {
+  /** The chosen items, in order. */
+  finish(): T[] {
     this.cut();
-    return { locks: this.picked, more: this.candidates > this.picked.length };
+    return this.picked;
   }
 }
 
-const byName = (a: Lock<Conn>, b: Lock<Conn>): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+/** Ascending by name (UTF-16 code units, as the cursor compares). */
+export const byName = (a: { readonly name: string }, b: { readonly name: string }): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
 /**
- * The answer for a finished selection. A lock that has gone since it was
- * picked is left out, but the cursor still moves past it: every lock that
- * exists from the first page to the last is shown exactly once.
+ * The answer for the locks picked for a page, in name order (`more`: locks
+ * after them were seen). A lock that has gone since it was picked is left
+ * out, but the cursor still moves past it: every lock that exists from the
+ * first page to the last is shown exactly once.
  */
-export function locksPage(engine: EngineView<Conn>, selection: PageSelection, now: number): LocksView {
-  const { locks: picked, more } = selection.finish();
+export function locksPage(engine: EngineView<Conn>, picked: readonly Lock<Conn>[], more: boolean, now: number): LocksView {
   const locks: LockView[] = [];
   let budget = PAGE_WAITERS;
   for (const lock of picked) {
@@ -212,17 +213,9 @@ export function locksPage(engine: EngineView<Conn>, selection: PageSelection, no
   };
 }
 
-/**
- * One lock as the operator's page (/ui) lists it: what the shared
- * snapshot keeps per lock, times relative to the snapshot's moment.
- */
-export interface LockRow {
+/** What the operator's page (/ui) sorts its table by. */
+export interface RowKeys {
   readonly name: string;
-  /** The holder's session, owner label, address and token; 0, "", "", "" when nobody holds it. */
-  readonly session: number;
-  readonly owner: string;
-  readonly remote: string;
-  readonly token: string;
   /** -1 when nobody holds it. */
   readonly heldForMs: number;
   readonly waiting: number;
@@ -230,26 +223,64 @@ export interface LockRow {
   readonly oldestWaitMs: number;
 }
 
-export function lockRow(lock: Lock<Conn>, now: number): LockRow {
+/**
+ * One lock in the page's shared snapshot: its sort keys, times relative to
+ * the snapshot's moment, and its holder, whose labels (session, owner,
+ * address, token) are formatted only when the row is shown.
+ */
+export interface SnapshotRow extends RowKeys {
+  readonly holder: Session<Conn> | null;
+  /** The row as shown, once a view of the snapshot has shown it. */
+  shown: LockRow | null;
+}
+
+/** One lock as the page lists it. */
+export interface LockRow extends RowKeys {
+  /** The holder's session, owner label, address and token; 0, "", "", "" when nobody holds it. */
+  readonly session: number;
+  readonly owner: string;
+  readonly remote: string;
+  readonly token: string;
+}
+
+export function snapshotRow(lock: Lock<Conn>, now: number): SnapshotRow {
   const owner = lock.owner;
   const head = lock.head;
   return {
     name: lock.name,
+    holder: owner,
+    heldForMs: owner === null ? -1 : ms(now - owner.grantedAt),
+    waiting: lock.waiting,
+    oldestWaitMs: head === null ? -1 : ms(now - head.acquiredAt),
+    shown: null,
+  };
+}
+
+/**
+ * A snapshot's row as the page shows it, formatted the first time a view
+ * shows it (the holder's address is read then) and the same in every later
+ * view of that snapshot.
+ */
+export function shownRow(row: SnapshotRow): LockRow {
+  if (row.shown !== null) return row.shown;
+  const owner = row.holder;
+  return (row.shown = {
+    name: row.name,
     session: owner === null ? 0 : owner.id,
     owner: owner === null ? "" : owner.owner,
     remote: owner === null ? "" : remoteOf(owner.conn),
     token: owner === null ? "" : String(owner.token),
-    heldForMs: owner === null ? -1 : ms(now - owner.grantedAt),
-    waiting: lock.waiting,
-    oldestWaitMs: head === null ? -1 : ms(now - head.acquiredAt),
-  };
+    heldForMs: row.heldForMs,
+    waiting: row.waiting,
+    oldestWaitMs: row.oldestWaitMs,
+  });
 }
 
 /** The orders the page's table offers. Ties go by name. */
 export const RowOrder = { name: "name", held: "held", waiting: "waiting", wait: "wait" } as const;
 export type RowOrder = (typeof RowOrder)[keyof typeof RowOrder];
 
-const rowKey: Record<RowOrder, (row: LockRow) => number> = {
+const rowKey: Record<RowOrder, (row: RowKeys) => number> = {
   name: () => 0,
   held: (row) => row.heldForMs,
   waiting: (row) => row.waiting,
@@ -257,49 +288,12 @@ const rowKey: Record<RowOrder, (row: LockRow) => number> = {
 };
 
 /** A comparator for `order`, descending when `descending` (the name tie-break stays ascending). */
-export function rowComparator(order: RowOrder, descending: boolean): (a: LockRow, b: LockRow) => number {
+export function rowComparator(order: RowOrder, descending: boolean): (a: RowKeys, b: RowKeys) => number {
   const key = rowKey[order];
   const sign = descending ? -1 : 1;
   return (a, b) => {
     const d = order === "name" ? 0 : key(a) - key(b);
     if (d !== 0) return sign * d;
-    const byName = a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-    return order === "name" ? sign * byName : byName;
+    return order === "name" ? sign * byName(a, b) : byName(a, b);
   };
-}
-
-/**
- * The first `limit` rows in an order, picked from rows offered one at a
- * time, with exact counts of what was offered and what matched a name
- * prefix. Memory is bounded by the limit (a buffer of at most 2 * limit,
- * sorted and cut back when full), so picking from n rows is O(n log limit).
- */
-export class RowSelection {
-  private picked: LockRow[] = [];
-  /** Rows whose name starts with the prefix. */
-  matched = 0;
-
-  constructor(
-    readonly prefix: string,
-    readonly limit: number,
-    private readonly compare: (a: LockRow, b: LockRow) => number,
-  ) {}
-
-  offer(row: LockRow): void {
-    if (!row.name.startsWith(this.prefix)) return;
-    this.matched++;
-    this.picked.push(row);
-    if (this.picked.length >= 2 * this.limit) this.cut();
-  }
-
-  private cut(): void {
-    this.picked.sort(this.compare);
-    if (this.picked.length > this.limit) this.picked.length = this.limit;
-  }
-
-  /** The chosen rows, in order. */
-  finish(): LockRow[] {
-    this.cut();
-    return this.picked;
-  }
 }

@@ -231,3 +231,154 @@ test("with --coordinator the engine changes with each active term: the board rea
   const rows = json(await get(b, "/ui/v1/board?sort=name")).locks.rows.map((r: any) => r.name);
   expect(rows).toEqual(["new-a", "new-b"]);
 });
+
+/** Counts turns of the event loop (one setImmediate chain) until stopped. */
+function turnCounter(): { readonly turns: number; stop(): void } {
+  let turns = 0;
+  let done = false;
+  const tick = () => {
+    if (done) return;
+    turns++;
+    setImmediate(tick);
+  };
+  setImmediate(tick);
+  return {
+    get turns() {
+      return turns;
+    },
+    stop: () => (done = true),
+  };
+}
+
+test("eight pages asking different questions at once take one slice per turn in all, not one each", async () => {
+  const h = harness();
+  for (let i = 0; i < 100; i++) hold(h, `p/${String(i).padStart(3, "0")}`);
+  const b = board(h, 10);
+  const counter = turnCounter();
+  const queries = ["sort=name", "sort=held", "sort=wait", "sort=waiting", "prefix=p/0", "prefix=p/1", "dir=desc", "limit=3"];
+  const bodies = (await Promise.all(queries.map((q) => get(b, `/ui/v1/board?${q}`)))).map(json);
+  counter.stop();
+  expect(b.snapshotsBuilt).toBe(1);
+  expect(b.viewsBuilt).toBe(8);
+  // The snapshot's walk (100 locks, 10 a turn) and then eight views of 100 rows each, 10 rows a turn:
+  // 90 turns at least. Eight views each taking their own slice every turn would need about 20.
+  expect(counter.turns).toBeGreaterThanOrEqual(10 + 8 * 10);
+  expect(bodies.map((body) => body.locks.matched)).toEqual([100, 100, 100, 100, 100, 0, 100, 100]);
+  expect(bodies[4].locks.rows.map((r: any) => r.name)).toEqual(Array.from({ length: 100 }, (_, i) => `p/${String(i).padStart(3, "0")}`));
+  expect(bodies[6].locks.rows[0].name).toBe("p/099");
+  expect(bodies[7].locks.rows.map((r: any) => r.name)).toEqual(["p/000", "p/001", "p/002"]);
+});
+
+test("a snapshot is of the engine its walk began on, when the term changes mid-walk", async () => {
+  const first = harness();
+  const second = harness();
+  let current = first;
+  for (let i = 0; i < 50; i++) hold(first, `old/${String(i).padStart(2, "0")}`);
+  const waiter = first.open("w");
+  first.acquire(waiter, "old/00", 60_000);
+  for (let i = 0; i < 7; i++) hold(second, `new/${i}`);
+  const b = new Board({
+    get engine() {
+      return current.engine as unknown as Engine<Conn>;
+    },
+    scanSlice: 10,
+    version: "0.0.0-test",
+    now: () => current.now,
+  });
+  boards.push(b);
+  let answered = false;
+  const reply = get(b, "/ui/v1/board?sort=name&limit=500").then((r) => ((answered = true), r));
+  // The walk's first slice runs in the next turn, before this callback; it needs six.
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  expect(answered).toBe(false);
+  current = second;
+  const body = json(await reply);
+  expect(body.locks.total).toBe(50);
+  expect(body.locks.rows.map((r: any) => r.name)).toEqual(Array.from({ length: 50 }, (_, i) => `old/${String(i).padStart(2, "0")}`));
+  expect(body.totals.locks).toBe(50);
+  expect(body.totals.sessions).toEqual({ connected: 0, waiting: 1, owner: 50 }); // the old engine's counters, not the new one's
+  first.now += INTERVAL_MS;
+  second.now = first.now;
+  const next = json(await get(b, "/ui/v1/board?sort=name&limit=500"));
+  expect(next.locks.rows.map((r: any) => r.name)).toEqual(Array.from({ length: 7 }, (_, i) => `new/${i}`));
+  expect(next.totals.sessions).toEqual({ connected: 0, waiting: 0, owner: 7 });
+});
+
+test("locks that come and go during the walk: each lock there from start to end is shown once, one gone before the walk reached it is not", async () => {
+  const h = harness();
+  const conns = new Map<string, FakeConn>();
+  for (let i = 0; i < 100; i++) {
+    const name = `s/${String(i).padStart(3, "0")}`;
+    conns.set(name, hold(h, name));
+  }
+  const b = board(h, 10);
+  let answered = false;
+  const reply = get(b, "/ui/v1/board?sort=name&limit=500").then((r) => ((answered = true), r));
+  // After the walk's first slice (s/000..s/009): two locks walked and two not yet reached go, two come.
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  expect(answered).toBe(false);
+  for (const name of ["s/003", "s/007", "s/050", "s/099"]) h.closePeer(conns.get(name)!);
+  hold(h, "a-new");
+  hold(h, "s/100");
+  const body = json(await reply);
+  const expected = [
+    "a-new",
+    ...Array.from({ length: 101 }, (_, i) => `s/${String(i).padStart(3, "0")}`).filter((name) => name !== "s/050" && name !== "s/099"),
+  ];
+  // s/003 and s/007 had been walked: they are in the snapshot, as of its moment.
+  expect(body.locks.rows.map((r: any) => r.name)).toEqual(expected);
+  expect(body.locks.total).toBe(expected.length);
+  expect(body.totals.locks).toBe(expected.length);
+});
+
+test("a row shows the holder of the snapshot's moment, in a view built after the lock changed hands", async () => {
+  const h = harness();
+  const holder = hold(h, "busy", "holder-1");
+  const token = String(holder.sent[0]!.token);
+  h.now += 100;
+  const waiter = h.open("w");
+  h.acquire(waiter, "busy", 60_000, { owner: "next" });
+  const b = board(h);
+  const before = json(await get(b, "/ui/v1/board?sort=name")).locks.rows[0];
+  h.closePeer(holder); // "next" holds it now
+  h.now += 10;
+  const after = json(await get(b, "/ui/v1/board?sort=held")).locks.rows[0]; // another view of the same snapshot
+  expect(b.snapshotsBuilt).toBe(1);
+  expect(b.viewsBuilt).toBe(2);
+  for (const row of [before, after]) {
+    expect(Object.keys(row)).toEqual(["name", "session", "owner", "remote", "token", "heldForMs", "waiting", "oldestWaitMs"]);
+    expect(row).toMatchObject({ name: "busy", session: holder.session!.id, owner: "holder-1", token, heldForMs: 100, waiting: 1, oldestWaitMs: 0 });
+  }
+  expect(after.remote).toBe(before.remote);
+});
+
+test("a snapshot whose walk failed is not shared: the request gets the error, the next one a new snapshot", async () => {
+  const h = harness();
+  hold(h, "ok");
+  let broken = true;
+  const engine = h.engine as unknown as Engine<Conn>;
+  const failing = {
+    stats: engine.stats,
+    locks: {
+      values: () => ({
+        next: () => {
+          throw new Error("walk failed");
+        },
+      }),
+    },
+  } as unknown as Engine<Conn>;
+  const b = new Board({
+    get engine() {
+      return broken ? failing : engine;
+    },
+    scanSlice: 16_384,
+    version: "0.0.0-test",
+    now: () => h.now,
+  });
+  boards.push(b);
+  await expect(Promise.resolve(b.handle("GET", "/ui/v1/board", ""))).rejects.toThrow("walk failed");
+  broken = false;
+  const body = json(await get(b, "/ui/v1/board")); // the same interval (the clock has not moved)
+  expect(b.snapshotsBuilt).toBe(2);
+  expect(body.locks.rows.map((r: any) => r.name)).toEqual(["ok"]);
+});

@@ -10,12 +10,18 @@
  *   of SAMPLES (O(1) each: counters and a histogram's 17 buckets), shared by
  *   every viewer for the plots;
  * - at most one snapshot of the locks per INTERVAL_MS, built only when a
- *   page asks, walking the engine's Map `scanSlice` locks per turn of the
- *   event loop (so lock traffic runs between slices), shared by every page;
+ *   page asks and shared by every page: a small row per lock (its name, its
+ *   holder's session, its sort keys; no strings are made), filled by a
+ *   walk of the engine's Map;
  * - a page's view of a snapshot (name prefix, order, at most MAX_ROWS rows,
- *   exact counts) is picked from the snapshot's rows `scanSlice` per turn
- *   with memory bounded by its row limit, once per snapshot and query: pages
- *   asking the same thing within an interval get the same built body.
+ *   exact counts) is picked from the snapshot's rows with memory bounded by
+ *   its row limit, once per snapshot and query (pages asking the same thing
+ *   within an interval get the same built body); only the rows it shows
+ *   get their labels formatted (address, token), once per snapshot;
+ * - both walks go through the ops server's queue of walks (ops-slices.ts),
+ *   with the /v1/locks listings: one slice of `scanSlice` in all per turn
+ *   of the event loop, however many pages and queries, so lock traffic runs
+ *   between slices.
  *
  * A lock's queue and the actions are the existing /v1 endpoints (a capped
  * view, and force-release and kick with the admin token as a bearer header).
@@ -24,9 +30,10 @@ import { SessionState } from "../../core/session.ts";
 import type { EngineView } from "../../core/engine.ts";
 import type { Histogram } from "../../core/stats.ts";
 import { ErrorCode, MAX_NAME_LENGTH } from "../../protocol/constants.ts";
-import type { HttpReply } from "../ops-http.ts";
+import { errorReply, type HttpReply, JSON_HEADERS } from "../ops-http.ts";
+import { SliceQueue } from "../ops-slices.ts";
 import type { Conn } from "../conn.ts";
-import { type LockRow, lockRow, rowComparator, RowOrder, RowSelection, sessionCounts } from "../views.ts";
+import { rowComparator, RowOrder, shownRow, type SnapshotRow, snapshotRow, sessionCounts, TopK } from "../views.ts";
 import pageHtml from "./index.html" with { type: "text" };
 import pageJs from "./ops-ui.js" with { type: "text" };
 import pageCss from "./ops-ui.css" with { type: "text" };
@@ -63,12 +70,14 @@ const ASSETS: Record<string, { type: string; body: Uint8Array }> = {
 };
 export const BOARD = "/ui/v1/board";
 
-function reply(status: number, type: string, body: string | Uint8Array, extra: Record<string, string> = {}): HttpReply {
-  return { status, headers: { ...UI_SECURITY_HEADERS, "content-type": type, ...extra }, body };
+/** An answer of the page's routes: the security headers first. */
+function page(reply: HttpReply): HttpReply {
+  return { ...reply, headers: { ...UI_SECURITY_HEADERS, ...reply.headers } };
 }
 
+/** The page's errors are the ops server's, on one line. */
 function failure(status: number, code: string, message: string, extra?: Record<string, string>): HttpReply {
-  return reply(status, "application/json; charset=utf-8", `${JSON.stringify({ error: { code, message } })}\n`, extra);
+  return page(errorReply(status, code, message, extra, true));
 }
 
 /** The value of a handover quantile from bucket counts: the upper bound of its bucket, in microseconds. */
@@ -175,7 +184,8 @@ interface Snapshot {
   readonly startedAt: number;
   /** When the walk ended (wall clock ms; 0 while it goes on) and what the counters said then. */
   wallClock: number;
-  rows: LockRow[];
+  /** One per lock: sort keys and the holder, formatted only for the rows a view shows. */
+  rows: SnapshotRow[];
   totals: Record<string, unknown>;
   readonly views: Map<string, Promise<Uint8Array>>;
   ready: Promise<void>;
@@ -224,6 +234,12 @@ export interface BoardOptions {
   readonly engine: EngineView<Conn>;
   /** Locks (and rows) looked at per turn of the event loop. */
   readonly scanSlice: number;
+  /**
+   * The queue of the ops server's walks, shared so that one turn does one
+   * slice of one walk in all (default: a queue of the board's own, of
+   * scanSlice).
+   */
+  readonly slices?: SliceQueue;
   /** The server's version, for the page's header. */
   readonly version: string;
   /** Monotonic ms (default performance.now; tests pass a manual clock). */
@@ -238,19 +254,28 @@ export class Board {
   viewsBuilt = 0;
   private snapshot: Snapshot | null = null;
   private readonly timer: ReturnType<typeof setInterval>;
-  private stopped = false;
   private readonly now: () => number;
+  private readonly slices: SliceQueue;
+  /** The queue is the board's own (not the ops server's): stopped with it. */
+  private readonly ownsSlices: boolean;
 
   constructor(private readonly options: BoardOptions) {
     this.now = options.now ?? (() => performance.now());
+    this.ownsSlices = options.slices === undefined;
+    this.slices = options.slices ?? new SliceQueue(options.scanSlice);
     this.samples = new Samples(() => this.options.engine, this.now());
-    this.timer = setInterval(() => this.samples.take(this.now(), Date.now()), INTERVAL_MS);
+    this.timer = setInterval(() => {
+      const now = this.now();
+      this.samples.take(now, Date.now());
+      // A snapshot no request can share any more is let go: it holds the holders' sessions, which may have ended.
+      this.snapshot = this.live(now);
+    }, INTERVAL_MS);
     this.timer.unref();
   }
 
   stop(): void {
-    this.stopped = true;
     clearInterval(this.timer);
+    if (this.ownsSlices) this.slices.stop();
   }
 
   /** GET /ui, its two files, and /ui/v1/board; null for any other path. */
@@ -260,41 +285,44 @@ export class Board {
       return path === "/ui" || path.startsWith("/ui/") ? failure(404, "NOT_FOUND", `no route ${path}; the page is /ui`) : null;
     }
     if (method !== "GET") return failure(405, "METHOD_NOT_ALLOWED", `${method} is not allowed here; use GET`, { allow: "GET" });
-    if (asset !== undefined) return reply(200, asset.type, asset.body);
+    if (asset !== undefined) return page({ status: 200, headers: { "content-type": asset.type }, body: asset.body });
     const parsed = parseBoardQuery(query);
     if ("error" in parsed) return failure(400, "BAD_QUERY", parsed.error);
-    return this.view(parsed).then((body) => reply(200, "application/json; charset=utf-8", body));
+    return this.view(parsed).then((body) => page({ status: 200, headers: JSON_HEADERS, body }));
   }
 
   /** The current snapshot, or a new one if the last began INTERVAL_MS ago or more and is complete. */
   private current(): Snapshot {
     const now = this.now();
-    const last = this.snapshot;
-    // One walk at a time: a walk still going after an interval (a huge lock table) is waited for, not doubled.
-    if (last !== null && (now - last.startedAt < INTERVAL_MS || last.wallClock === 0)) return last;
+    const last = this.live(now);
+    if (last !== null) return last;
     const snapshot: Snapshot = { startedAt: now, wallClock: 0, rows: [], totals: {}, views: new Map(), ready: Promise.resolve() };
-    snapshot.ready = this.walk(snapshot);
+    snapshot.ready = this.walk(snapshot).catch((error: unknown) => {
+      // A walk that failed is not shared: the next request starts another.
+      if (this.snapshot === snapshot) this.snapshot = null;
+      throw error;
+    });
     this.snapshot = snapshot;
     this.snapshotsBuilt++;
     return snapshot;
   }
 
-  /** Fill a snapshot from the engine's Map, scanSlice locks per turn. */
+  /**
+   * The snapshot still to be shared, or null once a request would build a
+   * new one. One walk at a time: a walk still going after an interval (a
+   * huge lock table) is waited for, not doubled.
+   */
+  private live(now: number): Snapshot | null {
+    const last = this.snapshot;
+    return last !== null && (now - last.startedAt < INTERVAL_MS || last.wallClock === 0) ? last : null;
+  }
+
+  /** Fill a snapshot from the engine's Map, a slice per turn; times are relative to the walk's start. */
   private async walk(snapshot: Snapshot): Promise<void> {
     const engine = this.options.engine;
-    const walk = engine.locks.values();
-    const slice = this.options.scanSlice;
-    for (;;) {
-      const now = this.now();
-      let n = slice;
-      for (; n > 0; n--) {
-        const step = walk.next();
-        if (step.done === true) break;
-        snapshot.rows.push(lockRow(step.value, now));
-      }
-      if (n > 0 || this.stopped) break;
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
+    const rows = snapshot.rows;
+    const now = this.now();
+    await this.slices.walk(engine.locks.values(), (lock) => rows.push(snapshotRow(lock, now)));
     snapshot.wallClock = Date.now();
     const stats = engine.stats;
     const handover = stats.handoverSeconds;
@@ -329,15 +357,13 @@ export class Board {
 
   private async build(snapshot: Snapshot, query: BoardQuery): Promise<Uint8Array> {
     this.viewsBuilt++;
-    const selection = new RowSelection(query.prefix, query.limit, rowComparator(query.sort, query.descending));
+    const view = new TopK<SnapshotRow>(query.limit, rowComparator(query.sort, query.descending));
+    const prefix = query.prefix;
     const rows = snapshot.rows;
-    const slice = this.options.scanSlice;
-    for (let i = 0; i < rows.length; ) {
-      const end = Math.min(rows.length, i + slice);
-      for (; i < end; i++) selection.offer(rows[i]!);
-      if (i < rows.length) await new Promise<void>((resolve) => setImmediate(resolve));
-    }
-    const picked = selection.finish();
+    await this.slices.walk(rows.values(), (row) => {
+      if (row.name.startsWith(prefix)) view.offer(row);
+    });
+    const picked = view.finish().map(shownRow);
     return encoder.encode(
       JSON.stringify({
         version: this.options.version,
@@ -347,7 +373,7 @@ export class Board {
         series: this.samples,
         locks: {
           total: rows.length,
-          matched: selection.matched,
+          matched: view.offered,
           prefix: query.prefix,
           sort: query.sort,
           dir: query.descending ? "desc" : "asc",
