@@ -153,6 +153,11 @@ export function errorMessage(answer: OpsAnswer): string {
 }
 
 /** Throws the CliError for a non-2xx answer. */
+/** A coordinated instance that is not the active: its lock routes answer 503 NOT_ACTIVE (it serves no locks). */
+export function isNotActive(answer: OpsAnswer): boolean {
+  return answer.status === 503 && (answer.body as { error?: { code?: unknown } } | null)?.error?.code === "NOT_ACTIVE";
+}
+
 export function expectOk(answer: OpsAnswer): void {
   if (answer.status >= 200 && answer.status < 300) return;
   const code = answer.status === 401 || answer.status === 403 ? ExitCode.NOPERM : answer.status === 400 ? ExitCode.USAGE : ExitCode.FAILURE;

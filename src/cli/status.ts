@@ -6,7 +6,7 @@ import { STATUS_OPTIONS } from "../config.ts";
 import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-import { expectOk, humanMs, lockQuery, type OpsAnswer, opsRequest, OpsUnreachable } from "./ops-client.ts";
+import { expectOk, humanMs, isNotActive, lockQuery, type OpsAnswer, opsRequest, OpsUnreachable } from "./ops-client.ts";
 import { type Address, formatAddress } from "../address.ts";
 import { describeShards, Placement, placementOf } from "../shard.ts";
 import { NO_SHARDS } from "../shard-guard.ts";
@@ -38,8 +38,8 @@ several that does not own it is an error too.
 
 With --coordinator, give every instance's ops address (a:7701,b:7701, or
 per shard in the map): the active is asked and standbys are passed over
-(a standby serves no locks; its "free" would be false). A lone standby's
-address lists nothing but its role; NAME asked of it is exit 69.
+(a standby serves no locks; its "free" would be false). When only
+standbys answer (also a lone standby's address), the exit is 69.
 
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
 (of any shard) unreachable, or only standbys answered; 78 an ops server is
@@ -60,11 +60,10 @@ export async function status(argv: readonly string[], env: Record<string, string
   const placement = placementOf(map);
   /**
    * Each address in turn until one answers; every answer is checked against
-   * what the map says of it. With several addresses (a service's active and
-   * its standbys), or for one lock NAME, a standby is passed over: it serves
-   * no locks, and its view (idle, or its last term's) would show a held lock
-   * as free. (The list of every lock from a lone standby is shown, headed by
-   * its role line.)
+   * what the map says of it. A standby is passed over: it serves no locks,
+   * and its view (idle, or its last term's) would show a held lock as free.
+   * Its lock routes answer 503 NOT_ACTIVE; /readyz is asked too, for a
+   * lockd from before that answer.
    */
   const getFrom = (ops: readonly Address[], expect: Expected, seen: ShardView[]) => {
     const standbys = new Set<Address>();
@@ -78,6 +77,13 @@ export async function status(argv: readonly string[], env: Record<string, string
         let answer: OpsAnswer;
         try {
           answer = await opsRequest(address, "GET", path, { timeoutMs: timeout, ...ca });
+          // A coordinated instance that is not the active says so on every lock route.
+          // (A lone address listing every lock is let through: its role line is shown.)
+          if (isNotActive(answer) && (ops.length > 1 || name !== undefined)) {
+            standbys.add(address);
+            failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);
+            continue;
+          }
           // A lone address is asked too when NAME is looked up: a standby's "free" would be false.
           const ready = ops.length > 1 || name !== undefined ? await opsRequest(address, "GET", "/readyz", { timeoutMs: timeout, ...ca }) : null;
           if ((ready?.body as { role?: unknown } | null | undefined)?.role === "standby") {
@@ -236,12 +242,18 @@ async function statusOf(
   const label = shard === undefined ? {} : { shard };
   if (name === undefined) {
     const view = await listLocks(get);
+    if (view === null) {
+      // A lone standby: its role, and no locks (it serves none).
+      const role = await roleOf(get);
+      out.write(json ? `${JSON.stringify({ ...label, ...role, locks: null }, null, 2)}\n` : roleText(role));
+      return ExitCode.OK;
+    }
     if (json) {
       out.write(`${JSON.stringify({ ...label, ...view }, null, 2)}\n`);
       return ExitCode.OK;
     }
     const s = view.sessions;
-    out.write(await roleLine(get));
+    out.write(roleText(await roleOf(get)));
     out.write(`${view.total} lock${view.total === 1 ? "" : "s"}; sessions: ${s.owner} holding, ${s.waiting} waiting, ${s.connected} connecting\n`);
     if (view.locks.length > 0) out.write(table(view.locks));
     if (view.next !== null) {
@@ -271,12 +283,13 @@ export const STATUS_MAX_PAGES = 10;
 export async function listLocks(
   get: (path: string) => Promise<OpsAnswer>,
   options: { pageSize?: number; maxPages?: number } = {},
-): Promise<LocksView> {
+): Promise<LocksView | null> {
   const limit = options.pageSize === undefined ? "" : `limit=${options.pageSize}&`;
   const locks: LockView[] = [];
   let page: LocksView | null = null;
   for (let n = 0; n < (options.maxPages ?? STATUS_MAX_PAGES) && (page === null || page.next !== null); n++) {
     const answer = await get(`/v1/locks?${limit}${page === null ? "" : `cursor=${encodeURIComponent(page.next!)}`}`);
+    if (isNotActive(answer)) return null; // a standby (or an active that stepped down mid-listing): it serves no locks
     expectOk(answer);
     page = answer.body as LocksView;
     locks.push(...page.locks);
@@ -284,11 +297,24 @@ export async function listLocks(
   return { ...page!, locks };
 }
 
-/** With --coordinator: "service S: active, epoch N" (a standby serves no locks); nothing without. */
-async function roleLine(get: (path: string) => Promise<OpsAnswer>): Promise<string> {
+interface RoleOf {
+  readonly role?: string;
+  readonly epoch?: number;
+  readonly service?: string;
+  readonly refusal?: string;
+}
+
+/** With --coordinator: the role, epoch and service /readyz names; {} without. */
+async function roleOf(get: (path: string) => Promise<OpsAnswer>): Promise<RoleOf> {
   const ready = await get("/readyz");
-  const body = ready.body as { role?: string; epoch?: number; service?: string; refusal?: string } | null;
-  if (body === null || typeof body !== "object" || body.role === undefined) return "";
+  const body = ready.body as RoleOf | null;
+  if (body === null || typeof body !== "object" || body.role === undefined) return {};
+  return { role: body.role, epoch: body.epoch, service: body.service, ...(typeof body.refusal === "string" ? { refusal: body.refusal } : {}) };
+}
+
+/** "service S: active, epoch N" (a standby serves no locks); nothing without --coordinator. */
+function roleText(body: RoleOf): string {
+  if (body.role === undefined) return "";
   const note = typeof body.refusal === "string"
     ? ` (a standby serves no locks, and refuses to take over: ${body.refusal})`
     : body.role === "standby" ? " (a standby serves no locks: ask the active)" : "";

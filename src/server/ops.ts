@@ -269,6 +269,24 @@ export class OpsServer {
     });
   }
 
+  /**
+   * With --coordinator, an instance that is not the active serves no locks:
+   * its lock table is empty (or its last term's), so "nobody holds it" or a
+   * list would be its answer, not the service's. Lock routes answer 503
+   * NOT_ACTIVE with its role instead (null: this instance serves locks).
+   */
+  private notActive(): HttpReply | null {
+    const roles = this.options.roles?.view();
+    if (roles === undefined || roles.role === "active") return null;
+    return json(503, {
+      error: { code: "NOT_ACTIVE", message: `this instance of service ${roles.service} is ${roles.role === "standby" ? "a standby" : "stopped"} (epoch ${roles.epoch}): it serves no locks; ask the active instance (its /readyz answers 200)` },
+      role: roles.role,
+      epoch: roles.epoch,
+      service: roles.service,
+      shard: this.shardView,
+    });
+  }
+
   /** The exposition text: built at most once per metricsMaxAgeMs (and again when readiness changes). */
   private metrics(): Uint8Array {
     const now = performance.now();
@@ -302,6 +320,8 @@ export class OpsServer {
 
   /** One page of locks in name order after `?cursor=`. */
   private list(query: string): HttpReply | Promise<HttpReply> {
+    const idle = this.notActive();
+    if (idle !== null) return idle;
     const limit = parseLimit(query);
     if (limit < 0) return badLimit("locks per page; follow `next` for more");
     const cursor = param(query, "cursor");
@@ -326,6 +346,8 @@ export class OpsServer {
   }
 
   private show(encoded: string, query: string): HttpReply {
+    const idle = this.notActive();
+    if (idle !== null) return idle;
     const limit = parseLimit(query);
     if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
     const decoded = decodeLockName(encoded);
@@ -364,7 +386,7 @@ export class OpsServer {
   }
 
   private forceRelease(encoded: string, request: HttpRequest): HttpReply {
-    const denied = this.authorize("force-release", request);
+    const denied = this.authorize("force-release", request) ?? this.notActive();
     if (denied !== null) return denied;
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
@@ -391,7 +413,7 @@ export class OpsServer {
   }
 
   private kick(idText: string, request: HttpRequest): HttpReply {
-    const denied = this.authorize("kick", request);
+    const denied = this.authorize("kick", request) ?? this.notActive();
     if (denied !== null) return denied;
     if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
     const id = Number(idText);

@@ -132,14 +132,14 @@ describe("lockd status pages through", () => {
       paths.push(path);
       return opsRequest(address, "GET", path, { timeoutMs: 10_000 });
     };
-    const all = await listLocks(get, { pageSize: 10 });
+    const all = (await listLocks(get, { pageSize: 10 }))!;
     expect(all.locks.map((l) => l.name)).toEqual(peers.map((_, i) => `s${String(i).padStart(2, "0")}`));
     expect(all.next).toBeNull();
     expect(all.total).toBe(25);
     expect(paths).toHaveLength(3);
 
     paths.length = 0;
-    const first = await listLocks(get, { pageSize: 10, maxPages: 2 });
+    const first = (await listLocks(get, { pageSize: 10, maxPages: 2 }))!;
     expect(first.locks).toHaveLength(20);
     expect(first.next).not.toBeNull();
     expect(paths).toHaveLength(2);

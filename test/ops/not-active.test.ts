@@ -1,0 +1,78 @@
+/**
+ * With --coordinator, an instance that is not the active serves no locks:
+ * every lock route answers 503 NOT_ACTIVE with its role (never "nobody
+ * holds it" from an empty or last-term table), and answers as usual again
+ * once it is the active. The role is switched by hand here; the real
+ * roles are in test/coordinator/failover.test.ts.
+ */
+import { afterEach, expect, test } from "bun:test";
+import { Logger } from "../../src/log.ts";
+import { AdminAuth } from "../../src/server/admin.ts";
+import { OpsServer } from "../../src/server/ops.ts";
+import type { CoordinatorMetrics, RoleView } from "../../src/server/roles.ts";
+import { startServer, WirePeer } from "../helpers/wire.ts";
+
+const TOKEN = "not-active-token";
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's answer from its table", async () => {
+  const server = startServer();
+  cleanups.push(() => server.stop());
+  let role: RoleView["role"] = "standby";
+  const view = (): RoleView => ({ role, epoch: role === "active" ? 4 : 3, service: "svc", instance: "test" });
+  const ops = new OpsServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    server,
+    roles: { view, metrics: () => ({ ...view() }) as CoordinatorMetrics },
+    auth: new AdminAuth(TOKEN),
+    log: new Logger("error", () => {}),
+    version: "0.0.0-test",
+    isReady: () => role === "active",
+  });
+  cleanups.push(() => ops.stop());
+  // The lock server's table has a holder and a waiter: the standby must not show them (nor say "free").
+  const holder = await WirePeer.claim(server.port, "held");
+  const waiter = await WirePeer.claim(server.port, "held");
+  cleanups.push(() => (holder.end(), waiter.end()));
+  const waiterId = [...server.view.sessions.keys()].at(-1)!;
+  const base = `http://127.0.0.1:${ops.port}`;
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  const routes: [string, string][] = [
+    ["GET", "/v1/locks"],
+    ["GET", "/v1/locks/held"],
+    ["GET", "/v1/locks?name=free"],
+    ["POST", "/v1/locks/held/force-release"],
+    ["POST", `/v1/sessions/${waiterId}/kick`],
+  ];
+  for (const [method, path] of routes) {
+    const answer = await fetch(base + path, { method, headers: auth });
+    const body = (await answer.json()) as { error?: { code: string; message: string }; role?: string; epoch?: number; service?: string };
+    expect({ path, status: answer.status, code: body.error?.code, role: body.role, epoch: body.epoch, service: body.service }).toEqual({
+      path,
+      status: 503,
+      code: "NOT_ACTIVE",
+      role: "standby",
+      epoch: 3,
+      service: "svc",
+    });
+    expect(body.error!.message).toBe("this instance of service svc is a standby (epoch 3): it serves no locks; ask the active instance (its /readyz answers 200)");
+  }
+  // Nothing was acted on.
+  expect(server.view.locks.get("held")?.owner).not.toBeNull();
+  expect(server.view.locks.get("held")?.waiting).toBe(1);
+  // The admin token is still checked first: a wrong token is 401, whatever the role.
+  expect((await fetch(`${base}/v1/locks/held/force-release`, { method: "POST", headers: { authorization: "Bearer wrong" } })).status).toBe(401);
+
+  role = "active";
+  expect((await fetch(`${base}/v1/locks/held`)).status).toBe(200);
+  expect((await fetch(`${base}/v1/locks?name=free`)).status).toBe(404);
+  const kicked = await fetch(`${base}/v1/sessions/${waiterId}/kick`, { method: "POST", headers: auth });
+  expect(kicked.status).toBe(200);
+  const released = await fetch(`${base}/v1/locks/held/force-release`, { method: "POST", headers: auth });
+  expect(released.status).toBe(200);
+  expect(server.view.locks.get("held")).toBeUndefined();
+});
