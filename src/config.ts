@@ -231,10 +231,9 @@ export const STATUS_OPTIONS = {
   },
 } as const satisfies OptionTable;
 
-/** `lockd force-release`, `lockd kick`. */
+/** `lockd force-release`, `lockd kick`. `--ops` may be a map too (the one LOCKD_OPS holds for status). */
 export const ADMIN_OPTIONS = {
   ...STATUS_OPTIONS,
-  ops: OPS_ADDRESSES,
   adminToken: ADMIN_TOKEN,
   adminTokenFile: ADMIN_TOKEN_FILE,
 } as const satisfies OptionTable;

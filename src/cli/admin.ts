@@ -8,6 +8,8 @@ import type { HolderView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 import { errorMessage, expectOk, humanMs, lockQuery, opsRequest, withoutStandbys } from "./ops-client.ts";
+import type { Address, ServerMap } from "../address.ts";
+import { placementOf } from "../shard.ts";
 
 const COMMON = `Options (flag, then environment, then default):
 ${optionsHelp(ADMIN_OPTIONS)}
@@ -24,15 +26,17 @@ configured.
 export const FORCE_RELEASE_HELP = `Usage: lockd force-release [options] NAME
 
 Ends the session that holds NAME with ERROR FORCE_RELEASED; the first
-waiter, if any, gets the lock at once with a new fencing token.
+waiter, if any, gets the lock at once with a new fencing token. With a map
+of shards in --ops, the request goes to NAME's shard.
 
 ${COMMON}`;
 
 export const KICK_HELP = `Usage: lockd kick [options] SESSION_ID
 
 Ends a waiting session with ERROR KICKED; the others keep their places in
-the queue. Session ids are in lockd status. (A holder is ended with
-force-release instead.)
+the queue. Session ids are in lockd status; they are per server, so with
+a map of shards --ops must name one shard's servers. (A holder is ended
+with force-release instead.)
 
 ${COMMON}`;
 
@@ -47,12 +51,13 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
   const what = verb === "kick" ? "SESSION_ID" : "NAME";
   if (parsed.positionals.length !== 1) throw new CliError(`needs exactly one ${what} (lockd ${verb} --help)`, ExitCode.USAGE);
   const target = parsed.positionals[0]!;
-  const { ops, timeout, opsCa } = parsed.options;
+  const { ops: map, timeout, opsCa } = parsed.options;
   const { token, from } = resolveAdminToken(parsed.options, parsed.sources);
   if (token === null) {
     // Without a token the answer can only be 401 (or 403): say which flag gives one, not which header.
     throw new CliError(`needs the admin token the server was started with: --admin-token-file FILE (env LOCKD_ADMIN_TOKEN_FILE), or --admin-token TOKEN (env LOCKD_ADMIN_TOKEN)`, ExitCode.NOPERM);
   }
+  const ops = opsFor(verb, target, map);
   const path = verb === "kick" ? `/v1/sessions/${encodeURIComponent(target)}/kick` : `/v1/locks/force-release?${lockQuery(target)}`;
   const request = { token, timeoutMs: timeout, ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}) };
   // Every instance of a coordinated service may be listed: the action goes to the active, never a standby.
@@ -74,6 +79,23 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
     out.write(promoted === null ? "no waiters: the lock is free\n" : `promoted session ${promoted.session}${label(promoted.owner)}, token ${promoted.token}\n`);
   }
   return ExitCode.OK;
+}
+
+/**
+ * The ops addresses an action goes to: a plain list as it is; with a map of
+ * shards (the one LOCKD_OPS holds for lockd status), force-release goes to
+ * NAME's shard, and kick needs one shard (session ids are per server).
+ */
+function opsFor(verb: Verb, target: string, map: ServerMap): readonly Address[] {
+  const placement = placementOf(map);
+  if (placement === null || map.shards.length === 1) return map.shards[0]!.addresses;
+  if (verb === "kick") {
+    throw new CliError(
+      `kick needs the ops servers of one shard: session ids are per server, and --ops is a map of ${map.shards.length} shards; give the shard's (--ops ${map.shards[0]!.name}=HOST:PORT, or its plain address list; lockd status shows each shard's sessions)`,
+      ExitCode.USAGE,
+    );
+  }
+  return map.shards[placement.indexOf(target)]!.addresses;
 }
 
 function label(owner: string): string {

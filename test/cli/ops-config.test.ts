@@ -213,7 +213,10 @@ describe("serve options: flags beat env beat defaults", () => {
   test("status and admin verbs take --ops and the token from the same variables", () => {
     expect(parseOptions(STATUS_OPTIONS, [], { LOCKD_OPS: "127.0.0.1:1" }).options.ops).toEqual({ generation: 0, shards: [{ name: "", addresses: [{ host: "127.0.0.1", port: 1 }] }] });
     const admin = parseOptions(ADMIN_OPTIONS, ["--ops", "127.0.0.1:2"], { LOCKD_OPS: "127.0.0.1:1", LOCKD_ADMIN_TOKEN: "t" });
-    expect(admin.options.ops).toEqual([{ host: "127.0.0.1", port: 2 }]);
+    expect(admin.options.ops).toEqual({ generation: 0, shards: [{ name: "", addresses: [{ host: "127.0.0.1", port: 2 }] }] });
+    // The map LOCKD_OPS holds for lockd status is one the admin verbs read too.
+    const mapped = parseOptions(ADMIN_OPTIONS, [], { LOCKD_OPS: "alpha=127.0.0.1:1;beta=127.0.0.1:2", LOCKD_ADMIN_TOKEN: "t" });
+    expect(mapped.options.ops.shards.map((shard) => shard.name)).toEqual(["alpha", "beta"]);
     expect(admin.options.adminToken).toBe("t");
   });
 });

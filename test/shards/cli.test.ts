@@ -9,6 +9,7 @@ import { Placement } from "../../src/shard.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 
 const two = new Placement(["alpha", "beta"]);
+const ADMIN = "shards-cli-admin";
 const servers: ChildServer[] = [];
 let lockMap = "";
 let opsMap = "";
@@ -20,7 +21,7 @@ let plainOps = "";
 beforeAll(async () => {
   const ports: { listenPort: number; opsPort: number }[] = [];
   for (const shard of ["alpha", "beta"]) {
-    const child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--shard", shard, "--shards", "alpha,beta", "--shards-generation", "1"]);
+    const child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--shard", shard, "--shards", "alpha,beta", "--shards-generation", "1"], { LOCKD_ADMIN_TOKEN: ADMIN });
     servers.push(child);
     ports.push(await child.addresses());
   }
@@ -126,4 +127,26 @@ test("lockd status shows the servers' generation and warns when the map's gen= d
   expect(all.code).toBe(0);
   expect(all.out).toContain("shard alpha of alpha,beta (generation 1)");
   expect(all.err).toContain("--ops says gen=2 but the servers run generation 1");
+});
+
+test("lockd force-release with the map of ops servers (as LOCKD_OPS holds it for status) goes to the name's shard; kick asks for one shard", async () => {
+  const onBeta = nameOn("beta");
+  const client = new LockClient({ servers: lockMap });
+  const holder = await client.acquire(onBeta, { lease: 60_000 });
+  try {
+    const released = await runCli(["force-release", onBeta], { LOCKD_OPS: opsMap, LOCKD_ADMIN_TOKEN: ADMIN });
+    expect(released.err).toBe("");
+    expect(released.code).toBe(0);
+    expect(released.out).toContain(`released ${JSON.stringify(onBeta)}`);
+    expect(released.out).toContain(`token ${holder.token}`);
+    // The holder hears of it (FORCE_RELEASED): its signal aborts.
+    if (!holder.signal.aborted) await new Promise((resolve) => holder.signal.addEventListener("abort", resolve, { once: true }));
+    expect(holder.held).toBe(false);
+    // Session ids are per server: a map of two shards cannot say which one is meant.
+    const kick = await runCli(["kick", "1"], { LOCKD_OPS: opsMap, LOCKD_ADMIN_TOKEN: ADMIN });
+    expect(kick.code).toBe(64);
+    expect(kick.err).toContain("kick needs the ops servers of one shard");
+  } finally {
+    await holder.release();
+  }
 });
