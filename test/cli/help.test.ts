@@ -31,7 +31,7 @@ test("placeholders by kind: HOST:PORT, DURATION, FILE, N, ...", () => {
     [RUN_OPTIONS, "--conflict-exit-code", "N"],
     [RUN_OPTIONS, "--owner", "LABEL"],
     [STATUS_OPTIONS, "--ops", "HOST:PORT[,...]|MAP"],
-    [ADMIN_OPTIONS, "--ops", "HOST:PORT[,...]"],
+    [ADMIN_OPTIONS, "--ops", "HOST:PORT[,...]|MAP"],
     [ADMIN_OPTIONS, "--timeout", "DURATION"],
   ];
   for (const [table, flag, placeholder] of expected) {
