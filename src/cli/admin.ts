@@ -20,7 +20,8 @@ Exit codes: 0 done; 1 nothing to do (no holder, no such waiting session);
 64 bad arguments; 69 ops server unreachable (every address of an --ops
 list), or only standbys answered (with --coordinator, list every instance:
 standbys are passed over); 77 no token given, token refused, or the server has no admin token
-configured.
+configured; 78 the server is another shard than NAME's (or than the one
+shard --ops names), and nothing was done.
 `;
 
 export const FORCE_RELEASE_HELP = `Usage: lockd force-release [options] NAME
@@ -58,13 +59,17 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
     throw new CliError(`needs the admin token the server was started with: --admin-token-file FILE (env LOCKD_ADMIN_TOKEN_FILE), or --admin-token TOKEN (env LOCKD_ADMIN_TOKEN)`, ExitCode.NOPERM);
   }
   const ops = opsFor(verb, target, map);
-  const path = verb === "kick" ? `/v1/sessions/${encodeURIComponent(target)}/kick` : `/v1/locks/force-release?${lockQuery(target)}`;
+  // A map of one named shard: the server checks it is that shard before it kicks (ids are per server).
+  const shard = map.shards.length === 1 && map.shards[0]!.name !== "" ? `?shard=${encodeURIComponent(map.shards[0]!.name)}` : "";
+  const path = verb === "kick" ? `/v1/sessions/${encodeURIComponent(target)}/kick${shard}` : `/v1/locks/force-release?${lockQuery(target)}`;
   const request = { token, timeoutMs: timeout, ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}) };
   // Every instance of a coordinated service may be listed: the action goes to the active, never a standby.
   const answer = await opsRequest(await withoutStandbys(ops, request), "POST", path, request);
   if (answer.status === 401) {
     throw new CliError(`the ops server refused the admin token (from ${from}): ${errorMessage(answer)}; give the one lockd serve was started with (--admin-token-file FILE, or LOCKD_ADMIN_TOKEN)`, ExitCode.NOPERM);
   }
+  // The server is another shard than the one meant (a name's, or the map's): nothing was done.
+  if (answer.status === 421) throw new CliError(`${errorMessage(answer)} (--ops, LOCKD_OPS)`, ExitCode.WRONG_SHARD);
   expectOk(answer);
   if (parsed.switches.has("json")) {
     out.write(`${JSON.stringify(answer.body, null, 2)}\n`);
@@ -91,7 +96,7 @@ function opsFor(verb: Verb, target: string, map: ServerMap): readonly Address[] 
   if (placement === null || map.shards.length === 1) return map.shards[0]!.addresses;
   if (verb === "kick") {
     throw new CliError(
-      `kick needs the ops servers of one shard: session ids are per server, and --ops is a map of ${map.shards.length} shards; give the shard's (--ops ${map.shards[0]!.name}=HOST:PORT, or its plain address list; lockd status shows each shard's sessions)`,
+      `kick needs the ops servers of one shard: session ids are per server, and --ops is a map of ${map.shards.length} shards; give that shard's alone (--ops "${map.shards[0]!.name}=HOST:PORT,..." is checked against the server; a plain HOST:PORT,... list is not), as lockd status --ops MAP shows each shard's sessions`,
       ExitCode.USAGE,
     );
   }

@@ -31,6 +31,7 @@ import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
+import { Placement } from "../shard.ts";
 import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./ops-http.ts";
 import { SliceQueue } from "./ops-slices.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
@@ -133,7 +134,7 @@ function rawQueryName(query: string): string | null {
   return null;
 }
 
-const PARAMS = { limit: /(?:^|&)limit=([^&]*)/, cursor: /(?:^|&)cursor=([^&]*)/ } as const;
+const PARAMS = { limit: /(?:^|&)limit=([^&]*)/, cursor: /(?:^|&)cursor=([^&]*)/, shard: /(?:^|&)shard=([^&]*)/ } as const;
 
 /** The raw value of a query parameter, or undefined. */
 function param(query: string, key: keyof typeof PARAMS): string | undefined {
@@ -169,6 +170,7 @@ export class OpsServer {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
     const shard = options.shard;
     this.shardView = { name: shard?.shard ?? null, shards: shard?.shard == null ? [] : [...(shard.shards ?? [])], generation: shard?.generation ?? 0 };
+    this.placement = this.shardView.name !== null && this.shardView.shards.length > 1 ? new Placement(this.shardView.shards) : null;
     // A getter: with --coordinator the server (and its engine) changes with each active term.
     const server = options.server;
     this.slices = new SliceQueue(this.limits.scanSlice);
@@ -247,7 +249,7 @@ export class OpsServer {
       if (page !== null) return page;
     }
     const kick = /^\/v1\/sessions\/([^/]*)\/kick$/.exec(path);
-    if (kick !== null) return method === "POST" ? this.kick(kick[1]!, request) : notAllowed(method, "POST");
+    if (kick !== null) return method === "POST" ? this.kick(kick[1]!, query, request) : notAllowed(method, "POST");
     return fail(404, "NOT_FOUND", `no route ${path}; see docs/operations.md`);
   }
 
@@ -312,6 +314,29 @@ export class OpsServer {
 
   /** Which shard of which map this server is: the `shard` field of /readyz and /v1/locks answers. */
   private readonly shardView: ShardView;
+  /** With --shard of several: where a name belongs (admin actions on another shard's name are refused). */
+  private readonly placement: Placement | null;
+
+  /**
+   * 421 WRONG_SHARD when `name` belongs to another shard of this server's
+   * map (null: it is this shard's, or there are no shards). An action asked
+   * of the wrong shard must not answer "nobody holds it": the lock may be
+   * held on its own shard.
+   */
+  private otherShard(name: string): HttpReply | null {
+    const placement = this.placement;
+    if (placement === null) return null;
+    const owner = placement.shardOf(name);
+    if (owner === this.shardView.name) return null;
+    const { shards, generation } = this.shardView;
+    return json(421, {
+      error: {
+        code: "WRONG_SHARD",
+        message: `${JSON.stringify(name)} belongs to shard ${owner} of ${shards.join(",")} (generation ${generation}); this server is shard ${this.shardView.name}: ask shard ${owner}'s ops servers`,
+      },
+      shard: this.shardView,
+    });
+  }
 
   /** The ops listener's connections (open, limit, refused). */
   get connections(): OpsConnections {
@@ -391,6 +416,8 @@ export class OpsServer {
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const name = decoded.name;
+    const misplaced = this.otherShard(name);
+    if (misplaced !== null) return misplaced;
     const server = this.options.server;
     const engine = server.view;
     const owner = engine.locks.get(name)?.owner ?? null;
@@ -412,9 +439,21 @@ export class OpsServer {
     return json(200, { lock: name, released, promoted });
   }
 
-  private kick(idText: string, request: HttpRequest): HttpReply {
+  private kick(idText: string, query: string, request: HttpRequest): HttpReply {
     const denied = this.authorize("kick", request) ?? this.notActive();
     if (denied !== null) return denied;
+    // Session ids are per server: `?shard=` says which shard's session is meant (lockd kick with a map of one shard).
+    const raw = param(query, "shard");
+    let asked = raw;
+    try {
+      if (raw !== undefined) asked = decodeURIComponent(raw);
+    } catch {
+      // not valid percent-encoding: compared as it came, so it matches no shard
+    }
+    if (asked !== undefined && asked !== (this.shardView.name ?? "")) {
+      const here = this.shardView.name === null ? "a server without shards" : `shard ${this.shardView.name}`;
+      return json(421, { error: { code: "WRONG_SHARD", message: `this server is ${here}, not shard ${asked}: session ${idText} here is another shard's session` }, shard: this.shardView });
+    }
     if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
     const id = Number(idText);
     const server = this.options.server;

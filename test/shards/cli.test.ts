@@ -150,3 +150,40 @@ test("lockd force-release with the map of ops servers (as LOCKD_OPS holds it for
     await holder.release();
   }
 });
+
+test("an admin action asked of the wrong shard is refused (exit 78) and nothing is done; kick with a map of one shard is checked against the server", async () => {
+  const onAlpha = nameOn("alpha");
+  const alphaOps = opsMap.split(";")[0]!.split("=")[1]!;
+  const betaOps = opsMap.split(";")[1]!.split("=")[1]!;
+  const client = new LockClient({ servers: lockMap });
+  const holder = await client.acquire(onAlpha, { lease: 60_000 });
+  const waiting = client.acquire(onAlpha, { lease: 60_000, owner: "kick-me" });
+  waiting.catch(() => {}); // it ends kicked, below
+  try {
+    // The waiter is queued on alpha (its session id is alpha's).
+    let waiter: { session: number } | undefined;
+    const until = performance.now() + 10_000;
+    while (waiter === undefined && performance.now() < until) {
+      const view = (await (await fetch(`http://${alphaOps}/v1/locks?name=${encodeURIComponent(onAlpha)}`)).json()) as { waiters?: { session: number }[] };
+      waiter = view.waiters?.[0];
+      if (waiter === undefined) await Bun.sleep(10); // bounded poll of another process's queue
+    }
+    expect(waiter).toBeDefined();
+    // force-release of alpha's name asked of beta's server: refused, never "nobody holds it".
+    const wrong = await runCli(["force-release", "--ops", betaOps, onAlpha], { LOCKD_ADMIN_TOKEN: ADMIN });
+    expect(wrong.code).toBe(78);
+    expect(wrong.err).toContain(`${JSON.stringify(onAlpha)} belongs to shard alpha of alpha,beta (generation 1); this server is shard beta`);
+    expect(holder.held).toBe(true);
+    // kick with a map of one shard that names the wrong server: refused by the server, nothing kicked.
+    const misnamed = await runCli(["kick", "--ops", `alpha=${betaOps}`, String(waiter!.session)], { LOCKD_ADMIN_TOKEN: ADMIN });
+    expect(misnamed.code).toBe(78);
+    expect(misnamed.err).toContain("this server is shard beta, not shard alpha");
+    const kicked = await runCli(["kick", "--ops", `alpha=${alphaOps}`, String(waiter!.session)], { LOCKD_ADMIN_TOKEN: ADMIN });
+    expect(kicked.err).toBe("");
+    expect(kicked.code).toBe(0);
+    expect(kicked.out).toContain(`kicked session ${waiter!.session} (kick-me)`);
+    expect(await waiting.then(() => "granted", (error: { code?: string }) => error.code)).toBe("KICKED");
+  } finally {
+    await holder.release();
+  }
+});
