@@ -104,16 +104,38 @@ export async function status(argv: readonly string[], env: Record<string, string
       throw new CliError(`${what} ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
     };
   };
+  const request = { timeoutMs: timeout, ...ca };
+  /** The instances of a list, with their warnings said (on stderr, `prefix` naming the shard). */
+  const instances = async (ops: readonly Address[], expect: Expected, prefix: string) => {
+    const found = await instancesOf(ops, expect, request);
+    for (const warning of found.warnings) process.stderr.write(`lockd status: warning: ${prefix}${warning}\n`);
+    return found;
+  };
+  /** A shard's (or the list's) JSON answer with its instances added. */
+  const withInstances = (text: string, found: { list: Instance[] }) => {
+    const view = JSON.parse(text) as Record<string, unknown>;
+    return found.list.length === 0 ? view : { ...view, instances: found.list };
+  };
   if (placement === null) {
     const seen: ShardView[] = [];
     const collected = buffer();
-    const code = await statusOf(getFrom(map.shards[0]!.addresses, { ...NO_SHARDS, generation: map.generation }, seen), name, json, collected);
+    const addresses = map.shards[0]!.addresses;
+    const expected = { ...NO_SHARDS, generation: map.generation };
+    let code: number;
+    try {
+      code = await statusOf(getFrom(addresses, expected, seen), name, json, collected);
+    } catch (error) {
+      // No instance could answer for the service: what each of them is, then the error.
+      await instances(addresses, expected, "");
+      throw error;
+    }
+    const found = await instances(addresses, expected, "");
     const shard = seen[0];
     // A plain address that is one shard of several: say that only its locks are shown.
     if (!json && shard !== undefined && shard.name !== null) {
       out.write(`shard ${shard.name} of ${describeShards(shard.shards, shard.generation)} (only this shard's locks: give --ops every shard's, ${shard.shards.map((s) => `${s}=HOST:PORT`).join(";")})\n`);
     }
-    out.write(collected.text);
+    out.write(json ? `${JSON.stringify(withInstances(collected.text, found), null, 2)}\n` : found.text + collected.text);
     return code;
   }
   const expect = (shard: string): Expected => ({ shard, shards: placement.shards, generation: map.generation });
@@ -123,9 +145,16 @@ export async function status(argv: readonly string[], env: Record<string, string
     const seen: ShardView[] = [];
     // Checked before anything is printed: an answer from the wrong shard says nothing about NAME.
     const collected = buffer();
-    const code = await statusOf(getFrom(shard.addresses, expect(shard.name), seen), name, json, collected, shard.name);
-    if (!json) out.write(`shard ${shard.name} of ${describeShards(placement.shards, seen[0]?.generation ?? map.generation)}\n`);
-    out.write(collected.text);
+    let code: number;
+    try {
+      code = await statusOf(getFrom(shard.addresses, expect(shard.name), seen), name, json, collected, shard.name);
+    } catch (error) {
+      await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
+      throw error;
+    }
+    const found = await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
+    if (!json) out.write(`shard ${shard.name} of ${describeShards(placement.shards, seen[0]?.generation ?? map.generation)}\n${found.text}`);
+    out.write(json ? `${JSON.stringify(withInstances(collected.text, found), null, 2)}\n` : collected.text);
     return code;
   }
   let worst: number = ExitCode.OK;
@@ -137,17 +166,19 @@ export async function status(argv: readonly string[], env: Record<string, string
     const seen: ShardView[] = [];
     try {
       await statusOf(getFrom(shard.addresses, expect(shard.name), seen), undefined, json, collected, shard.name);
+      const found = await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
       if (seen[0] !== undefined) generations.set(shard.name, seen[0].generation);
-      if (json) views[shard.name] = JSON.parse(collected.text);
+      if (json) views[shard.name] = withInstances(collected.text, found);
       else {
         const generation = seen[0]?.generation ?? map.generation;
-        out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name} of ${describeShards(placement.shards, generation)}\n${collected.text}`);
+        out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name} of ${describeShards(placement.shards, generation)}\n${found.text}${collected.text}`);
       }
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
+      const found = await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
       process.stderr.write(`lockd status: shard ${shard.name}: ${error.message}\n`);
-      if (json) views[shard.name] = { error: error.message };
-      else out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name}: not shown (see the error above)\n`);
+      if (json) views[shard.name] = { error: error.message, ...(found.list.length === 0 ? {} : { instances: found.list }) };
+      else out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name}: not shown (see the error on stderr)\n${found.text}`);
       if (worst === ExitCode.OK || error.exitCode === ExitCode.WRONG_SHARD) worst = error.exitCode;
     }
   }
@@ -159,6 +190,60 @@ export async function status(argv: readonly string[], env: Record<string, string
     out.write(`${JSON.stringify({ generation, mapGeneration: map.generation, ...(disagreement === null ? {} : { warning: disagreement }), shards: views }, null, 2)}\n`);
   }
   return worst;
+}
+
+const ROLES = new Set(["active", "standby", "stopped"]);
+
+/** One instance of a list of ops addresses, as its /readyz says (`lockd status` with several addresses). */
+interface Instance {
+  readonly address: string;
+  /** active, standby, stopped; ready or shutting_down without --coordinator; unreachable. */
+  readonly state: string;
+  readonly epoch?: number;
+  readonly refusal?: string;
+  readonly error?: string;
+}
+
+/**
+ * Every address of a list (an active and its standbys), asked /readyz at
+ * once: the answer above comes from one instance, and a standby that will
+ * not take over (another map), or an instance that does not answer, is
+ * what an operator must hear about before the active fails. `text` is one
+ * line; `warnings` go to stderr. Nothing for a single address.
+ */
+async function instancesOf(ops: readonly Address[], expect: Expected, request: { timeoutMs: number; ca?: string }): Promise<{ list: Instance[]; text: string; warnings: string[] }> {
+  if (ops.length < 2) return { list: [], text: "", warnings: [] };
+  const warnings: string[] = [];
+  const list = await Promise.all(
+    ops.map(async (address): Promise<Instance> => {
+      const at = formatAddress(address);
+      try {
+        const answer = await opsRequest(address, "GET", "/readyz", request);
+        const body = (answer.body ?? {}) as { status?: unknown; role?: unknown; epoch?: unknown; refusal?: unknown };
+        const state = typeof body.role === "string" ? body.role : typeof body.status === "string" ? body.status : `HTTP ${answer.status}`;
+        const refusal = typeof body.refusal === "string" ? body.refusal : undefined;
+        if (refusal !== undefined) warnings.push(`${at} is a standby that will not take over: ${refusal}`);
+        try {
+          checkShard(answer, address, expect, undefined);
+        } catch (error) {
+          if (!(error instanceof CliError)) throw error;
+          warnings.push(error.message);
+        }
+        return { address: at, state, ...(typeof body.epoch === "number" ? { epoch: body.epoch } : {}), ...(refusal === undefined ? {} : { refusal }) };
+      } catch (error) {
+        if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE) throw error;
+        const why = error instanceof OpsUnreachable ? error.reasons.join("; ") : error.message;
+        warnings.push(`${at} did not answer: ${why}`);
+        return { address: at, state: "unreachable", error: why };
+      }
+    }),
+  );
+  // Without --coordinator a list names replacements started only once the first is gone: nothing to say.
+  if (!list.some((i) => ROLES.has(i.state))) return { list: [], text: "", warnings: [] };
+  const actives = list.filter((i) => i.state === "active").length;
+  if (actives > 1) warnings.push(`${actives} instances say they are active: ${list.filter((i) => i.state === "active").map((i) => i.address).join(", ")}`);
+  const parts = list.map((i) => `${i.address} ${i.state}${i.epoch === undefined ? "" : ` (epoch ${i.epoch})`}${i.refusal === undefined ? "" : " (will not take over)"}`);
+  return { list, text: `instances: ${parts.join("; ")}\n`, warnings };
 }
 
 /** What the map says of the ops servers of one entry: `shard` null for a plain list. */

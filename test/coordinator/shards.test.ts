@@ -372,6 +372,15 @@ describe("an instance started with another map than its service's active", () =>
       expect(await metrics(active)).toContain("lockd_coordinator_takeover_refused 0");
       const status = await runCli(["status", "--ops", `127.0.0.1:${await opsPort(stale)}`]);
       expect(status.out).toContain(`service ${service}: standby, epoch 0 (a standby serves no locks, and refuses to take over: ${refused.reason})`);
+      // Over the whole service: the answer is the active's, and the standby that will not take over is said, before it matters.
+      const activeAt = `127.0.0.1:${await opsPort(active)}`;
+      const staleAt = `127.0.0.1:${await opsPort(stale)}`;
+      const both = await runCli(["status", "--ops", `${activeAt},${staleAt}`]);
+      expect(both.code).toBe(0);
+      expect(both.out).toMatch(new RegExp(`^instances: ${activeAt} active \\(epoch 1\\); ${staleAt} standby \\(epoch \\d+\\) \\(will not take over\\)$`, "m"));
+      expect(both.err).toContain(`lockd status: warning: ${staleAt} is a standby that will not take over: ${refused.reason}`);
+      const asJson = JSON.parse((await runCli(["status", "--json", "--ops", `${activeAt},${staleAt}`])).out) as { instances: { address: string; state: string; refusal?: string }[] };
+      expect(asJson.instances.map((i) => [i.address, i.state, i.refusal])).toEqual([[activeAt, "active", undefined], [staleAt, "standby", refused.reason]]);
 
       // A clean stop of the active releases the row, naming its map: the stale standby still refuses it.
       active.proc.kill("SIGTERM");
