@@ -361,7 +361,10 @@ test("interactive: Ctrl-C reaches COMMAND once (from the terminal), not a second
     // Any SIGINT lockd run passed on was sent before this SIGTERM, which it passes on too.
     proc.kill("SIGTERM");
     expect(await proc.exited).toBe(42);
-    expect(output).toContain("SIGTERM after 1 SIGINT");
+    // The terminal's output can reach this side after the exit is seen (a kernel worker
+    // hands it over): wait for COMMAND's last line, not just the exit.
+    const last = await seen.until(() => /SIGTERM after \d+ SIGINT/.exec(output)?.[0], 10_000, () => `COMMAND's last line; got ${output}`);
+    expect(last).toBe("SIGTERM after 1 SIGINT");
   } finally {
     clearTimeout(timer);
     proc.terminal?.close();
