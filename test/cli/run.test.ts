@@ -7,6 +7,7 @@ import { join, resolve } from "node:path";
 import { Wakeup } from "../helpers/events.ts";
 import { startServer } from "../helpers/wire.ts";
 import { alive } from "../helpers/pids.ts";
+import { freePort } from "../helpers/ports.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const MAIN = resolve(ROOT, "src/cli/main.ts");
@@ -405,9 +406,7 @@ test("killing the server process (SIGKILL): the lock is lost and the child gets 
 });
 
 test("exit codes: unreachable server 69, bad usage 64, missing command 127, SIGINT while waiting 130", async () => {
-  const dead = startServer();
-  const deadPort = dead.port;
-  await dead.stop();
+  const deadPort = await freePort();
   // Unreachable is retried within --wait (30 s without it), then 69, not 75: the lock was never refused.
   const unreachable = lockdRun(deadPort, ["-w", "300ms", "jobs/x", ...child("exit", "0")]);
   expect(await unreachable.exit()).toBe(69);
@@ -439,17 +438,9 @@ test("exit codes: unreachable server 69, bad usage 64, missing command 127, SIGI
   expect(waiter.lines).toEqual([]);
 });
 
-/** A port on 127.0.0.1 where nothing listens (a server's, just stopped). */
-async function closedPort(): Promise<number> {
-  const dead = startServer();
-  const port = dead.port;
-  await dead.stop();
-  return port;
-}
-
 test("--server takes a list: the first address refuses, the second grants", async () => {
   await using server = startServer();
-  const run = lockdRun(`127.0.0.1:${await closedPort()},127.0.0.1:${server.port}`, ["jobs/list", ...child("exit", "4")]);
+  const run = lockdRun(`127.0.0.1:${await freePort()},127.0.0.1:${server.port}`, ["jobs/list", ...child("exit", "4")]);
   expect((await run.child()).lock).toBe("jobs/list");
   expect(await run.exit()).toBe(4);
   const bad = lockdRun(`127.0.0.1:${server.port},nope`, ["jobs/list", ...child("exit", "0")]);
@@ -458,7 +449,7 @@ test("--server takes a list: the first address refuses, the second grants", asyn
 });
 
 test("a server that is not up yet is retried within --wait (a cron job during a restart)", async () => {
-  const port = await closedPort();
+  const port = await freePort();
   const run = lockdRun(port, ["-w", "20s", "jobs/late", ...child("exit", "6")]);
   await run.errContains("retrying"); // it has been refused at least once
   await using server = startServer({ port });

@@ -1,5 +1,6 @@
 /** The client against the real in-process server, over real sockets. */
 import { describe, expect, test } from "bun:test";
+import { freePort } from "../helpers/ports.ts";
 import {
   LockAbortedError,
   LockBusyError,
@@ -120,9 +121,7 @@ describe("acquire and release", () => {
   });
 
   test("several addresses: an unreachable first one is skipped", async () => {
-    const dead = startServer();
-    const deadPort = dead.port;
-    await dead.stop();
+    const deadPort = await freePort();
     await using server = startServer();
     const client = new LockClient({ servers: [`127.0.0.1:${deadPort}`, `127.0.0.1:${server.port}`] });
     await using lock = await client.acquire("c/failover");

@@ -13,9 +13,9 @@
  */
 import { afterAll, beforeAll } from "bun:test";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "../helpers/ports.ts";
 
 export const PG_USER = "lockd";
 export const PG_PASSWORD = "secret";
@@ -30,24 +30,7 @@ function binDir(): string | null {
   return join(root, versions[0]!, "bin");
 }
 
-/** A port nothing listens on now (for a listener started later: bound by the kernel's choice, then closed). */
-export async function freePort(): Promise<number> {
-  return (await freePorts(1))[0]!;
-}
-
-/** `count` distinct free ports: all held open at once, so the kernel cannot hand out one twice. */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-      const server = createServer();
-      server.once("error", reject);
-      server.listen(0, "127.0.0.1", () => resolve(server));
-    })),
-  );
-  const ports = servers.map((server) => (server.address() as { port: number }).port);
-  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
-  return ports;
-}
+export { freePort, freePorts } from "../helpers/ports.ts";
 
 export class Postgres implements AsyncDisposable {
   private running = false;
