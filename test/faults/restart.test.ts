@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { LockClient, LockLostError, type Lock } from "../../src/client/index.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { aborted } from "../client/fake-server.ts";
+import { freePort } from "../helpers/ports.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -27,7 +28,10 @@ async function waitingCount(opsPort: number, name: string): Promise<number> {
 test("server SIGKILL and restart with the same data dir: holders lose, waiters reconnect and win, tokens only grow", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "lockd-fault-restart-"));
   dirs.push(dataDir);
-  const first = serve(dataDir, 0);
+  // A port from outside the kernel's ephemeral range: while nothing listens on it
+  // (between the kill and the restart), no port-0 listener and no outgoing
+  // connection on the machine (the reconnecting clients' own) can be given it.
+  const first = serve(dataDir, await freePort());
   let second: ChildServer | null = null;
   const held: Lock[] = [];
   try {
