@@ -146,18 +146,20 @@ describe("waiting", () => {
     await lock.release();
   });
 
-  test("heartbeats keep a waiter and then a holder alive well past a short lease", async () => {
+  test("heartbeats keep a waiter and then a holder alive past the lease", async () => {
     await using server = startServer();
     const owner = await WirePeer.claim(server.port, "c/long-wait");
-    const lease = 200;
+    // Not shorter: the client rightly gives a claim up when this process stalls for more
+    // than ~0.55 x lease, and a loaded 2-core machine stalls it 100-300 ms now and then.
+    const lease = 1500;
     const pending = clientFor(server.port).acquire("c/long-wait", { lease });
-    // 8 heartbeats at ~lease/4: two leases of waiting.
-    await eventually(() => server.engine.stats.heartbeats >= 8, 10_000, "8 heartbeats while waiting");
+    // 6 heartbeats at ~lease/4: one and a half leases of waiting.
+    await eventually(() => server.engine.stats.heartbeats >= 6, 15_000, "6 heartbeats while waiting");
     owner.end();
     const lock = await pending;
     const before = server.engine.stats.heartbeats;
-    await eventually(() => server.engine.stats.heartbeats >= before + 8, 10_000, "8 heartbeats while holding");
-    expect(lock.held).toBe(true);
+    await eventually(() => server.engine.stats.heartbeats >= before + 6 || !lock.held, 15_000, "6 heartbeats while holding");
+    expect({ held: lock.held, reason: String(lock.signal.reason ?? "") }).toEqual({ held: true, reason: "" });
     expect(server.engine.stats.ends[ErrorCode.LEASE_EXPIRED] ?? 0).toBe(0); // nothing expired
     await lock.release();
   });
