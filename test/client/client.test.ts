@@ -222,7 +222,9 @@ describe("waiting", () => {
 
 describe("SHUTTING_DOWN", () => {
   test("while waiting: the claim reconnects to the restarted server and gets the lock", async () => {
-    const first = startServer();
+    // A port outside the ephemeral range: while it is down, no other listener and no
+    // reconnecting client's source port can take it (restartOn binds it again).
+    const first = startServer({ port: await freePort() });
     const port = first.port;
     const owner = await WirePeer.claim(port, "c/restart");
     const tap = tapWaiting();
@@ -238,7 +240,7 @@ describe("SHUTTING_DOWN", () => {
   });
 
   test("while holding: the signal aborts with a typed error and withLock does not re-run the work", async () => {
-    const first = startServer();
+    const first = startServer({ port: await freePort() }); // restartOn binds it again, as above
     const port = first.port;
     const client = clientFor(port);
     let runs = 0;
