@@ -47,10 +47,15 @@ func silentAfterGrant(t *testing.T) (addr string, heartbeats <-chan int) {
 	return ln.Addr().String(), out
 }
 
+// testLease is long enough that the first HEARTBEAT (at lease/4) goes out before the
+// loss (at 0.8 x lease) however this process is scheduled: with 200 ms, a loaded
+// machine that held it up for over ~110 ms made it lose with no heartbeat sent.
+const testLease = time.Second
+
 func TestSilentServerLosesAtClientTimeoutWithOneHeartbeatInFlight(t *testing.T) {
 	addr, heartbeats := silentAfterGrant(t)
 	client := &Client{Servers: addr}
-	lock, err := client.Acquire(context.Background(), "jobs/x", Options{Lease: 200 * time.Millisecond})
+	lock, err := client.Acquire(context.Background(), "jobs/x", Options{Lease: testLease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +87,7 @@ func TestWithLockCancelsTheWorkAndReportsTheLoss(t *testing.T) {
 	addr, _ := silentAfterGrant(t)
 	client := &Client{Servers: addr}
 	var token uint64
-	err := client.WithLock(context.Background(), "jobs/y", Options{Lease: 200 * time.Millisecond}, func(ctx context.Context, tok uint64) error {
+	err := client.WithLock(context.Background(), "jobs/y", Options{Lease: testLease}, func(ctx context.Context, tok uint64) error {
 		token = tok
 		select {
 		case <-ctx.Done():

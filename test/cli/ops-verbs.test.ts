@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { freePort } from "../helpers/ports.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
@@ -44,9 +45,7 @@ describe("lockd status", () => {
   });
 
   test("an unreachable ops server is exit 69 with the address", async () => {
-    const taken = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-    const port = taken.port;
-    taken.stop(true); // a port nobody listens on now
+    const port = await freePort(); // a port nobody listens on
     const result = await runCli(["status", "--ops", `127.0.0.1:${port}`, "--timeout", "3s"]);
     expect(result.code).toBe(69);
     expect(result.err).toContain(`lockd status: cannot reach the ops server at 127.0.0.1:${port}`);
@@ -55,9 +54,7 @@ describe("lockd status", () => {
 
   test("--ops takes a list (LOCKD_OPS too): the first that answers is used; none answering names each", async () => {
     await using ops = startDaemon({ adminToken: TOKEN });
-    const taken = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-    const dead = taken.port;
-    taken.stop(true);
+    const dead = await freePort();
     const list = `127.0.0.1:${dead},127.0.0.1:${ops.daemon.ops.port}`;
     const status = await runCli(["status", "--ops", list]);
     expect(status.err).toBe("");

@@ -1,5 +1,6 @@
 /** The client against the real in-process server, over real sockets. */
 import { describe, expect, test } from "bun:test";
+import { freePort } from "../helpers/ports.ts";
 import {
   LockAbortedError,
   LockBusyError,
@@ -120,9 +121,7 @@ describe("acquire and release", () => {
   });
 
   test("several addresses: an unreachable first one is skipped", async () => {
-    const dead = startServer();
-    const deadPort = dead.port;
-    await dead.stop();
+    const deadPort = await freePort();
     await using server = startServer();
     const client = new LockClient({ servers: [`127.0.0.1:${deadPort}`, `127.0.0.1:${server.port}`] });
     await using lock = await client.acquire("c/failover");
@@ -147,18 +146,20 @@ describe("waiting", () => {
     await lock.release();
   });
 
-  test("heartbeats keep a waiter and then a holder alive well past a short lease", async () => {
+  test("heartbeats keep a waiter and then a holder alive past the lease", async () => {
     await using server = startServer();
     const owner = await WirePeer.claim(server.port, "c/long-wait");
-    const lease = 200;
+    // Not shorter: the client rightly gives a claim up when this process stalls for more
+    // than ~0.55 x lease, and a loaded 2-core machine stalls it 100-300 ms now and then.
+    const lease = 1500;
     const pending = clientFor(server.port).acquire("c/long-wait", { lease });
-    // 8 heartbeats at ~lease/4: two leases of waiting.
-    await eventually(() => server.engine.stats.heartbeats >= 8, 10_000, "8 heartbeats while waiting");
+    // 6 heartbeats at ~lease/4: one and a half leases of waiting.
+    await eventually(() => server.engine.stats.heartbeats >= 6, 15_000, "6 heartbeats while waiting");
     owner.end();
     const lock = await pending;
     const before = server.engine.stats.heartbeats;
-    await eventually(() => server.engine.stats.heartbeats >= before + 8, 10_000, "8 heartbeats while holding");
-    expect(lock.held).toBe(true);
+    await eventually(() => server.engine.stats.heartbeats >= before + 6 || !lock.held, 15_000, "6 heartbeats while holding");
+    expect({ held: lock.held, reason: String(lock.signal.reason ?? "") }).toEqual({ held: true, reason: "" });
     expect(server.engine.stats.ends[ErrorCode.LEASE_EXPIRED] ?? 0).toBe(0); // nothing expired
     await lock.release();
   });
@@ -221,7 +222,9 @@ describe("waiting", () => {
 
 describe("SHUTTING_DOWN", () => {
   test("while waiting: the claim reconnects to the restarted server and gets the lock", async () => {
-    const first = startServer();
+    // A port outside the ephemeral range: while it is down, no other listener and no
+    // reconnecting client's source port can take it (restartOn binds it again).
+    const first = startServer({ port: await freePort() });
     const port = first.port;
     const owner = await WirePeer.claim(port, "c/restart");
     const tap = tapWaiting();
@@ -237,7 +240,7 @@ describe("SHUTTING_DOWN", () => {
   });
 
   test("while holding: the signal aborts with a typed error and withLock does not re-run the work", async () => {
-    const first = startServer();
+    const first = startServer({ port: await freePort() }); // restartOn binds it again, as above
     const port = first.port;
     const client = clientFor(port);
     let runs = 0;

@@ -10,6 +10,7 @@ import { connectBun } from "../../src/client/bun-transport.ts";
 import { ErrorCode, FrameType, WAITING_REPLY_FRAME } from "../../src/protocol/index.ts";
 import { Wakeup } from "../helpers/events.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
+import { freePort } from "../helpers/ports.ts";
 import { FakeServer } from "./fake-server.ts";
 
 /** A connector that records the port of every connect, and wakes on each WAITING a connection receives. */
@@ -39,16 +40,9 @@ function recorder(): { connect: Connector; ports: number[]; waiting: (n: number)
   };
 }
 
-async function closedPort(): Promise<number> {
-  const dead = startServer();
-  const port = dead.port;
-  await dead.stop();
-  return port;
-}
-
 test("a list whose first address refuses: the second, a real server, grants", async () => {
   await using server = startServer();
-  const refusing = await closedPort();
+  const refusing = await freePort();
   const tap = recorder();
   const client = new LockClient({ servers: `127.0.0.1:${refusing},127.0.0.1:${server.port}`, connect: tap.connect });
   await using lock = await client.acquire("f/refused", { lease: 5000 });
@@ -83,7 +77,7 @@ test("a broken connection while waiting: the next address, then the one after", 
     conn.socket.terminate();
   });
   await using c = startServer();
-  const b = await closedPort();
+  const b = await freePort();
   const tap = recorder();
   const client = new LockClient({ servers: [`127.0.0.1:${a.port}`, `127.0.0.1:${b}`, `127.0.0.1:${c.port}`], connect: tap.connect });
   await using lock = await client.acquire("f/broken", { lease: 5000, wait: 15_000 });
@@ -115,7 +109,7 @@ test("a held lock whose server shuts down is lost, and the client does not re-ac
 });
 
 test("retryFirstConnect: a server that is not up yet is waited for; without it, ServerUnavailableError", async () => {
-  const port = await closedPort();
+  const port = await freePort();
   const plain = new LockClient({ servers: `127.0.0.1:${port}` });
   expect(await plain.acquire("f/late").then(() => null, (e: unknown) => e)).toBeInstanceOf(ServerUnavailableError);
 
@@ -131,7 +125,7 @@ test("retryFirstConnect: a server that is not up yet is waited for; without it, 
 });
 
 test("a wait that runs out while no server answers says the servers were unavailable", async () => {
-  const port = await closedPort();
+  const port = await freePort();
   const client = new LockClient({ servers: `127.0.0.1:${port}`, retryFirstConnect: true });
   const error = await client.acquire("f/down", { wait: 200 }).then(() => null, (e: unknown) => e);
   expect(error).toBeInstanceOf(WaitTimeoutError);

@@ -271,14 +271,21 @@ describe("the coordinator goes away", () => {
   });
 });
 
-/** Wait until the ops view shows a waiter on `name` (bounded). */
-async function waitForWaiter(ops: number, name: string, atLeast = 1): Promise<void> {
-  for (let i = 0; i < 200; i++) {
+/**
+ * Wait until the ops view shows `atLeast` waiters on `name`, polling (the server
+ * is another process), bounded by time: a waiter that is a fresh `lockd run`
+ * process may take seconds to start on a loaded machine.
+ */
+async function waitForWaiter(ops: number, name: string, atLeast = 1, ms = 20_000): Promise<void> {
+  const deadline = performance.now() + ms;
+  let waiting = 0;
+  while (performance.now() < deadline) {
     const response = await fetch(`http://127.0.0.1:${ops}/v1/locks?name=${encodeURIComponent(name)}`);
-    if (response.status === 200 && ((await response.json()) as { waiting: number }).waiting >= atLeast) return;
+    if (response.status === 200) waiting = ((await response.json()) as { waiting: number }).waiting;
+    if (waiting >= atLeast) return;
     await Bun.sleep(25);
   }
-  throw new Error(`no waiter on ${name}`);
+  throw new Error(`${waiting} waiters on ${name} after ${ms} ms, want ${atLeast}`);
 }
 
 /** A connection to `port` is refused (nothing listens). */

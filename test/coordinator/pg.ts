@@ -13,9 +13,9 @@
  */
 import { afterAll, beforeAll } from "bun:test";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "../helpers/ports.ts";
 
 export const PG_USER = "lockd";
 export const PG_PASSWORD = "secret";
@@ -30,48 +30,7 @@ function binDir(): string | null {
   return join(root, versions[0]!, "bin");
 }
 
-/** A port nothing listens on now (for a listener started later: bound by the kernel's choice, then closed). */
-export async function freePort(): Promise<number> {
-  return (await freePorts(1))[0]!;
-}
-
-/**
- * `count` distinct free ports: all held open at once, so none is handed out
- * twice. They are picked below the kernel's ephemeral range when it is
- * known (Linux): a port from that range (what port 0 gives) can be taken by
- * any process's outgoing connection between the pick and the listen, and a
- * coordinated instance that cannot listen gives its term up for a lease.
- */
-export async function freePorts(count: number): Promise<number[]> {
-  const low = ephemeralLow();
-  const servers: ReturnType<typeof createServer>[] = [];
-  try {
-    for (let attempt = 0; servers.length < count; attempt++) {
-      if (attempt >= 200) throw new Error(`no ${count} free ports below ${low} after 200 attempts`);
-      // Below the ephemeral range: [max(1024, low - 16384), low). Without a known range: port 0.
-      const port = low === null ? 0 : Math.max(1024, low - 16384) + Math.floor(Math.random() * Math.min(16384, low - 1024));
-      const server = await new Promise<ReturnType<typeof createServer> | null>((resolve) => {
-        const s = createServer();
-        s.once("error", () => resolve(null));
-        s.listen(port, "127.0.0.1", () => resolve(s));
-      });
-      if (server !== null) servers.push(server);
-    }
-    return servers.map((server) => (server.address() as { port: number }).port);
-  } finally {
-    await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
-  }
-}
-
-/** The first port of the kernel's ephemeral range (Linux), or null when unknown or too low to pick below. */
-function ephemeralLow(): number | null {
-  try {
-    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
-    return Number.isInteger(low) && low > 2048 ? low : null;
-  } catch {
-    return null;
-  }
-}
+export { freePort, freePorts } from "../helpers/ports.ts";
 
 export class Postgres implements AsyncDisposable {
   private running = false;

@@ -10,7 +10,10 @@ import { Roles } from "../../src/server/roles.ts";
 import { LockServer } from "../../src/server/server.ts";
 import { MemoryRow, MemoryStore } from "./memory-store.ts";
 
-const LEASE = 1000;
+// 2 s: both roles run in this process on real timers, and an active that confirms no
+// renewal for 0.8 x lease steps down; with 1 s, a stall of ~550 ms of this process (a
+// loaded 2-core machine) would be a step-down the wall-clock test counts as a failure.
+const LEASE = 2000;
 
 afterEach(() => {
   setSystemTime(); // back to the real clock

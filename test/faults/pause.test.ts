@@ -8,7 +8,10 @@ import { expect, test } from "bun:test";
 import { LockClient, LockLostError } from "../../src/client/index.ts";
 import { startServer } from "../helpers/wire.ts";
 
-const LEASE = 400;
+// 1.5 s: `held` must still be true after the first half lease, and this process can
+// stall for 100-300 ms on a loaded 2-core machine (with 400 ms, a stall of ~250 ms
+// there already lost the lock before the pause under test).
+const LEASE = 1500;
 
 /** Block this process's event loop, as a GC pause would. */
 function pause(ms: number): void {

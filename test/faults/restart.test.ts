@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { LockClient, LockLostError, type Lock } from "../../src/client/index.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { aborted } from "../client/fake-server.ts";
+import { freePort } from "../helpers/ports.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -27,7 +28,10 @@ async function waitingCount(opsPort: number, name: string): Promise<number> {
 test("server SIGKILL and restart with the same data dir: holders lose, waiters reconnect and win, tokens only grow", async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "lockd-fault-restart-"));
   dirs.push(dataDir);
-  const first = serve(dataDir, 0);
+  // A port from outside the kernel's ephemeral range: while nothing listens on it
+  // (between the kill and the restart), no port-0 listener and no outgoing
+  // connection on the machine (the reconnecting clients' own) can be given it.
+  const first = serve(dataDir, await freePort());
   let second: ChildServer | null = null;
   const held: Lock[] = [];
   try {
@@ -39,8 +43,9 @@ test("server SIGKILL and restart with the same data dir: holders lose, waiters r
     const before = [holder.token, other.token];
     const claims = [0, 1].map((i) => client.acquire("fault/restart", { lease: 2000, wait: 40_000 }).then((lock) => ({ i, lock })));
     for (const c of claims) c.catch(() => {});
-    for (let tries = 0; (await waitingCount(opsPort, "fault/restart")) < 2; tries++) {
-      if (tries > 200) throw new Error("the two waiters never queued");
+    const queuedBy = performance.now() + 20_000; // a bound, not a wait: polled, as the server is another process
+    while ((await waitingCount(opsPort, "fault/restart")) < 2) {
+      if (performance.now() > queuedBy) throw new Error("the two waiters never queued");
       await Bun.sleep(20);
     }
 

@@ -50,7 +50,9 @@ describe("state diagram over TCP", () => {
 
   test("ACQUIRED -> DISCONNECTED and WAITING -> DISCONNECTED on lease expiry: LEASE_EXPIRED, never before the lease", async () => {
     await using server = startServer();
-    const lease = 300;
+    // b and c must queue behind a before a's lease runs out: 1 s leaves room for the
+    // 100-300 ms stalls of a loaded machine (with 300 ms, a could expire first).
+    const lease = 1000;
     const a = await WirePeer.connect(server.port);
     const sentA = performance.now();
     a.acquire("L", lease);
@@ -60,6 +62,7 @@ describe("state diagram over TCP", () => {
     const sentC = performance.now();
     c.acquire("L", lease); // waits behind a, silent
     await c.frame(0);
+    expect([b.frames[0]!.type, c.frames[0]!.type]).toEqual([WAITING, WAITING]);
 
     const expiredA = await a.frame(1, 5000);
     expect([expiredA.type, expiredA.code]).toEqual([ERROR, ErrorCode.LEASE_EXPIRED]);
@@ -76,12 +79,14 @@ describe("state diagram over TCP", () => {
 
   test("heartbeats keep owner and waiter alive across many leases", async () => {
     await using server = startServer();
-    const lease = 400;
+    // 1 s: this process (peers and server alike) can stall for 100-300 ms on a loaded
+    // 2-core machine, and a lease of 400 ms left a heartbeat only ~350 ms of slack.
+    const lease = 1000;
     const owner = await WirePeer.claim(server.port, "L", lease);
     const token = owner.frames[0]!.token;
     const waiter = await WirePeer.claim(server.port, "L", lease);
-    // Heartbeat after each reply with a pause of lease/8: 24 rounds span several leases.
-    for (let i = 1; i <= 24; i++) {
+    // Heartbeat after each reply with a pause of lease/8: 20 rounds span two and a half leases.
+    for (let i = 1; i <= 20; i++) {
       await Bun.sleep(lease / 8); // the heartbeat schedule itself, not synchronisation
       owner.heartbeat();
       waiter.heartbeat();
@@ -91,7 +96,7 @@ describe("state diagram over TCP", () => {
     }
     expect(owner.isClosed || waiter.isClosed).toBe(false);
     owner.end();
-    expect((await waiter.frame(25)).type).toBe(ACQUIRED);
+    expect((await waiter.frame(21)).type).toBe(ACQUIRED);
     waiter.end();
   });
 });

@@ -4,22 +4,15 @@
  * "shard gamma at HOST:PORT" says which shard is not up yet.
  */
 import { expect, test } from "bun:test";
+import { freePort } from "../helpers/ports.ts";
 import { LockClient, ServerUnavailableError } from "../../src/client/index.ts";
 import { Placement } from "../../src/shard.ts";
-
-/** A loopback port nobody listens on: bound, then closed. */
-function closedPort(): number {
-  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = listener.port;
-  listener.stop(true);
-  return port;
-}
 
 test("a claim on a shard whose servers are down fails with SERVER_UNAVAILABLE naming the shard", async () => {
   const three = new Placement(["alpha", "beta", "gamma"]);
   let name = "";
   for (let i = 0; name === ""; i++) if (three.shardOf(`moved/${i}`) === "gamma") name = `moved/${i}`;
-  const port = closedPort();
+  const port = await freePort();
   // alpha's and beta's addresses are never dialled: the name is gamma's.
   const client = new LockClient({ servers: `gen=2;alpha=127.0.0.1:1;beta=127.0.0.1:2;gamma=127.0.0.1:${port}` });
   const error = await client.acquire(name).then(
@@ -34,7 +27,7 @@ test("a claim on a shard whose servers are down fails with SERVER_UNAVAILABLE na
 });
 
 test("without a map the message is as before and names no shard", async () => {
-  const port = closedPort();
+  const port = await freePort();
   const error = await new LockClient({ servers: `127.0.0.1:${port}` }).acquire("plain").catch((e: unknown) => e);
   expect(error).toBeInstanceOf(ServerUnavailableError);
   expect((error as ServerUnavailableError).shard).toBeUndefined();

@@ -56,6 +56,10 @@ async function session(n: number): Promise<void> {
       await Bun.sleep(Math.random() * 200);
       continue;
     }
+    // Taken before `held` is checked: a hold that passes the check was granted by
+    // then, and a stall between the check and a later stamp could put the start
+    // after the deadline the check had just met (a hold "ending before it starts").
+    const grantedAt = performance.now();
     const abortedBeforeSeen = lock.signal.aborted;
     if (!lock.held) {
       // Lost before this code first looked (the process stalled between the
@@ -68,7 +72,6 @@ async function session(n: number): Promise<void> {
       await lock.release();
       continue;
     }
-    const grantedAt = performance.now();
     const machine = machineOf(lock);
     const confirmedAtGrant = machine.confirmedAt;
     emit({ k: "g", l: name, t: String(lock.token), s: key, a: epoch(grantedAt), c: epoch(confirmedAtGrant), L: lease });

@@ -35,12 +35,18 @@ def silent_after_grant():
     return listener, heartbeats
 
 
+# Long enough that the first HEARTBEAT (at lease/4) goes out before the loss (at
+# 0.8 x lease) however this process is scheduled: with 0.2 s, a loaded machine
+# that held it up for over ~110 ms made it lose with no heartbeat sent.
+TEST_LEASE = 1.0
+
+
 class Blocking(unittest.TestCase):
     def test_silent_server_is_given_up_with_one_heartbeat_in_flight(self):
         listener, heartbeats = silent_after_grant()
         self.addCleanup(listener.close)
         client = Client(f"127.0.0.1:{listener.getsockname()[1]}")
-        with client.lock("jobs/x", lease=0.2) as lock:
+        with client.lock("jobs/x", lease=TEST_LEASE) as lock:
             self.assertEqual(lock.token, 3)
             self.assertTrue(lock.lost.wait(5), "lock.lost was not set")
             self.assertEqual(lock.error.why, "unconfirmed")
@@ -52,7 +58,7 @@ class Blocking(unittest.TestCase):
         self.addCleanup(listener.close)
         client = Client(f"127.0.0.1:{listener.getsockname()[1]}")
         with self.assertRaises(LockLostError):
-            client.with_lock("jobs/y", lambda lock: lock.lost.wait(5), lease=0.2)
+            client.with_lock("jobs/y", lambda lock: lock.lost.wait(5), lease=TEST_LEASE)
 
     def test_refused_addresses_are_unavailable(self):
         s = socket.create_server(("127.0.0.1", 0))
