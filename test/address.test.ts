@@ -68,7 +68,7 @@ describe("the same grammar everywhere", () => {
 
   test("status and the admin verbs take a list in --ops and LOCKD_OPS", () => {
     expect(parseOptions(STATUS_OPTIONS, ["--ops", "a:1,b:2"], {}).options.ops.shards[0]!.addresses).toHaveLength(2);
-    expect(parseOptions(ADMIN_OPTIONS, [], { LOCKD_OPS: "a:1,b:2" }).options.ops).toHaveLength(2);
+    expect(parseOptions(ADMIN_OPTIONS, [], { LOCKD_OPS: "a:1,b:2" }).options.ops.shards[0]!.addresses).toHaveLength(2);
   });
 
   test("serve listens on one address, port 0 allowed; a list there is an error that says so", () => {
