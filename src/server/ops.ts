@@ -174,7 +174,15 @@ export class OpsServer {
     // A getter: with --coordinator the server (and its engine) changes with each active term.
     const server = options.server;
     this.slices = new SliceQueue(this.limits.scanSlice);
-    this.board = new Board({ get engine() { return server.view; }, scanSlice: this.limits.scanSlice, slices: this.slices, version: options.version });
+    const roles = options.roles;
+    this.board = new Board({
+      get engine() { return server.view; },
+      scanSlice: this.limits.scanSlice,
+      slices: this.slices,
+      version: options.version,
+      shard: this.shardView,
+      ...(roles === undefined ? {} : { role: () => roles.view() }),
+    });
     this.http = new HttpServer({
       hostname: options.hostname,
       port: options.port,

@@ -33,7 +33,8 @@ import { ErrorCode, MAX_NAME_LENGTH } from "../../protocol/constants.ts";
 import { errorReply, type HttpReply, JSON_HEADERS } from "../ops-http.ts";
 import { SliceQueue } from "../ops-slices.ts";
 import type { Conn } from "../conn.ts";
-import { rowComparator, RowOrder, shownRow, type SnapshotRow, snapshotRow, sessionCounts, TopK } from "../views.ts";
+import type { RoleView } from "../roles.ts";
+import { rowComparator, RowOrder, shownRow, type ShardView, type SnapshotRow, snapshotRow, sessionCounts, TopK } from "../views.ts";
 import pageHtml from "./index.html" with { type: "text" };
 import pageJs from "./ops-ui.js" with { type: "text" };
 import pageCss from "./ops-ui.css" with { type: "text" };
@@ -179,9 +180,37 @@ export class Samples {
   }
 }
 
+/**
+ * The instance's role in the board's answer, with --coordinator (null
+ * without): an instance that is not the active serves no locks, so its
+ * table is not the service's.
+ */
+export interface BoardRole {
+  readonly role: RoleView["role"];
+  readonly epoch: number;
+  readonly service: string;
+  /** A standby that will not take over: why. */
+  readonly refusal?: string;
+}
+
+function boardRole(view: RoleView | undefined): BoardRole | null {
+  if (view === undefined) return null;
+  const role: BoardRole = { role: view.role, epoch: view.epoch, service: view.service };
+  return view.refusal === undefined ? role : { ...role, refusal: view.refusal };
+}
+
+/** Two answers' roles are the same role (a change makes a new snapshot). */
+function sameRole(a: BoardRole | null, b: BoardRole | null): boolean {
+  return a === b || (a !== null && b !== null && a.role === b.role && a.epoch === b.epoch && a.service === b.service && a.refusal === b.refusal);
+}
+
+const NO_SHARD: ShardView = { name: null, shards: [], generation: 0 };
+
 /** The locks at one moment, shared by every page within INTERVAL_MS, and the views built from it. */
 interface Snapshot {
   readonly startedAt: number;
+  /** The role when the walk began: the rows are that role's table. */
+  readonly role: BoardRole | null;
   /** When the walk ended (wall clock ms; 0 while it goes on) and what the counters said then. */
   wallClock: number;
   /** One per lock: sort keys and the holder, formatted only for the rows a view shows. */
@@ -244,6 +273,10 @@ export interface BoardOptions {
   readonly version: string;
   /** Monotonic ms (default performance.now; tests pass a manual clock). */
   readonly now?: () => number;
+  /** With --coordinator: this instance's role, read for each snapshot (omitted: the answer's role is null). */
+  readonly role?: () => RoleView | undefined;
+  /** Which shard of which map this server is: the `shard` of /readyz (default: no shards, generation 0). */
+  readonly shard?: ShardView;
 }
 
 export class Board {
@@ -268,7 +301,7 @@ export class Board {
       const now = this.now();
       this.samples.take(now, Date.now());
       // A snapshot no request can share any more is let go: it holds the holders' sessions, which may have ended.
-      this.snapshot = this.live(now);
+      this.snapshot = this.live(now, this.snapshot?.role ?? null);
     }, INTERVAL_MS);
     this.timer.unref();
   }
@@ -294,9 +327,10 @@ export class Board {
   /** The current snapshot, or a new one if the last began INTERVAL_MS ago or more and is complete. */
   private current(): Snapshot {
     const now = this.now();
-    const last = this.live(now);
+    const role = boardRole(this.options.role?.());
+    const last = this.live(now, role);
     if (last !== null) return last;
-    const snapshot: Snapshot = { startedAt: now, wallClock: 0, rows: [], totals: {}, views: new Map(), ready: Promise.resolve() };
+    const snapshot: Snapshot = { startedAt: now, role, wallClock: 0, rows: [], totals: {}, views: new Map(), ready: Promise.resolve() };
     snapshot.ready = this.walk(snapshot).catch((error: unknown) => {
       // A walk that failed is not shared: the next request starts another.
       if (this.snapshot === snapshot) this.snapshot = null;
@@ -310,11 +344,15 @@ export class Board {
   /**
    * The snapshot still to be shared, or null once a request would build a
    * new one. One walk at a time: a walk still going after an interval (a
-   * huge lock table) is waited for, not doubled.
+   * huge lock table) is waited for, not doubled. A complete snapshot taken
+   * in another role (a standby became the active, or the other way) is not
+   * shared: its rows are another term's table.
    */
-  private live(now: number): Snapshot | null {
+  private live(now: number, role: BoardRole | null): Snapshot | null {
     const last = this.snapshot;
-    return last !== null && (now - last.startedAt < INTERVAL_MS || last.wallClock === 0) ? last : null;
+    if (last === null) return null;
+    if (last.wallClock === 0) return last;
+    return now - last.startedAt < INTERVAL_MS && sameRole(last.role, role) ? last : null;
   }
 
   /** Fill a snapshot from the engine's Map, a slice per turn; times are relative to the walk's start. */
@@ -380,6 +418,8 @@ export class Board {
           limit: query.limit,
           rows: picked,
         },
+        role: snapshot.role,
+        shard: this.options.shard ?? NO_SHARD,
       }),
     );
   }

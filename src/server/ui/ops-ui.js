@@ -21,6 +21,8 @@
     token: "",
     /** The action awaiting confirmation. */
     pending: null,
+    /** False while the board says this instance is not its service's active (it serves no locks). */
+    serving: true,
   };
 
   /** An element with text children (strings become text nodes) and plain properties. */
@@ -99,6 +101,37 @@
     $("t-handover").textContent = `${micros(h.p50Us)} / ${micros(h.p99Us)} (since start, ${number(h.count)} handovers)`;
     const e = t.ends;
     $("t-ends").textContent = `lease expired ${number(e.leaseExpired)} · I/O timeout ${number(e.ioTimeout)} · force-released ${number(e.forceReleased)} · kicked ${number(e.kicked)}`;
+  }
+
+  /**
+   * The instance's place: with --coordinator its service, role and epoch in
+   * the header, and while it is not the active a banner instead of its
+   * (empty, or last term's) totals and table, which are not the service's;
+   * with shards, the shard and the map's generation.
+   */
+  function renderRole(board) {
+    const shard = board.shard;
+    const shardLabel = $("shard");
+    shardLabel.hidden = !shard || shard.name === null;
+    shardLabel.textContent = shardLabel.hidden ? "" : `shard ${shown(shard.name)} · generation ${shard.generation}`;
+    const role = board.role || null;
+    const roleLabel = $("role");
+    roleLabel.hidden = role === null;
+    roleLabel.textContent = role === null ? "" : `service ${shown(role.service)} · ${role.role} · epoch ${role.epoch}`;
+    const serving = role === null || role.role === "active";
+    state.serving = serving;
+    document.body.dataset.role = role === null ? "" : role.role;
+    $("standby").hidden = serving;
+    if (!serving) {
+      const what = role.role === "standby" ? `This instance is a standby of service ${shown(role.service)}` : `This instance of service ${shown(role.service)} is stopped`;
+      $("standby-text").textContent = `${what}: it serves no locks. Open the active instance's page.`;
+      const refusal = $("standby-refusal");
+      refusal.hidden = role.refusal === undefined;
+      refusal.textContent = role.refusal === undefined ? "" : `It will not take over: ${shown(role.refusal)}`;
+    }
+    $("totals").hidden = !serving;
+    $("locks-section").hidden = !serving;
+    $("detail").hidden = !serving || state.selected === null;
   }
 
   function renderRows(board) {
@@ -207,7 +240,7 @@
 
   async function refreshDetail() {
     const name = state.selected;
-    if (name === null) return;
+    if (name === null || !state.serving) return;
     const { status, body } = await getJson(`/v1/locks?name=${encodeURIComponent(name)}&limit=${QUEUE}`);
     if (name !== state.selected) return;
     const holder = $("d-holder");
@@ -334,6 +367,7 @@
         setStatus(`not updated: ${why}`, true);
         return;
       }
+      renderRole(body);
       renderTotals(body);
       renderRows(body);
       renderPlots(body.series);

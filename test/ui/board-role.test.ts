@@ -1,0 +1,96 @@
+// The /ui board's answer names the instance's role (with --coordinator) and
+// its shard, so the page can tell "this standby serves no locks" from
+// "nothing is held". The role is switched by hand here (the real roles are in
+// test/coordinator/failover.test.ts).
+import { afterEach, expect, test } from "bun:test";
+import type { Engine } from "../../src/core/index.ts";
+import { Logger } from "../../src/log.ts";
+import { AdminAuth } from "../../src/server/admin.ts";
+import type { Conn } from "../../src/server/conn.ts";
+import { OpsServer } from "../../src/server/ops.ts";
+import type { CoordinatorMetrics, RoleView } from "../../src/server/roles.ts";
+import { Board } from "../../src/server/ui/board.ts";
+import { Harness } from "../helpers/engine.ts";
+import { startServer, WirePeer } from "../helpers/wire.ts";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** An ops server in this process, with a role switched by hand (or none: no --coordinator). */
+function opsServer(role: (() => RoleView) | null, shard?: { shard: string; shards: string[]; generation: number }) {
+  const server = startServer();
+  cleanups.push(() => server.stop());
+  const ops = new OpsServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    server,
+    ...(role === null ? {} : { roles: { view: role, metrics: () => ({ ...role() }) as CoordinatorMetrics } }),
+    ...(shard === undefined ? {} : { shard }),
+    auth: new AdminAuth("board-role-token"),
+    log: new Logger("error", () => {}),
+    version: "0.0.0-test",
+    isReady: () => role === null || role().role === "active",
+  });
+  cleanups.push(() => ops.stop());
+  return { server, ops, base: `http://127.0.0.1:${ops.port}` };
+}
+
+async function board(base: string): Promise<any> {
+  const answer = await fetch(`${base}/ui/v1/board`);
+  expect(answer.status).toBe(200);
+  return answer.json();
+}
+
+test("a standby's board names its role, epoch, service and refusal, and its shard as /readyz does; the active's says active", async () => {
+  let view: RoleView = { role: "standby", epoch: 3, service: "svc", instance: "test", refusal: "its shard map differs from the active's" };
+  const { server, base } = opsServer(() => view, { shard: "b", shards: ["a", "b"], generation: 7 });
+  const holder = await WirePeer.claim(server.port, "held");
+  cleanups.push(() => holder.end());
+
+  const standby = await board(base);
+  expect(standby.role).toEqual({ role: "standby", epoch: 3, service: "svc", refusal: "its shard map differs from the active's" });
+  const readyz = (await (await fetch(`${base}/readyz`)).json()) as { shard: unknown };
+  expect(standby.shard).toEqual({ name: "b", shards: ["a", "b"], generation: 7 });
+  expect(standby.shard).toEqual(readyz.shard);
+  // Every field the page had before is still there, in the same order; role and shard come last.
+  expect(Object.keys(standby)).toEqual(["version", "at", "intervalMs", "totals", "series", "locks", "role", "shard"]);
+  expect(Object.keys(standby.locks)).toEqual(["total", "matched", "prefix", "sort", "dir", "limit", "rows"]);
+
+  // Becoming the active shows at the next request (even within the same second): a new snapshot, and no refusal.
+  view = { role: "active", epoch: 4, service: "svc", instance: "test" };
+  const active = await board(base);
+  expect(active.role).toEqual({ role: "active", epoch: 4, service: "svc" });
+  expect(active.locks.rows.map((row: { name: string }) => row.name)).toEqual(["held"]);
+
+  view = { role: "stopped", epoch: 4, service: "svc", instance: "test" };
+  expect((await board(base)).role).toEqual({ role: "stopped", epoch: 4, service: "svc" });
+});
+
+test("without --coordinator the board's role is null, and without shards its shard is the unsharded view", async () => {
+  const { base } = opsServer(null);
+  const answer = await board(base);
+  expect(answer.role).toBeNull();
+  expect(answer.shard).toEqual({ name: null, shards: [], generation: 0 });
+});
+
+test("a role change within one interval is not answered from the last role's snapshot or views", async () => {
+  const h = new Harness();
+  let view: RoleView = { role: "standby", epoch: 1, service: "svc", instance: "test" };
+  const b = new Board({ engine: h.engine as unknown as Engine<Conn>, scanSlice: 16_384, version: "0.0.0-test", now: () => h.now, role: () => view });
+  cleanups.push(() => b.stop());
+  const ask = async () => {
+    const reply = await b.handle("GET", "/ui/v1/board", "")!;
+    return JSON.parse(new TextDecoder().decode(reply.body as Uint8Array));
+  };
+  expect((await ask()).role).toEqual({ role: "standby", epoch: 1, service: "svc" });
+  expect((await ask()).role.role).toBe("standby");
+  expect(b.snapshotsBuilt).toBe(1); // the same role within the interval: shared
+
+  view = { ...view, refusal: "not the same map" };
+  expect((await ask()).role).toEqual({ role: "standby", epoch: 1, service: "svc", refusal: "not the same map" });
+  view = { role: "active", epoch: 2, service: "svc", instance: "test" };
+  expect((await ask()).role).toEqual({ role: "active", epoch: 2, service: "svc" });
+  expect(b.snapshotsBuilt).toBe(3); // the clock never moved: each change made its own snapshot
+});
