@@ -269,7 +269,7 @@ export class ClaimMachine implements FrameSink {
     if (this.state === "done") return;
     if (this.waitUntil >= 0 && now >= this.waitUntil && this.state !== "held") {
       const trouble = this.troubleSince >= 0 ? this.lastTrouble : null;
-      this.fail(new WaitTimeoutError(this.rules.name, this.rules.waitMs!, trouble?.detail, trouble?.cause));
+      this.fail(new WaitTimeoutError(this.rules.name, this.rules.waitMs!, trouble?.detail, trouble?.cause, this.rules.shard));
       return;
     }
     if (this.connectDueAt >= 0 && now >= this.connectDueAt) {

@@ -493,6 +493,30 @@ describe("before the grant", () => {
     expect(t.ending!.at).toBe(500);
     expect(error.message).toContain("ECONNREFUSED");
   });
+
+  test("wait runs out while the shard's servers are down: WaitTimeoutError names the shard, in the message and in `shard`; without one, neither", () => {
+    for (const shard of ["gamma", undefined]) {
+      const m = new ManualClaim({ addresses: [A, B], shard, waitMs: 500, retryFirstConnect: true, reconnectMs: 1e9 });
+      m.machine.start(0);
+      for (let i = 0; i < 40 && m.ending === undefined; i++) {
+        if (m.of("connect").length > i) m.machine.connectFailed(m.now, new Error("ECONNREFUSED"));
+        if (m.ending === undefined) m.advance(Math.min(500, m.armedAt));
+      }
+      const error = (m.ending as { error: unknown }).error as WaitTimeoutError;
+      expect(error).toBeInstanceOf(WaitTimeoutError);
+      expect(m.ending!.at).toBe(500);
+      expect(error.shard).toBe(shard);
+      expect(error.unavailable).toMatch(/^cannot connect to 10\.0\.0\.[12]:7700: ECONNREFUSED$/);
+      const server = shard === undefined ? "lock server" : "lock server of shard gamma";
+      expect(error.message).toBe(`lock "m/lock" was not granted within 500 ms (${server} unavailable: ${error.unavailable})`);
+    }
+    // Waiting on a busy lock with the servers up: no shard talk, nothing unavailable.
+    const busy = waiting({ waitMs: 500, shard: "gamma" });
+    busy.advance(500);
+    const error = (busy.ending as { error: unknown }).error as WaitTimeoutError;
+    expect(error.unavailable).toBeUndefined();
+    expect(error.message).toBe(`lock "m/lock" was not granted within 500 ms`);
+  });
 });
 
 describe("abort and release", () => {
