@@ -58,8 +58,10 @@ SIGTERM and SIGHUP reach COMMAND alone, not its children.
 
 Before the grant, an unreachable or restarting server is retried: the next
 address of a --server list at once, then with backoff (50 ms doubling to
-2 s), for as long as --wait allows, or 30 s without --wait. A lock lost
-while COMMAND runs is never taken again.
+2 s), for as long as --wait allows, or 30 s without --wait. One line on
+stderr says so the first time every address has failed and it waits
+(moving on to the next address is silent). A lock lost while COMMAND runs
+is never taken again.
 
 Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
@@ -151,9 +153,13 @@ export async function run(argv: readonly string[], env: Record<string, string | 
         lease,
         try: tryOnly,
         signal: waitCancel.signal,
-        onRetry: (detail) => {
-          // One line per run, so a cron log shows why it waited; not one per attempt.
-          if (retrying) return;
+        onRetry: (detail, _delayMs, backoff) => {
+          // Only when the claim is going to wait: every address of the list
+          // failed and a backoff follows. A first address that fails while the
+          // next one may answer (a standby of a failover service, with no
+          // listener) is the normal state, not worth a line. And one line per
+          // run, so a cron log shows why it waited; not one per attempt.
+          if (!backoff || retrying) return;
           retrying = true;
           const budget = wait === undefined ? `${UNAVAILABLE_WITHOUT_WAIT_MS / 1000} s` : "--wait";
           process.stderr.write(`lockd run: ${detail}; retrying (within ${budget})\n`);

@@ -23,7 +23,13 @@ metrics, lock view, admin actions; see docs/operations.md).
 Stops on SIGINT or SIGTERM: readyz turns 503, the lock listener stops, every
 session gets ERROR SHUTTING_DOWN and is closed, the ops server stays up for
 --shutdown-grace, then the process exits 0. A second signal exits at once
-with code 70.
+with code 70. The same signal again within 1 s of the first (monotonic
+clock) is not a second one: it is the same stop request arriving twice, as
+when a signal sent to the whole process group (kill -INT -PGID, timeout(1),
+systemd's KillMode=control-group) also reaches lockd through a launcher
+that relays it (npm start, the npm bin shim). To force the exit, send the
+signal again after that second, or send the other one (SIGINT after
+SIGTERM, or the reverse).
 
 Options (flag, then environment, then default):
 ${optionsHelp(SERVE_OPTIONS)}
@@ -183,7 +189,11 @@ function forceExit(): never {
   process.exit(ExitCode.SOFTWARE);
 }
 
-/** SIGINT and SIGTERM go to the daemon: the first shuts down, the second forces the exit. Returns the undo. */
+/**
+ * SIGINT and SIGTERM go to the daemon: the first shuts down, a second forces
+ * the exit (a repeat of the first within Daemon's repeat window is the same
+ * request, see Daemon.signal). Returns the undo.
+ */
 export function relaySignals(daemon: Daemon): () => void {
   const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal, forceExit);
   process.on("SIGINT", onSignal);

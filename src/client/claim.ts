@@ -27,8 +27,8 @@ export interface ClaimSettings extends Omit<ClaimRules, "secure" | "random"> {
   readonly signal: AbortSignal | undefined;
   readonly tls: TlsSettings | undefined;
   readonly connect: Connector;
-  /** Told before each reconnect of a claim not held yet: what failed, and the pause before the next try. */
-  readonly onRetry: ((detail: string, delayMs: number) => void) | undefined;
+  /** Told before each reconnect of a claim not held yet: what failed, the pause before the next try, and whether it is a backoff (Effects.retry). */
+  readonly onRetry: ((detail: string, delayMs: number, backoff: boolean) => void) | undefined;
 }
 
 export type { ClaimState };
@@ -152,7 +152,7 @@ export class Claim implements ClaimEffects {
     this.controller.abort(error);
   }
 
-  retry(detail: string, delayMs: number): void {
-    this.settings.onRetry?.(detail, delayMs);
+  retry(detail: string, delayMs: number, backoff: boolean): void {
+    this.settings.onRetry?.(detail, delayMs, backoff);
   }
 }

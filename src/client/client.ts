@@ -65,10 +65,13 @@ export interface AcquireOptions {
   readonly signal?: AbortSignal;
   /**
    * Called before each reconnect while the claim is not held yet (refused,
-   * SHUTTING_DOWN, a dropped connection): what failed, and the pause in ms
-   * before the next address is tried. For logging; it decides nothing.
+   * SHUTTING_DOWN, a dropped connection): what failed, the pause in ms
+   * before the next address is tried, and `backoff`: true when every
+   * address of the list has failed in this round and the pause is the
+   * backoff (the claim waits), false when it moves on to the list's next
+   * address. For logging; it decides nothing.
    */
-  readonly onRetry?: (detail: string, delayMs: number) => void;
+  readonly onRetry?: (detail: string, delayMs: number, backoff: boolean) => void;
 }
 
 /** What `withLock` passes to the guarded function. */

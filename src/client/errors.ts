@@ -63,7 +63,9 @@ export class LockBusyError extends LockError {
 /**
  * `wait` passed before the lock was granted. `unavailable` is set when it
  * passed while no server could be reached (what the last attempt said):
- * the lock was not refused, the servers were down.
+ * the lock was not refused, the servers were down. With a server map,
+ * `shard` is the name's shard (the one whose servers were down, named in
+ * the message too, as ServerUnavailableError does); without one, undefined.
  */
 export class WaitTimeoutError extends LockError {
   override readonly name = "WaitTimeoutError";
@@ -74,8 +76,10 @@ export class WaitTimeoutError extends LockError {
     readonly waitMs: number,
     readonly unavailable?: string,
     cause?: unknown,
+    readonly shard?: string,
   ) {
-    super(`lock ${JSON.stringify(lock)} was not granted within ${waitMs} ms${unavailable === undefined ? "" : ` (lock server unavailable: ${unavailable})`}`, { cause });
+    const server = shard === undefined ? "lock server" : `lock server of shard ${shard}`;
+    super(`lock ${JSON.stringify(lock)} was not granted within ${waitMs} ms${unavailable === undefined ? "" : ` (${server} unavailable: ${unavailable})`}`, { cause });
   }
 }
 

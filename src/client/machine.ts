@@ -103,8 +103,13 @@ export interface ClaimEffects {
   failed(error: unknown): void;
   /** A held lock is lost (once; final): abort the lock's signal with this error. */
   lost(error: LockLostError): void;
-  /** Before each reconnect of a claim not held yet: what failed, and the pause before the next try. */
-  retry(detail: string, delayMs: number): void;
+  /**
+   * Before each reconnect of a claim not held yet: what failed, the pause
+   * before the next try, and whether that pause is a backoff (every address
+   * of the list has failed in this round) rather than the move on to the
+   * list's next address.
+   */
+  retry(detail: string, delayMs: number, backoff: boolean): void;
 }
 
 export interface ClaimRules {
@@ -269,7 +274,7 @@ export class ClaimMachine implements FrameSink {
     if (this.state === "done") return;
     if (this.waitUntil >= 0 && now >= this.waitUntil && this.state !== "held") {
       const trouble = this.troubleSince >= 0 ? this.lastTrouble : null;
-      this.fail(new WaitTimeoutError(this.rules.name, this.rules.waitMs!, trouble?.detail, trouble?.cause));
+      this.fail(new WaitTimeoutError(this.rules.name, this.rules.waitMs!, trouble?.detail, trouble?.cause, this.rules.shard));
       return;
     }
     if (this.connectDueAt >= 0 && now >= this.connectDueAt) {
@@ -467,7 +472,7 @@ export class ClaimMachine implements FrameSink {
     if (!this.resilient && !this.rules.retryFirstConnect) {
       // No server has answered this claim yet: try each address once, at once, then say so.
       if (!roundDone) {
-        this.effects.retry(detail, 0);
+        this.effects.retry(detail, 0, false);
         this.connect(now);
       } else this.fail(this.unavailable(detail, cause));
       return;
@@ -477,7 +482,7 @@ export class ClaimMachine implements FrameSink {
       return;
     }
     const delay = roundDone ? backoff(this.failures / count, this.rules.random) : nextAddressPause(this.rules.random);
-    this.effects.retry(detail, delay);
+    this.effects.retry(detail, delay, roundDone);
     this.retryAt = now + delay;
   }
 

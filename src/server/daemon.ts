@@ -10,7 +10,14 @@
  *      see the whole window (including the final counters);
  *   4. the ops server stops and `stopped` resolves; `lockd serve` exits 0.
  *
- * A second signal exits at once (`lockd serve`: exit code 70), whatever phase it is in.
+ * A second stop request exits at once (`lockd serve`: exit code 70), whatever
+ * phase it is in. One request often arrives more than once: a signal sent to
+ * a whole process group (kill -INT -PGID, timeout(1), systemd's
+ * KillMode=control-group) reaches this process directly and again through
+ * whatever started it (the npm bin shim, npm, a supervisor) relaying it. So
+ * the same signal again within `signalRepeatWindowMs` of the first (1 s,
+ * monotonic clock) is the same request (logged at info); a different
+ * signal, or the same one later, is a second request.
  * Tests drive the same sequence in-process through `shutdown()`.
  *
  * With `coordinator` (lockd serve --coordinator) the lock listener belongs
@@ -61,7 +68,16 @@ export interface DaemonOptions {
   readonly coordinator?: Omit<RolesOptions, "listen" | "log" | "ioTimeoutMs">;
   /** This server's shard of a map, and the generation tokens carry (src/shard-guard.ts). Omitted: no shards, generation 0. */
   readonly shards?: ShardSettings;
+  /**
+   * The first stop signal repeated within this many ms (monotonic clock) is
+   * the same stop request delivered twice, not a second one (default
+   * SIGNAL_REPEAT_WINDOW_MS; see `signal`).
+   */
+  readonly signalRepeatWindowMs?: number;
 }
+
+/** How long a repeat of the first stop signal counts as the same request: 1 s. */
+export const SIGNAL_REPEAT_WINDOW_MS = 1000;
 
 export type DaemonPhase = "running" | "draining" | "grace" | "stopped";
 
@@ -92,7 +108,8 @@ export class Daemon {
   /** close() was called: skip (or cut short) the grace period. */
   private closing = false;
   private shuttingDown: Promise<void> | null = null;
-  private signals = 0;
+  /** The first stop signal and when it arrived (monotonic ms); null before any. */
+  private firstSignal: { readonly name: string; readonly at: number } | null = null;
 
   constructor(private readonly options: DaemonOptions) {
     this.stopped = new Promise((resolve) => (this.resolveStopped = resolve));
@@ -181,16 +198,33 @@ export class Daemon {
   }
 
   /**
-   * A signal arrived: the first starts the shutdown, the second calls
-   * `forceExit` at once (the CLI's: exit with its code for a forced stop).
+   * A stop signal arrived at `now` (monotonic ms): the first starts the
+   * shutdown. The same signal again within the repeat window of the first
+   * is that request delivered through a second path (direct and relayed),
+   * and changes nothing; any other signal, or the same one after the
+   * window, calls `forceExit` at once (the CLI's: exit with its code for a
+   * forced stop).
    */
-  signal(name: string, forceExit: () => void): void {
-    if (++this.signals > 1) {
-      this.options.log.warn("second signal: exiting at once", { signal: name, phase: this.phase });
-      forceExit();
+  signal(name: string, forceExit: () => void, now: number = performance.now()): void {
+    const first = this.firstSignal;
+    if (first === null) {
+      this.firstSignal = { name, at: now };
+      void this.shutdown(name);
       return;
     }
-    void this.shutdown(name);
+    const windowMs = this.options.signalRepeatWindowMs ?? SIGNAL_REPEAT_WINDOW_MS;
+    const sinceMs = now - first.at;
+    if (name === first.name && sinceMs < windowMs) {
+      this.options.log.info("same signal again within the repeat window: the same stop request, shutdown continues", {
+        signal: name,
+        sinceMs: Math.round(sinceMs),
+        windowMs,
+        phase: this.phase,
+      });
+      return;
+    }
+    this.options.log.warn("second signal: exiting at once", { signal: name, first: first.name, sinceMs: Math.round(sinceMs), phase: this.phase });
+    forceExit();
   }
 
   /** Stop everything now, without the grace period (tests, errors). */

@@ -443,9 +443,27 @@ test("--server takes a list: the first address refuses, the second grants", asyn
   const run = lockdRun(`127.0.0.1:${await freePort()},127.0.0.1:${server.port}`, ["jobs/list", ...child("exit", "4")]);
   expect((await run.child()).lock).toBe("jobs/list");
   expect(await run.exit()).toBe(4);
+  // Moving on from an address with no server (a failover standby) is the normal state: no retry line.
+  expect(run.stderr).toBe("");
   const bad = lockdRun(`127.0.0.1:${server.port},nope`, ["jobs/list", ...child("exit", "0")]);
   expect(await bad.exit()).toBe(64);
   expect(bad.stderr).toContain(`element 2 of "127.0.0.1:${server.port},nope" ("nope") is not HOST:PORT`);
+});
+
+test("every address of the list dead within -w: one retry line once the claim waits, then the complete final error (with a map, naming the shard)", async () => {
+  const [p1, p2] = [await closedPort(), await closedPort()];
+  for (const [server, what] of [
+    [`127.0.0.1:${p1},127.0.0.1:${p2}`, "lock server"],
+    [`gen=1;alpha=127.0.0.1:${p1},127.0.0.1:${p2}`, "lock server of shard alpha"],
+  ] as const) {
+    const run = lockdRun(server, ["-w", "400ms", "jobs/dead", ...child("exit", "0")]);
+    expect({ server, code: await run.exit() }).toEqual({ server, code: 69 });
+    expect(run.lines).toEqual([]);
+    const lines = run.stderr.trimEnd().split("\n");
+    expect(lines[0]).toMatch(/^lockd run: cannot connect to 127\.0\.0\.1:\d+: .+; retrying \(within --wait\)$/);
+    expect(lines.filter((l) => l.includes("retrying"))).toHaveLength(1);
+    expect(lines.at(-1)).toMatch(new RegExp(`^lockd run: lock "jobs/dead" was not granted within 400 ms \\(${what} unavailable: cannot connect to 127\\.0\\.0\\.1:(${p1}|${p2}): .+\\)$`));
+  }
 });
 
 test("a server that is not up yet is retried within --wait (a cron job during a restart)", async () => {
@@ -472,7 +490,8 @@ test("failover: a run waiting on a server that shuts down is granted by the next
     expect(await holder.exit()).toBe(76);
     expect((await waiter.child()).lock).toBe("jobs/failover");
     expect(await waiter.exit()).toBe(8);
-    expect(waiter.stderr).toContain("SHUTTING_DOWN");
+    // It moved straight on to the next address and got the lock there: nothing to report, no retry line.
+    expect(waiter.stderr).toBe("");
   } finally {
     await first.stop();
   }

@@ -336,13 +336,19 @@ describe("before the grant", () => {
     m.machine.connectFailed(2, new Error("ECONNREFUSED"));
     expect(m.of("connect").map((c) => c.index)).toEqual([0, 1]);
     // onRetry hears of the move to the next address too, with no pause; not of the last failure.
-    expect(m.of("retry").map((r) => [r.detail, r.delay])).toEqual([["cannot connect to 10.0.0.1:7700: ECONNREFUSED", 0]]);
+    expect(m.of("retry").map((r) => [r.detail, r.delay, r.backoff])).toEqual([["cannot connect to 10.0.0.1:7700: ECONNREFUSED", 0, false]]);
     expect((m.ending as { error: unknown }).error).toBeInstanceOf(ServerUnavailableError);
 
     const r = new ManualClaim({ addresses: [A, B], retryFirstConnect: true });
     r.machine.start(0);
     r.machine.connectFailed(0, new Error("ECONNREFUSED"));
     expect(r.of("retry")).toHaveLength(1);
+    expect(r.ending).toBeUndefined();
+    // The first address failing is a move on to the next (no backoff); the whole list failing is a backoff.
+    r.advance(r.now + r.of("retry").at(-1)!.delay);
+    expect(r.of("connect").map((c) => c.index)).toEqual([0, 1]);
+    r.machine.connectFailed(r.now, new Error("ECONNREFUSED"));
+    expect(r.of("retry").map((x) => x.backoff)).toEqual([false, true]);
     expect(r.ending).toBeUndefined();
   });
 
@@ -370,6 +376,8 @@ describe("before the grant", () => {
       const within = pauses.filter((_, i) => i % 2 === 0);
       for (const [i, p] of roundEnds.entries()) expect(p).toBeCloseTo(expected[i]!, 2);
       for (const p of within) expect(p).toBeCloseTo(10 + random * 40, 3);
+      // onRetry is told which pauses are a backoff (the claim waits): only those at the end of a round.
+      expect(m.of("retry").map((r) => r.backoff)).toEqual(pauses.map((_, i) => i % 2 === 1));
       // The addresses alternate: never straight back to the one that failed.
       const indices = m.of("connect").map((c) => c.index);
       for (let i = 1; i < indices.length; i++) expect(indices[i]).not.toBe(indices[i - 1]);
@@ -492,6 +500,30 @@ describe("before the grant", () => {
     expect(error).toBeInstanceOf(WaitTimeoutError);
     expect(t.ending!.at).toBe(500);
     expect(error.message).toContain("ECONNREFUSED");
+  });
+
+  test("wait runs out while the shard's servers are down: WaitTimeoutError names the shard, in the message and in `shard`; without one, neither", () => {
+    for (const shard of ["gamma", undefined]) {
+      const m = new ManualClaim({ addresses: [A, B], shard, waitMs: 500, retryFirstConnect: true, reconnectMs: 1e9 });
+      m.machine.start(0);
+      for (let i = 0; i < 40 && m.ending === undefined; i++) {
+        if (m.of("connect").length > i) m.machine.connectFailed(m.now, new Error("ECONNREFUSED"));
+        if (m.ending === undefined) m.advance(Math.min(500, m.armedAt));
+      }
+      const error = (m.ending as { error: unknown }).error as WaitTimeoutError;
+      expect(error).toBeInstanceOf(WaitTimeoutError);
+      expect(m.ending!.at).toBe(500);
+      expect(error.shard).toBe(shard);
+      expect(error.unavailable).toMatch(/^cannot connect to 10\.0\.0\.[12]:7700: ECONNREFUSED$/);
+      const server = shard === undefined ? "lock server" : "lock server of shard gamma";
+      expect(error.message).toBe(`lock "m/lock" was not granted within 500 ms (${server} unavailable: ${error.unavailable})`);
+    }
+    // Waiting on a busy lock with the servers up: no shard talk, nothing unavailable.
+    const busy = waiting({ waitMs: 500, shard: "gamma" });
+    busy.advance(500);
+    const error = (busy.ending as { error: unknown }).error as WaitTimeoutError;
+    expect(error.unavailable).toBeUndefined();
+    expect(error.message).toBe(`lock "m/lock" was not granted within 500 ms`);
   });
 });
 

@@ -17,7 +17,7 @@ export type Effect =
   | { readonly at: number; readonly kind: "granted"; readonly token: bigint }
   | { readonly at: number; readonly kind: "failed"; readonly error: unknown }
   | { readonly at: number; readonly kind: "lost"; readonly error: LockLostError }
-  | { readonly at: number; readonly kind: "retry"; readonly detail: string; readonly delay: number };
+  | { readonly at: number; readonly kind: "retry"; readonly detail: string; readonly delay: number; readonly backoff: boolean };
 
 export class ManualClaim implements ClaimEffects {
   now = 0;
@@ -70,8 +70,8 @@ export class ManualClaim implements ClaimEffects {
   lost(error: LockLostError): void {
     this.effects.push({ at: this.now, kind: "lost", error });
   }
-  retry(detail: string, delay: number): void {
-    this.effects.push({ at: this.now, kind: "retry", detail, delay });
+  retry(detail: string, delay: number, backoff: boolean): void {
+    this.effects.push({ at: this.now, kind: "retry", detail, delay, backoff });
   }
 
   // --- driving it ---

@@ -56,14 +56,40 @@ describe("controlled shutdown, in process", () => {
     expect(ops.daemon.phase).toBe("stopped");
   });
 
-  test("the first signal starts the shutdown, the second forces the exit at once", async () => {
-    await using ops = startDaemon({ shutdownGraceMs: 60_000 });
+  test("the first signal starts the shutdown, a second one after the repeat window forces the exit at once", async () => {
+    await using ops = startDaemon({ shutdownGraceMs: 60_000, signalRepeatWindowMs: 1000 });
     let forced = 0;
-    ops.daemon.signal("SIGTERM", () => forced++);
+    ops.daemon.signal("SIGTERM", () => forced++, 5000);
     expect(ops.daemon.ready).toBe(false);
     expect(forced).toBe(0);
-    ops.daemon.signal("SIGTERM", () => forced++);
+    ops.daemon.signal("SIGTERM", () => forced++, 6000);
     expect(forced).toBe(1);
     expect(ops.logs.some((l) => l.msg === "second signal: exiting at once")).toBe(true);
+  });
+
+  test("the same signal again within the repeat window is the same stop request: the shutdown goes on, no forced exit", async () => {
+    await using ops = startDaemon({ shutdownGraceMs: 60_000, signalRepeatWindowMs: 1000 });
+    let forced = 0;
+    // A process-group SIGINT: once directly, once relayed by the shim, once more by npm.
+    ops.daemon.signal("SIGINT", () => forced++, 5000);
+    ops.daemon.signal("SIGINT", () => forced++, 5000.5);
+    ops.daemon.signal("SIGINT", () => forced++, 5999);
+    expect(forced).toBe(0);
+    expect(ops.logs.filter((l) => l.msg === "same signal again within the repeat window: the same stop request, shutdown continues")).toHaveLength(2);
+    expect(ops.logs.some((l) => l.msg === "second signal: exiting at once")).toBe(false);
+    await ops.daemon.graceStarted;
+    expect(ops.daemon.phase).toBe("grace");
+    // The window is measured from the first signal: a later repeat is a deliberate second one.
+    ops.daemon.signal("SIGINT", () => forced++, 6000);
+    expect(forced).toBe(1);
+  });
+
+  test("a different signal within the repeat window is a second request and forces the exit", async () => {
+    await using ops = startDaemon({ shutdownGraceMs: 60_000, signalRepeatWindowMs: 1000 });
+    let forced = 0;
+    ops.daemon.signal("SIGTERM", () => forced++, 5000);
+    ops.daemon.signal("SIGINT", () => forced++, 5001);
+    expect(forced).toBe(1);
+    expect(ops.logs.find((l) => l.msg === "second signal: exiting at once")).toMatchObject({ signal: "SIGINT", first: "SIGTERM" });
   });
 });
