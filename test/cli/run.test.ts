@@ -7,7 +7,7 @@ import { join, resolve } from "node:path";
 import { Wakeup } from "../helpers/events.ts";
 import { startServer } from "../helpers/wire.ts";
 import { alive } from "../helpers/pids.ts";
-import { freePort } from "../helpers/ports.ts";
+import { freePort, freePorts } from "../helpers/ports.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const MAIN = resolve(ROOT, "src/cli/main.ts");
@@ -451,7 +451,7 @@ test("--server takes a list: the first address refuses, the second grants", asyn
 });
 
 test("every address of the list dead within -w: one retry line once the claim waits, then the complete final error (with a map, naming the shard)", async () => {
-  const [p1, p2] = [await closedPort(), await closedPort()];
+  const [p1, p2] = await freePorts(2);
   for (const [server, what] of [
     [`127.0.0.1:${p1},127.0.0.1:${p2}`, "lock server"],
     [`gen=1;alpha=127.0.0.1:${p1},127.0.0.1:${p2}`, "lock server of shard alpha"],
