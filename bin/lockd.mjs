@@ -10,10 +10,13 @@
  *   SIGHUP, SIGINT and SIGQUIT sent to this process are relayed to the
  *   child. While this process is in the foreground of its terminal, SIGINT
  *   and SIGQUIT are not relayed: the terminal sends Ctrl-C and Ctrl-\ to the
- *   whole process group, child included, and `lockd serve` takes a second
- *   signal as "stop at once". (Not process.execve, Node.js >= 22.15: a
- *   launcher such as npm relays SIGINT to its child too, and bun in place of
- *   this process would get Ctrl-C twice.)
+ *   whole process group, child included, and `lockd run` would pass a
+ *   second Ctrl-C on to its COMMAND (`lockd serve` takes the same signal
+ *   again within 1 s as the same stop, so a group signal sent without a
+ *   terminal, which reaches it directly and relayed, stops it once). (Not
+ *   process.execve, Node.js >= 22.15: a launcher such as npm relays SIGINT
+ *   to its child too, and bun in place of this process would get Ctrl-C
+ *   twice.)
  * - without Bun it says so in one line and exits 69.
  *
  * Production servers should run the single binary (`npm run build`), which
