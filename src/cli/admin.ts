@@ -7,7 +7,7 @@ import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../server/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-import { errorMessage, expectOk, humanMs, lockQuery, opsRequest, withoutStandbys } from "./ops-client.ts";
+import { errorMessage, expectOk, humanMs, isNotActive, lockQuery, opsRequest, withoutStandbys } from "./ops-client.ts";
 import type { Address, ServerMap } from "../address.ts";
 import { placementOf } from "../shard.ts";
 
@@ -70,6 +70,8 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
   }
   // The server is another shard than the one meant (a name's, or the map's): nothing was done.
   if (answer.status === 421) throw new CliError(`${errorMessage(answer)} (--ops, LOCKD_OPS)`, ExitCode.WRONG_SHARD);
+  // A lone standby (a list has had its standbys passed over): the service's active was not asked.
+  if (isNotActive(answer)) throw new CliError(`${errorMessage(answer)} (--ops, LOCKD_OPS: list every instance)`, ExitCode.UNAVAILABLE);
   expectOk(answer);
   if (parsed.switches.has("json")) {
     out.write(`${JSON.stringify(answer.body, null, 2)}\n`);

@@ -11,6 +11,7 @@ import { AdminAuth } from "../../src/server/admin.ts";
 import { OpsServer } from "../../src/server/ops.ts";
 import type { CoordinatorMetrics, RoleView } from "../../src/server/roles.ts";
 import { startServer, WirePeer } from "../helpers/wire.ts";
+import { runCli } from "../fixtures/ops-child.ts";
 
 const TOKEN = "not-active-token";
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -61,6 +62,11 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
     });
     expect(body.error!.message).toBe("this instance of service svc is a standby (epoch 3): it serves no locks; ask the active instance (its /readyz answers 200)");
   }
+  // lockd force-release given a lone standby's address: exit 69 (the service's active was not asked), not "nothing to do".
+  const cli = await runCli(["force-release", "--ops", `127.0.0.1:${ops.port}`, "held"], { LOCKD_ADMIN_TOKEN: TOKEN });
+  expect(cli.code).toBe(69);
+  expect(cli.err).toStartWith("lockd force-release: this instance of service svc is a standby");
+  expect(cli.err).toEndWith("(--ops, LOCKD_OPS: list every instance)\n");
   // Nothing was acted on.
   expect(server.view.locks.get("held")?.owner).not.toBeNull();
   expect(server.view.locks.get("held")?.waiting).toBe(1);
