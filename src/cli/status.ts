@@ -297,9 +297,11 @@ export async function listLocks(
   return { ...page!, locks };
 }
 
-interface RoleOf {
+export interface RoleOf {
   readonly role?: string;
   readonly epoch?: number;
+  /** The active's instance id as the instance asked last saw it; null: none (released), absent: an older lockd. */
+  readonly active?: string | null;
   readonly service?: string;
   readonly refusal?: string;
 }
@@ -309,7 +311,12 @@ async function roleOf(get: (path: string) => Promise<OpsAnswer>): Promise<RoleOf
   const ready = await get("/readyz");
   const body = ready.body as RoleOf | null;
   if (body === null || typeof body !== "object" || body.role === undefined) return {};
-  return { role: body.role, epoch: body.epoch, service: body.service, ...(typeof body.refusal === "string" ? { refusal: body.refusal } : {}) };
+  return {
+    role: body.role,
+    epoch: body.epoch,
+    ...(typeof body.active === "string" || body.active === null ? { active: body.active } : {}),
+    service: body.service,
+    ...(typeof body.refusal === "string" ? { refusal: body.refusal } : {}) };
 }
 
 /** "service S: active, epoch N" (a standby serves no locks); nothing without --coordinator. */
