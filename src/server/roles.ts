@@ -207,8 +207,12 @@ export class Roles implements GrantGuard, TokenSource {
       if (action.type !== "release") continue;
       const released = await this.bounded(this.options.store.release(action.epoch), 2 * this.statementTimeoutMs);
       // The active cannot see its standbys (the row names only the active): say what happens if one runs.
-      if (released === true) this.options.log.info("coordinator row released: a standby, if one is running, takes over at its next read", { service: this.options.service, epoch: action.epoch });
-      else this.options.log.warn("could not release the coordinator row: a standby, if one is running, takes over after the lease", { service: this.options.service, epoch: action.epoch });
+      if (released === true) {
+        this.rowSeen = null; // the row names no active now: the view shows this instance's last term
+        this.options.log.info("coordinator row released: a standby, if one is running, takes over at its next read", { service: this.options.service, epoch: action.epoch });
+      } else {
+        this.options.log.warn("could not release the coordinator row: a standby, if one is running, takes over after the lease", { service: this.options.service, epoch: action.epoch });
+      }
     }
     this.resolveStarted();
     await this.options.store.close().catch(() => {});

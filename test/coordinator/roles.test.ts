@@ -89,6 +89,8 @@ test("the coordinator unreachable: the active steps down, the standby cannot tak
     shared.down = true;
     await down;
     expect(a.role).toBe("standby");
+    // Stepped down, and no read answers: it shows its own term, and no active (not itself).
+    expect(a.view()).toMatchObject({ role: "standby", epoch: 1, active: null });
     expect(a.server).toBeNull();
     await server.stop(); // the step-down's stop: sessions ended, listener closed
     expect(a.machine.stepDowns).toBe(1);
@@ -120,6 +122,8 @@ test("a standby shows the service's epoch and active as it last read the row (no
     expect(b.view()).toEqual({ role: "standby", epoch: 1, service: "svc", instance: "db2/pid-2/bbbb", active: "db1/pid-1/aaaa" });
     const takeover = statements(shared, "takeover", 1);
     await a.stop();
+    // Released: the stopped instance no longer names itself (nor anyone) as the active.
+    expect(a.view()).toEqual({ role: "stopped", epoch: 1, service: "svc", instance: "db1/pid-1/aaaa", active: null });
     await takeover;
     expect(shared.row!.epoch).toBe(2);
     // A standby started now, at the service's epoch 2: it shows 2 and the active's id without the map tag.
