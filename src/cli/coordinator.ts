@@ -14,7 +14,7 @@ import { Daemon } from "../server/daemon.ts";
 import type { openFileLimit } from "../server/limits.ts";
 import type { ServerTls } from "../server/server.ts";
 import { NO_SHARDS, type ShardSettings } from "../shard-guard.ts";
-import { activeHolder, type HolderMap, holderMapOf, releasedHolder } from "../server/coordinator-map.ts";
+import { activeHolder, type HolderMap, holderMapOf, ownMapOf, releasedHolder } from "../server/coordinator-map.ts";
 import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -107,8 +107,9 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   }
   const instance = instanceId();
   const leaseMs = options.coordinatorLease;
-  // The row's holder names the map this instance serves: a standby with another map refuses to take over.
-  const map = holderMapOf(c.shards);
+  // The row's holder names the map this instance serves: a standby with another map refuses to take over
+  // (and says which shards it serves: its own map carries the shard list, the holder only its hash).
+  const map = ownMapOf(c.shards);
   const store = await openCoordinator(c.url.url, options.service, instance, leaseMs, options.tokenBlock, map);
 
   let daemon: Daemon;
@@ -129,10 +130,13 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   await Promise.race([roles.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, leaseMs)))]);
   clearTimeout(timer);
   const server = roles.server;
+  const view = roles.view();
   log.info("lockd started", {
     version: VERSION,
-    role: roles.role,
-    epoch: roles.machine.epoch,
+    role: view.role,
+    // A standby: the service's epoch and active as it last read them from the row.
+    epoch: view.epoch,
+    active: view.active,
     service: options.service,
     instance,
     coordinator: redactUrl(c.url.url),

@@ -384,28 +384,42 @@ export async function listLocks(
   return { ...page!, locks };
 }
 
-interface RoleOf {
+export interface RoleOf {
   readonly role?: string;
   readonly epoch?: number;
+  /** The active's instance id as the instance asked last saw it; null: none (released), absent: an older lockd. */
+  readonly active?: string | null;
   readonly service?: string;
   readonly refusal?: string;
 }
 
-/** With --coordinator: the role, epoch and service /readyz names; {} without. */
+/** With --coordinator: the role, epoch, active and service /readyz names; {} without. */
 async function roleOf(get: (path: string) => Promise<OpsAnswer>): Promise<RoleOf> {
   const ready = await get("/readyz");
   const body = ready.body as RoleOf | null;
   if (body === null || typeof body !== "object" || body.role === undefined) return {};
-  return { role: body.role, epoch: body.epoch, service: body.service, ...(typeof body.refusal === "string" ? { refusal: body.refusal } : {}) };
+  return {
+    role: body.role,
+    epoch: body.epoch,
+    ...(typeof body.active === "string" || body.active === null ? { active: body.active } : {}),
+    service: body.service,
+    ...(typeof body.refusal === "string" ? { refusal: body.refusal } : {}),
+  };
 }
 
-/** "service S: active, epoch N" (a standby serves no locks); nothing without --coordinator. */
-function roleText(body: RoleOf): string {
+/**
+ * "service S: active, epoch N"; a standby's line names the active it sees
+ * ("service S: standby, epoch N, active ID (a standby serves no locks: ask
+ * the active)"); nothing without --coordinator.
+ */
+export function roleText(body: RoleOf): string {
   if (body.role === undefined) return "";
+  // An older lockd's /readyz names no active: say nothing about it.
+  const active = body.role === "active" || body.active === undefined ? "" : body.active === null ? ", no active (the row is released or absent)" : `, active ${body.active}`;
   const note = typeof body.refusal === "string"
     ? ` (a standby serves no locks, and refuses to take over: ${body.refusal})`
-    : body.role === "standby" ? " (a standby serves no locks: ask the active)" : "";
-  return `service ${body.service}: ${body.role}, epoch ${body.epoch}${note}\n`;
+    : body.role === "standby" ? ` (a standby serves no locks${body.active === null ? "" : ": ask the active"})` : "";
+  return `service ${body.service}: ${body.role}, epoch ${body.epoch}${active}${note}\n`;
 }
 
 const HEADER = ["LOCK", "ROLE", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];

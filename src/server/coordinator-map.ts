@@ -32,6 +32,11 @@ export interface HolderMap {
   readonly shard: string | null;
   /** 8 hex digits naming the shard list; null without --shard. */
   readonly map: string | null;
+  /**
+   * The shard list itself, sorted: known only for this instance's own map
+   * (ownMapOf), so messages can name it; a holder carries only `map`.
+   */
+  readonly shards?: readonly string[];
 }
 
 /** The 8 hex digits that name a list of shards (order does not matter). */
@@ -43,6 +48,19 @@ export function holderMapOf(settings: ShardSettings): HolderMap {
   return settings.shard === null
     ? { generation: settings.generation, shard: null, map: null }
     : { generation: settings.generation, shard: settings.shard, map: mapId(settings.shards) };
+}
+
+/** This instance's own map: holderMapOf with the shard list, so refusals can name the shards it serves. */
+export function ownMapOf(settings: ShardSettings): HolderMap {
+  const map = holderMapOf(settings);
+  return map.shard === null ? map : { ...map, shards: [...settings.shards].sort() };
+}
+
+/** The instance id in a holder (the map tag cut off); null when the row is released (no active). */
+export function holderInstance(holder: string): string | null {
+  if (isReleased(holder)) return null;
+  const space = holder.indexOf(" ");
+  return space < 0 ? holder : holder.slice(0, space);
 }
 
 /** The tag written after the instance id; "" for no shards at generation 0. */
@@ -91,10 +109,20 @@ export function parseHolderMap(holder: string): HolderMap | null {
   return tagged ? { generation, shard, map } : null;
 }
 
-/** The map for people: "shard alpha of map 5f1e22c0, generation 3", "no shards, generation 0". */
+/** Shard names a description lists at most (a message stays one readable line). */
+const LISTED_SHARDS = 16;
+
+/**
+ * The map for people: "shard alpha of map 5f1e22c0, generation 3", "no
+ * shards, generation 0"; with the shard list known (this instance's own
+ * map, ownMapOf): "shard alpha of alpha,beta (map 5f1e22c0, generation 3)".
+ */
 export function describeHolderMap(map: HolderMap | null): string {
   if (map === null) return "a map it does not name (no shards at generation 0, or a lockd from before the map check)";
-  return map.shard === null ? `no shards, generation ${map.generation}` : `shard ${map.shard} of map ${map.map}, generation ${map.generation}`;
+  if (map.shard === null) return `no shards, generation ${map.generation}`;
+  if (map.shards === undefined) return `shard ${map.shard} of map ${map.map}, generation ${map.generation}`;
+  const listed = map.shards.length <= LISTED_SHARDS ? map.shards.join(",") : `${map.shards.slice(0, LISTED_SHARDS).join(",")},... (${map.shards.length} shards)`;
+  return `shard ${map.shard} of ${listed} (map ${map.map}, generation ${map.generation})`;
 }
 
 /**
@@ -115,16 +143,16 @@ export function describeHolderMap(map: HolderMap | null): string {
 export function takeoverRefusal(mine: HolderMap, holder: string): string | null {
   const row = parseHolderMap(holder);
   if (row === null) return null;
-  const theirs = describeHolderMap(row);
-  const ours = describeHolderMap(mine);
+  // What differs, side by side: this instance's map (with its shard list) first, then the active's (a holder carries only the hash).
+  const both = `this instance serves ${describeHolderMap(mine)}; the service's active served ${describeHolderMap(row)}`;
   if (row.shard !== null && mine.shard !== null && row.shard !== mine.shard) {
-    return `the service's active served ${theirs}; this instance is ${ours}: a shard's service must not be taken over by another shard (check --service and --shard)`;
+    return `${both}: a shard's service must not be taken over by another shard (check --service and --shard)`;
   }
   if (row.generation > mine.generation) {
-    return `the service's active served ${theirs}; this instance is ${ours}: its tokens would be below tokens already issued (start it with --shards-generation ${row.generation} or higher, and that generation's map)`;
+    return `${both}: this instance's tokens would be below tokens already issued (start it with --shards-generation ${row.generation} or higher, and that generation's map)`;
   }
   if (row.generation === mine.generation && (row.shard !== mine.shard || row.map !== mine.map)) {
-    return `the service's active served ${theirs}; this instance is ${ours}: one generation with two maps (give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)`;
+    return `${both}: one generation with two maps (give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)`;
   }
   return null;
 }
@@ -140,5 +168,5 @@ export function takeoverChangesMap(mine: HolderMap, holder: string): string | nu
   const row = parseHolderMap(holder);
   if (row === null ? mapTag(mine) === "" : row.generation === mine.generation && row.shard === mine.shard && row.map === mine.map) return null;
   if (takeoverRefusal(mine, holder) !== null) return null;
-  return `the service's active served ${describeHolderMap(row)}; this instance is ${describeHolderMap(mine)} and will serve that map when it takes over (right during a map change rolled in order; otherwise restart it with its service's flags)`;
+  return `this instance serves ${describeHolderMap(mine)}; the service's active served ${describeHolderMap(row)}; this instance will serve its own map when it takes over (right during a map change rolled in order; otherwise restart it with its service's flags)`;
 }

@@ -261,7 +261,11 @@ export class OpsServer {
     return fail(404, "NOT_FOUND", `no route ${path}; see docs/operations.md`);
   }
 
-  /** 200 only when this instance serves locks; with --coordinator the body names its role and epoch. */
+  /**
+   * 200 only when this instance serves locks; with --coordinator the body
+   * names its role, the service's epoch and the active (a standby: as it
+   * last read them from the coordinator row).
+   */
   private readyz(): HttpReply {
     const ready = this.options.isReady();
     const roles = this.options.roles?.view();
@@ -272,6 +276,7 @@ export class OpsServer {
       status,
       role: roles.role,
       epoch: roles.epoch,
+      active: roles.active,
       service: roles.service,
       shard,
       // A standby that will not take over (its map differs from the active's): why.
@@ -288,10 +293,14 @@ export class OpsServer {
   private notActive(): HttpReply | null {
     const roles = this.options.roles?.view();
     if (roles === undefined || roles.role === "active") return null;
+    const ask = roles.active === null
+      ? "the coordinator row names no active now (released, or not created yet): ask again once an instance's /readyz answers 200"
+      : `ask the active instance, ${roles.active} (its /readyz answers 200)`;
     return json(503, {
-      error: { code: "NOT_ACTIVE", message: `this instance of service ${roles.service} is ${roles.role === "standby" ? "a standby" : "stopped"} (epoch ${roles.epoch}): it serves no locks; ask the active instance (its /readyz answers 200)` },
+      error: { code: "NOT_ACTIVE", message: `this instance of service ${roles.service} is ${roles.role === "standby" ? "a standby" : "stopped"} (epoch ${roles.epoch}): it serves no locks; ${ask}` },
       role: roles.role,
       epoch: roles.epoch,
+      active: roles.active,
       service: roles.service,
       shard: this.shardView,
     });

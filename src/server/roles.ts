@@ -14,7 +14,8 @@
  * - step-down: the LockServer stops (every session gets ERROR SHUTTING_DOWN,
  *   the listener closes), and the instance is a standby again.
  * - clean stop: the active's sessions end as in a step-down, then the row is
- *   released so a standby takes over at once.
+ *   released so a standby, if one runs, takes over at its next read (the
+ *   active cannot see its standbys: the row names only the active).
  *
  * Every statement is bounded by a timeout (half the coordinator lease): one
  * that does not answer in time counts as failed, whatever it does later. The
@@ -28,7 +29,7 @@ import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "./conn.ts";
 import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
-import { describeHolderMap, type HolderMap, isReleased, parseHolderMap, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
+import { describeHolderMap, type HolderMap, holderInstance, isReleased, parseHolderMap, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
 import type { CoordinatorStore } from "./coordinator-store.ts";
 import type { LockServer } from "./server.ts";
 
@@ -57,12 +58,26 @@ export interface RolesOptions {
   readonly clock?: () => number;
 }
 
-/** What the ops server shows about roles. */
+/**
+ * What the ops server shows about roles. Display only: the role machine
+ * decides on its own state (coordinator.ts), never on this.
+ */
 export interface RoleView {
   readonly role: "standby" | "active" | "stopped";
+  /**
+   * The service's epoch: the active's, its term's; a standby's (or a stopped
+   * instance's), the row's as this instance last read it (its own last term's
+   * before any read; 0 when the service has no row yet).
+   */
   readonly epoch: number;
   readonly service: string;
   readonly instance: string;
+  /**
+   * The instance id of the service's active as this instance last saw it
+   * (without the map tag): its own when active; null when the row was
+   * released or absent at the last read, or not read yet.
+   */
+  readonly active: string | null;
   /** A standby that refuses to take over its service's row: why (the maps differ); absent otherwise. */
   readonly refusal?: string;
 }
@@ -100,6 +115,8 @@ export class Roles implements GrantGuard, TokenSource {
   private readonly map: HolderMap;
   /** The refusal last logged, with the row it refused (null: none). */
   private loggedRefusal: string | null = null;
+  /** The row as last read or written by this instance (null: absent, or no answer yet); for the view only. */
+  private rowSeen: { readonly epoch: number; readonly holder: string } | null = null;
 
   constructor(private readonly options: RolesOptions) {
     const map = options.map ?? { generation: 0, shard: null, map: null };
@@ -122,7 +139,17 @@ export class Roles implements GrantGuard, TokenSource {
 
   view(): RoleView {
     const m = this.machine;
-    const view: RoleView = { role: m.role, epoch: m.epoch, service: this.options.service, instance: this.options.instance };
+    const { service, instance } = this.options;
+    const seen = this.rowSeen;
+    const view: RoleView = m.role === "active"
+      ? { role: m.role, epoch: m.epoch, service, instance, active: instance }
+      : {
+          role: m.role,
+          epoch: seen === null ? m.epoch : seen.epoch,
+          service,
+          instance,
+          active: seen === null ? null : holderInstance(seen.holder),
+        };
     return m.role === "standby" && m.refusal !== null ? { ...view, refusal: m.refusal } : view;
   }
 
@@ -130,6 +157,8 @@ export class Roles implements GrantGuard, TokenSource {
     const m = this.machine;
     return {
       ...this.view(),
+      // lockd_coordinator_epoch is documented as this instance's current or last term: not the row's.
+      epoch: m.epoch,
       roundTripSeconds: m.lastRoundTripMs / 1000,
       renewalsFailed: m.renewalsFailed,
       stepDowns: m.stepDowns,
@@ -177,8 +206,13 @@ export class Roles implements GrantGuard, TokenSource {
     for (const action of actions) {
       if (action.type !== "release") continue;
       const released = await this.bounded(this.options.store.release(action.epoch), 2 * this.statementTimeoutMs);
-      if (released === true) this.options.log.info("coordinator row released: a standby takes over at once", { service: this.options.service, epoch: action.epoch });
-      else this.options.log.warn("could not release the coordinator row: a standby takes over after the lease", { service: this.options.service, epoch: action.epoch });
+      // The active cannot see its standbys (the row names only the active): say what happens if one runs.
+      if (released === true) {
+        this.rowSeen = null; // the row names no active now: the view shows this instance's last term
+        this.options.log.info("coordinator row released: a standby, if one is running, takes over at its next read", { service: this.options.service, epoch: action.epoch });
+      } else {
+        this.options.log.warn("could not release the coordinator row: a standby, if one is running, takes over after the lease", { service: this.options.service, epoch: action.epoch });
+      }
     }
     this.resolveStarted();
     await this.options.store.close().catch(() => {});
@@ -219,13 +253,14 @@ export class Roles implements GrantGuard, TokenSource {
     switch (action.type) {
       case "read":
         this.ask(store.read(), (row) => {
+          if (row !== undefined) this.rowSeen = row; // null: the service has no row (no answer keeps the last)
           if (row !== undefined && row !== null && m.role === "standby" && (row.epoch !== this.seenEpoch || row.holder !== this.seenHolder)) {
             this.seenEpoch = row.epoch;
             this.seenHolder = row.holder;
             log.info("standby: the coordinator row names the active", {
               service,
               epoch: row.epoch,
-              active: isReleased(row.holder) ? "(released)" : row.holder.split(" ")[0],
+              active: holderInstance(row.holder) ?? "(released)",
               activeMap: describeHolderMap(parseHolderMap(row.holder)),
             });
             const change = takeoverChangesMap(this.map, row.holder);
@@ -246,11 +281,15 @@ export class Roles implements GrantGuard, TokenSource {
         });
         return;
       case "create":
-        this.ask(store.create(action.floor), (row) => m.createDone(this.now(), row ?? null));
+        this.ask(store.create(action.floor), (row) => {
+          if (row !== undefined && row !== null) this.rowSeen = row;
+          return m.createDone(this.now(), row ?? null);
+        });
         return;
       case "takeover":
         this.ask(store.takeover(action.watched), (row) => {
           if (row === null || row === undefined) log.info("takeover did not happen: the coordinator row changed", { service });
+          else this.rowSeen = row;
           return m.takeoverDone(this.now(), row ?? null);
         });
         return;
@@ -270,6 +309,7 @@ export class Roles implements GrantGuard, TokenSource {
         void this.activate(action.epoch, action.why, action.unchangedMs);
         return;
       case "stepDown":
+        this.rowSeen = null; // the row it last saw named itself: the view shows its term until the next read
         this.stepDown(action.epoch, action.reason);
         return;
       case "release":

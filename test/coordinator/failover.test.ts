@@ -63,23 +63,27 @@ describe("two instances", () => {
     const { a, b } = await pair(service, port);
     await using _a = a;
     await using _b = b;
-    expect((await a.line("lockd started")).role).toBe("active");
+    const aStarted = await a.line("lockd started");
+    expect(aStarted.role).toBe("active");
+    const activeId = aStarted.instance as string;
+    // The standby shows the service's epoch and its active as it last read the row.
+    expect(await b.line("lockd started")).toMatchObject({ role: "standby", epoch: 1, active: activeId });
     const standbyOps = await opsPort(b);
     const standby = await readyz(standbyOps);
-    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 0, service, shard: NO_SHARD } });
+    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 1, active: activeId, service, shard: NO_SHARD } });
     const activeOps = await opsPort(a);
-    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, service, shard: NO_SHARD } });
+    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, active: activeId, service, shard: NO_SHARD } });
     // The role in lockd status and /metrics.
     expect((await runCli(["status", "--ops", `127.0.0.1:${activeOps}`])).out).toContain(`service ${service}: active, epoch 1\n`);
     const lone = await runCli(["status", "--ops", `127.0.0.1:${standbyOps}`]);
-    expect(lone.out).toBe(`service ${service}: standby, epoch 0 (a standby serves no locks: ask the active)\n`);
+    expect(lone.out).toBe(`service ${service}: standby, epoch 1, active ${activeId} (a standby serves no locks: ask the active)\n`);
     // The standby's lock views say it serves none, rather than answer from its empty table
     // (force-release and kick too, once the admin token is accepted: test/ops/not-active.test.ts).
     for (const path of ["/v1/locks", "/v1/locks/k", "/v1/locks?name=k"]) {
       const answer = await fetch(`http://127.0.0.1:${standbyOps}${path}`);
       const body = (await answer.json()) as { error: { code: string; message: string }; role: string; service: string };
       expect({ path, status: answer.status, code: body.error.code, role: body.role, service: body.service }).toEqual({ path, status: 503, code: "NOT_ACTIVE", role: "standby", service });
-      expect(body.error.message).toContain("ask the active instance");
+      expect(body.error.message).toContain(`(epoch 1): it serves no locks; ask the active instance, ${activeId} (its /readyz answers 200)`);
     }
     const metrics = await (await fetch(`http://127.0.0.1:${activeOps}/metrics`)).text();
     expect(metrics).toContain(`lockd_role{role="active",service="${service}"} 1`);
@@ -188,7 +192,7 @@ describe("two instances", () => {
     const token = first.token;
     a.proc.kill("SIGTERM");
     expect(await a.exit(15_000)).toBe(0);
-    expect(a.lines.some((l) => l.msg === "coordinator row released: a standby takes over at once")).toBe(true);
+    expect(a.lines.some((l) => l.msg === "coordinator row released: a standby, if one is running, takes over at its next read")).toBe(true);
     const took = await b.line("active: listening", 15_000);
     expect(took.why).toBe("released");
     const next = await client.acquire("k", { lease: 5000, wait: 15_000 });

@@ -7,9 +7,12 @@ import { describe, expect, test } from "bun:test";
 import { Coordinator, type CoordinatorRow } from "../../src/server/coordinator.ts";
 import {
   activeHolder,
+  describeHolderMap,
+  holderInstance,
   holderMapOf,
   isReleased,
   mapId,
+  ownMapOf,
   parseHolderMap,
   releasedHolder,
   takeoverChangesMap,
@@ -86,6 +89,35 @@ describe("takeoverRefusal", () => {
   });
 });
 
+describe("the refusal names this instance's shard list", () => {
+  test("its own map (ownMapOf) carries the sorted list; a holder carries only the hash; messages show both side by side", () => {
+    const mine = ownMapOf({ shard: "beta", shards: ["gamma", "alpha", "beta"], generation: 1 });
+    expect(mine).toEqual({ generation: 1, shard: "beta", map: mapId(["alpha", "beta", "gamma"]), shards: ["alpha", "beta", "gamma"] });
+    // The holder is what it was: the list is not written to the row.
+    expect(activeHolder("db1/pid-7/0a0b0c0d", mine)).toBe(activeHolder("db1/pid-7/0a0b0c0d", map("beta", ["alpha", "beta", "gamma"], 1)));
+    const theirs = activeHolder("db1/pid-7/0a0b0c0d", map("beta", ["alpha", "beta"], 1));
+    expect(takeoverRefusal(mine, theirs)).toBe(
+      `this instance serves shard beta of alpha,beta,gamma (map ${mapId(["alpha", "beta", "gamma"])}, generation 1); ` +
+        `the service's active served shard beta of map ${mapId(["alpha", "beta"])}, generation 1: one generation with two maps ` +
+        "(give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)",
+    );
+    expect(ownMapOf({ shard: null, shards: [], generation: 2 })).toEqual({ generation: 2, shard: null, map: null });
+  });
+
+  test("a long shard list is cut to the first 16 names, with the count", () => {
+    const shards = Array.from({ length: 40 }, (_, i) => `s${String(i).padStart(2, "0")}`);
+    const text = describeHolderMap(ownMapOf({ shard: "s05", shards, generation: 2 }));
+    expect(text).toBe(`shard s05 of ${shards.slice(0, 16).join(",")},... (40 shards) (map ${mapId(shards)}, generation 2)`);
+  });
+
+  test("holderInstance: the instance id without the map tag; null when released", () => {
+    expect(holderInstance("db1/pid-42/9f3a01bc shard=alpha gen=3 map=5f1e22c0")).toBe("db1/pid-42/9f3a01bc");
+    expect(holderInstance("db1/pid-42/9f3a01bc")).toBe("db1/pid-42/9f3a01bc");
+    expect(holderInstance("")).toBeNull();
+    expect(holderInstance(releasedHolder(map("alpha", ["alpha"], 3)))).toBeNull();
+  });
+});
+
 describe("takeoverChangesMap", () => {
   const alpha3 = map("alpha", ["alpha", "beta"], 3);
   test("a standby that may take over with another (newer) map says so; the same map or a refused one says nothing", () => {
@@ -94,7 +126,7 @@ describe("takeoverChangesMap", () => {
     expect(takeoverChangesMap(map("alpha", ["alpha", "beta"], 2), holder)).toBeNull();
     const note = takeoverChangesMap(map("alpha", ["alpha", "beta", "gamma"], 4), holder);
     expect(note).toContain(`the service's active served shard alpha of map ${mapId(["alpha", "beta"])}, generation 3`);
-    expect(note).toContain(`generation 4 and will serve that map when it takes over`);
+    expect(note).toContain(`this instance will serve its own map when it takes over`);
     // A holder that names no map: said when this instance has one, not when it has none either.
     expect(takeoverChangesMap(map("alpha", ["alpha", "beta"], 0), "db1/pid-7/0a0b0c0d")).toContain("the service's active served a map it does not name");
     expect(takeoverChangesMap(map(null, [], 0), "db1/pid-7/0a0b0c0d")).toBeNull();

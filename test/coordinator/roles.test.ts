@@ -6,6 +6,7 @@
  */
 import { afterEach, expect, setSystemTime, test } from "bun:test";
 import { Logger } from "../../src/log.ts";
+import { activeHolder, type HolderMap, ownMapOf, releasedHolder } from "../../src/server/coordinator-map.ts";
 import { Roles } from "../../src/server/roles.ts";
 import { LockServer } from "../../src/server/server.ts";
 import { MemoryRow, MemoryStore } from "./memory-store.ts";
@@ -19,10 +20,11 @@ afterEach(() => {
   setSystemTime(); // back to the real clock
 });
 
-function roles(shared: MemoryRow, instance: string, lines: string[], onRole?: (role: string) => void): Roles {
+function roles(shared: MemoryRow, instance: string, lines: string[], onRole?: (role: string) => void, map?: HolderMap): Roles {
   return new Roles({
     ...(onRole === undefined ? {} : { onRole }),
-    store: new MemoryStore(shared, instance, LEASE, 1000),
+    ...(map === undefined ? {} : { map }),
+    store: map === undefined ? new MemoryStore(shared, instance, LEASE, 1000) : new MemoryStore(shared, activeHolder(instance, map), LEASE, 1000, releasedHolder(map)),
     service: "svc",
     instance,
     leaseMs: LEASE,
@@ -90,6 +92,8 @@ test("the coordinator unreachable: the active steps down, the standby cannot tak
     shared.down = true;
     await down;
     expect(a.role).toBe("standby");
+    // Stepped down, and no read answers: it shows its own term, and no active (not itself).
+    expect(a.view()).toMatchObject({ role: "standby", epoch: 1, active: null });
     expect(a.server).toBeNull();
     await server.stop(); // the step-down's stop: sessions ended, listener closed
     expect(a.machine.stepDowns).toBe(1);
@@ -102,6 +106,43 @@ test("the coordinator unreachable: the active steps down, the standby cannot tak
   } finally {
     await a.stop();
     await b.stop();
+  }
+});
+
+test("a standby shows the service's epoch and active as it last read the row (not its own term's epoch 0); the metrics' epoch stays its own term's", async () => {
+  const shared = new MemoryRow();
+  const lines: string[] = [];
+  const map = ownMapOf({ shard: "alpha", shards: ["alpha", "beta"], generation: 1 });
+  const a = roles(shared, "db1/pid-1/aaaa", lines, undefined, map);
+  a.start();
+  await a.started;
+  const b = roles(shared, "db2/pid-2/bbbb", lines, undefined, map);
+  b.start();
+  await b.started;
+  let c: Roles | null = null;
+  try {
+    expect(a.view()).toEqual({ role: "active", epoch: 1, service: "svc", instance: "db1/pid-1/aaaa", active: "db1/pid-1/aaaa" });
+    expect(b.view()).toEqual({ role: "standby", epoch: 1, service: "svc", instance: "db2/pid-2/bbbb", active: "db1/pid-1/aaaa" });
+    const takeover = statements(shared, "takeover", 1);
+    await a.stop();
+    // Released: the stopped instance no longer names itself (nor anyone) as the active.
+    expect(a.view()).toEqual({ role: "stopped", epoch: 1, service: "svc", instance: "db1/pid-1/aaaa", active: null });
+    await takeover;
+    expect(shared.row!.epoch).toBe(2);
+    // A standby started now, at the service's epoch 2: it shows 2 and the active's id without the map tag.
+    c = roles(shared, "db3/pid-3/cccc", lines, undefined, map);
+    c.start();
+    await c.started;
+    expect(c.view()).toEqual({ role: "standby", epoch: 2, service: "svc", instance: "db3/pid-3/cccc", active: "db2/pid-2/bbbb" });
+    expect(c.metrics().epoch).toBe(0); // lockd_coordinator_epoch: this instance's own (no) term
+    expect(c.machine.epoch).toBe(0); // the machine's state is untouched by what the view shows
+    expect(b.view()).toMatchObject({ role: "active", epoch: 2, active: "db2/pid-2/bbbb" });
+    // The clean stop's log claims no standby it cannot see.
+    const released = lines.map((line) => JSON.parse(line) as { msg: string }).filter((l) => l.msg.startsWith("coordinator row released"));
+    expect(released.map((l) => l.msg)).toEqual(["coordinator row released: a standby, if one is running, takes over at its next read"]);
+  } finally {
+    await b.stop();
+    await c?.stop();
   }
 });
 

@@ -266,8 +266,9 @@ describe("two shards, each an active and a standby", () => {
         expect((await standby.line("lockd started")).role).toBe("standby");
         // Allowed (a higher generation), and said: it will serve another map than the active's.
         const note = (await standby.line("standby: this instance serves another shard map than its service's active")).note;
-        expect(note).toContain(`generation ${GEN}; this instance is shard ${shard} of map`);
-        expect(note).toContain(`generation ${GEN + 1} and will serve that map when it takes over`);
+        expect(note).toContain(`this instance serves shard ${shard} of ${next} (map `);
+        expect(note).toContain(`generation ${GEN + 1}); the service's active served shard ${shard} of map `);
+        expect(note).toContain(`generation ${GEN}; this instance will serve its own map when it takes over`);
         expect((await readyz(standby)).body.refusal).toBeUndefined();
         g.active.proc.kill("SIGTERM");
         expect(await g.active.exit(15_000)).toBe(0);
@@ -362,8 +363,10 @@ describe("an instance started with another map than its service's active", () =>
       const stale = instance(service, port, "alpha", "alpha,beta", GEN);
       expect((await stale.line("lockd started")).role).toBe("standby");
       const refused = await stale.line(REFUSING);
-      expect(refused.reason).toContain(`this instance is shard alpha of map`);
-      expect(refused.reason).toContain(`generation ${GEN}: its tokens would be below tokens already issued (start it with --shards-generation ${GEN + 1} or higher`);
+      // Both maps side by side, this instance's with its shard list.
+      expect(refused.reason).toContain(`this instance serves shard alpha of alpha,beta (map `);
+      expect(refused.reason).toContain(`generation ${GEN}); the service's active served shard alpha of map `);
+      expect(refused.reason).toContain(`generation ${GEN + 1}: this instance's tokens would be below tokens already issued (start it with --shards-generation ${GEN + 1} or higher`);
       expect(refused.holder).toEndWith(`shard=alpha gen=${GEN + 1} map=${refused.holder.split("map=")[1]}`);
       const ready = await readyz(stale);
       expect(ready).toMatchObject({ status: 503, body: { role: "standby", refusal: refused.reason } });
@@ -371,7 +374,10 @@ describe("an instance started with another map than its service's active", () =>
       expect(await metrics(stale)).toContain("lockd_coordinator_takeover_refused 1");
       expect(await metrics(active)).toContain("lockd_coordinator_takeover_refused 0");
       const status = await runCli(["status", "--ops", `127.0.0.1:${await opsPort(stale)}`]);
-      expect(status.out).toContain(`service ${service}: standby, epoch 0 (a standby serves no locks, and refuses to take over: ${refused.reason})`);
+      // The service's epoch and active as the stale standby read them (not its own term's epoch 0).
+      expect(ready.body.epoch).toBe(refused.epoch);
+      expect(ready.body.active).toBe(refused.holder.split(" ")[0]);
+      expect(status.out).toContain(`service ${service}: standby, epoch ${ready.body.epoch}, active ${ready.body.active} (a standby serves no locks, and refuses to take over: ${refused.reason})`);
       // Over the whole service: the answer is the active's, and the standby that will not take over is said, before it matters.
       const activeAt = `127.0.0.1:${await opsPort(active)}`;
       const staleAt = `127.0.0.1:${await opsPort(stale)}`;

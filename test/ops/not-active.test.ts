@@ -23,7 +23,8 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
   const server = startServer();
   cleanups.push(() => server.stop());
   let role: RoleView["role"] = "standby";
-  const view = (): RoleView => ({ role, epoch: role === "active" ? 4 : 3, service: "svc", instance: "test" });
+  let active: string | null = "db1/pid-42/9f3a01bc";
+  const view = (): RoleView => ({ role, epoch: role === "active" ? 4 : 3, service: "svc", instance: "test", active: role === "active" ? "test" : active });
   const ops = new OpsServer({
     hostname: "127.0.0.1",
     port: 0,
@@ -51,22 +52,34 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
   ];
   for (const [method, path] of routes) {
     const answer = await fetch(base + path, { method, headers: auth });
-    const body = (await answer.json()) as { error?: { code: string; message: string }; role?: string; epoch?: number; service?: string };
-    expect({ path, status: answer.status, code: body.error?.code, role: body.role, epoch: body.epoch, service: body.service }).toEqual({
+    const body = (await answer.json()) as { error?: { code: string; message: string }; role?: string; epoch?: number; active?: string | null; service?: string };
+    expect({ path, status: answer.status, code: body.error?.code, role: body.role, epoch: body.epoch, active: body.active, service: body.service }).toEqual({
       path,
       status: 503,
       code: "NOT_ACTIVE",
       role: "standby",
       epoch: 3,
+      active: "db1/pid-42/9f3a01bc",
       service: "svc",
     });
-    expect(body.error!.message).toBe("this instance of service svc is a standby (epoch 3): it serves no locks; ask the active instance (its /readyz answers 200)");
+    expect(body.error!.message).toBe(
+      "this instance of service svc is a standby (epoch 3): it serves no locks; ask the active instance, db1/pid-42/9f3a01bc (its /readyz answers 200)",
+    );
   }
   // lockd force-release given a lone standby's address: exit 69 (the service's active was not asked), not "nothing to do".
   const cli = await runCli(["force-release", "--ops", `127.0.0.1:${ops.port}`, "held"], { LOCKD_ADMIN_TOKEN: TOKEN });
   expect(cli.code).toBe(69);
   expect(cli.err).toStartWith("lockd force-release: this instance of service svc is a standby");
   expect(cli.err).toEndWith("(--ops, LOCKD_OPS: list every instance)\n");
+  // /readyz names the same epoch and active.
+  expect(await (await fetch(`${base}/readyz`)).json()).toMatchObject({ status: "standby", role: "standby", epoch: 3, active: "db1/pid-42/9f3a01bc" });
+  // No active (the row released or absent): the message says so instead of naming one.
+  active = null;
+  const none = (await (await fetch(`${base}/v1/locks/held`)).json()) as { error: { message: string }; active: unknown };
+  expect(none.active).toBeNull();
+  expect(none.error.message).toBe(
+    "this instance of service svc is a standby (epoch 3): it serves no locks; the coordinator row names no active now (released, or not created yet): ask again once an instance's /readyz answers 200",
+  );
   // Nothing was acted on.
   expect(server.view.locks.get("held")?.owner).not.toBeNull();
   expect(server.view.locks.get("held")?.waiting).toBe(1);
