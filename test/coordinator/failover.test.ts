@@ -14,6 +14,7 @@ import { FencedResource } from "../faults/fence.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { freePort, freePorts, Postgres, suitePostgres } from "./pg.ts";
+import { refusedConnection } from "../helpers/ports.ts";
 
 /** /readyz's shard field on a server started without --shard. */
 const NO_SHARD = { name: null, shards: [], generation: 0 };
@@ -172,7 +173,7 @@ describe("two instances", () => {
     const ops = await opsPort(a);
     expect(await readyz(ops)).toMatchObject({ status: 503, body: { role: "standby" } });
     expect(await (await fetch(`http://127.0.0.1:${ops}/metrics`)).text()).toContain("lockd_coordinator_step_downs_total 1");
-    expect(await refused(portA)).toBe(true);
+    expect(await refusedConnection(portA)).toBe(true);
   });
 
   test("a clean stop of the active hands over at once (the row is released; no lease to wait)", async () => {
@@ -259,7 +260,7 @@ describe("the coordinator goes away", () => {
       expect(down.reason).toContain("no renewal confirmed");
       await peer.closed(10_000);
       expect(peer.frames.at(-1)).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.SHUTTING_DOWN });
-      expect(await refused(port)).toBe(true);
+      expect(await refusedConnection(port)).toBe(true);
       // Neither instance is active while the coordinator is gone.
       expect(b.lines.some((l) => l.msg === "active: listening")).toBe(false);
     } finally {
@@ -292,13 +293,3 @@ async function waitForWaiter(ops: number, name: string, atLeast = 1, ms = 20_000
   throw new Error(`${waiting} waiters on ${name} after ${ms} ms, want ${atLeast}`);
 }
 
-/** A connection to `port` is refused (nothing listens). */
-async function refused(port: number): Promise<boolean> {
-  try {
-    const socket = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
-    socket.end();
-    return false;
-  } catch {
-    return true;
-  }
-}

@@ -20,6 +20,8 @@ import { GENERATION_UNIT } from "../../src/shard-tokens.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { freePort, freePorts, Postgres, suitePostgres } from "./pg.ts";
+import { namesOn } from "../helpers/names-on.ts";
+import { refusedConnection } from "../helpers/ports.ts";
 
 const LEASE = 2000;
 const GEN = 3;
@@ -86,17 +88,6 @@ async function waitForWaiter(child: ChildServer, name: string): Promise<void> {
     await Bun.sleep(25);
   }
   throw new Error(`no waiter on ${name}`);
-}
-
-/** The first `count` names `lock/0`, `lock/1`, ... that `placement` puts on `shard`. */
-function namesOn(placement: Placement, shard: string, count: number, where: (name: string) => boolean = () => true): string[] {
-  const out: string[] = [];
-  for (let i = 0; out.length < count && i < 100_000; i++) {
-    const name = `lock/${i}`;
-    if (placement.shardOf(name) === shard && where(name)) out.push(name);
-  }
-  if (out.length < count) throw new Error(`not ${count} names on ${shard}`);
-  return out;
 }
 
 /** A failover group: the first instance becomes active (it creates the row), the second its standby. */
@@ -438,13 +429,3 @@ describe("an instance started with another map than its service's active", () =>
   }, 40_000);
 });
 
-/** A connection to `port` is refused (nothing listens). */
-async function refusedConnection(port: number): Promise<boolean> {
-  try {
-    const socket = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
-    socket.end();
-    return false;
-  } catch {
-    return true;
-  }
-}

@@ -60,3 +60,14 @@ export async function freePorts(count: number): Promise<number[]> {
   }
   return ports;
 }
+
+/** A connection to `port` is refused (nothing listens). */
+export async function refusedConnection(port: number): Promise<boolean> {
+  try {
+    const socket = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
+    socket.end();
+    return false;
+  } catch {
+    return true;
+  }
+}

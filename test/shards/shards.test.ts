@@ -16,6 +16,7 @@ import { encodeAcquire } from "../../src/protocol/frames.ts";
 import { Placement } from "../../src/shard.ts";
 import { GENERATION_UNIT } from "../../src/shard-tokens.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
+import { namesOn } from "../helpers/names-on.ts";
 
 interface Running {
   readonly child: ChildServer;
@@ -44,17 +45,6 @@ async function shard(args: readonly string[], dataDir?: string): Promise<Running
 async function stop(running: Running): Promise<void> {
   running.child.proc.kill("SIGTERM");
   expect(await running.child.exit()).toBe(0);
-}
-
-/** The first `count` names `lock/0`, `lock/1`, ... that `placement` puts on `shard`. */
-function namesOn(placement: Placement, shard: string, count: number, where: (name: string) => boolean = () => true): string[] {
-  const out: string[] = [];
-  for (let i = 0; out.length < count && i < 100_000; i++) {
-    const name = `lock/${i}`;
-    if (placement.shardOf(name) === shard && where(name)) out.push(name);
-  }
-  if (out.length < count) throw new Error(`not ${count} names on ${shard}`);
-  return out;
 }
 
 /** Who holds `name` on this server, from its ops server (null: nobody). */
