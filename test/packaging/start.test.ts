@@ -55,12 +55,20 @@ test.skipIf(SCRIPT === null)(`Ctrl-C at a terminal stops the README's start comm
   expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
   // cat opens the FIFO for reading first; it sees EOF once every writer (npm, the bin, bun) has exited.
   const log = Bun.spawn(["cat", fifo], { stdout: "pipe", stderr: "inherit" });
-  const proc = Bun.spawn([SCRIPT!, "-qfec", `${command} 2>${fifo}`, "/dev/null"], {
+  //
+  // script(1) runs the command with `$SHELL -c`. The shell execs npm, so the
+  // terminal's foreground group is what a user's shell would make of
+  // `npm start`: npm, the bin, bun, and no shell. Without exec, a shell that
+  // waits for npm gets the SIGINT too: dash (/bin/sh, script's default where
+  // SHELL is unset, as in CI) dies of it, and the run ended with exit 130
+  // whatever the server did; bash waited and hid that. SHELL is set, so the
+  // test is the same on every machine.
+  const proc = Bun.spawn([SCRIPT!, "-qfec", `exec ${command} 2>${fifo}`, "/dev/null"], {
     cwd: ROOT,
     stdin: "pipe",
     stdout: "ignore",
     stderr: "ignore",
-    env: { ...process.env, LOCKD_LISTEN: "127.0.0.1:0", LOCKD_OPS: "127.0.0.1:0", LOCKD_DATA_DIR: dataDir, LOCKD_SHUTDOWN_GRACE: "0s" },
+    env: { ...process.env, SHELL: "/bin/sh", LOCKD_LISTEN: "127.0.0.1:0", LOCKD_OPS: "127.0.0.1:0", LOCKD_DATA_DIR: dataDir, LOCKD_SHUTDOWN_GRACE: "0s" },
   });
   const guard = setTimeout(() => {
     proc.kill("SIGKILL");
