@@ -32,8 +32,9 @@ const MAIN = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
 const args = process.argv.slice(2);
 
 if (process.versions.bun !== undefined) {
-  const { main } = await import(MAIN);
-  process.exit(await main(args, process.env));
+  const { main, exitWhenDrained } = await import(MAIN);
+  // Not process.exit(): it would drop log lines a slow reader has not taken yet (src/cli/exit.ts).
+  exitWhenDrained(await main(args, process.env));
 }
 
 /** An executable regular file of real size (the `bun` package's bin/bun.exe is a placeholder until its postinstall ran). */

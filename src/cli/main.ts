@@ -3,7 +3,7 @@
 import { ConfigError } from "./options/argv.ts";
 import { VERSION } from "../version.ts";
 import { admin } from "./admin.ts";
-import { ExitCode } from "./exit.ts";
+import { ExitCode, exitWhenDrained } from "./exit.ts";
 import { floor } from "./floor.ts";
 import { CliError } from "./errors.ts";
 import { run } from "./run.ts";
@@ -74,6 +74,8 @@ export async function main(argv: readonly string[], env: Record<string, string |
   }
 }
 
+export { exitWhenDrained };
+
 if (import.meta.main) {
-  process.exit(await main(process.argv.slice(2), process.env));
+  exitWhenDrained(await main(process.argv.slice(2), process.env));
 }
