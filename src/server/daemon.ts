@@ -259,15 +259,20 @@ export class Daemon {
     const roles = this.roles;
     const engine = roles === null ? this.server.view : roles.engine;
     log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
+    // The grace period lets probes and scrapes see a stopping active's last
+    // figures. A standby serves no sessions and its /readyz was 503 all along:
+    // it has nothing to show, and waits for nothing.
+    const standby = roles !== null && roles.role === "standby";
     if (roles !== null) await roles.stop();
     else {
       await this.server.stop();
       this.persistTokens();
     }
     this.phase = "grace";
-    log.info("sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
+    if (standby) log.info("a standby served no sessions: stopping without the grace period", { graceMs: this.options.shutdownGraceMs });
+    else log.info("sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
     this.resolveGrace();
-    if (!this.closing) {
+    if (!this.closing && !standby) {
       await new Promise<void>((resolve) => {
         this.endGrace = resolve;
         this.graceTimer = setTimeout(resolve, this.options.shutdownGraceMs);

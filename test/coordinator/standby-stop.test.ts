@@ -1,0 +1,38 @@
+/**
+ * Stopping a standby (real processes, a real PostgreSQL): it served no
+ * sessions and its /readyz was 503 all along, so it stops without the
+ * shutdown grace an active keeps for probes and scrapes.
+ */
+import { expect, test } from "bun:test";
+import { ChildServer } from "../fixtures/ops-child.ts";
+import { freePort, Postgres, suitePostgres } from "./pg.ts";
+
+let pg: Postgres;
+suitePostgres((started) => (pg = started));
+
+function instance(service: string, listenPort: number, grace: string): ChildServer {
+  return ChildServer.spawn(
+    ["serve", "--service", service, "--coordinator-lease", "2s", "--listen", `127.0.0.1:${listenPort}`, "--ops", "127.0.0.1:0", "--shutdown-grace", grace],
+    { LOCKD_COORDINATOR: pg.url() },
+  );
+}
+
+test("SIGTERM to a standby: a clean stop (exit 0) without the grace period; the active's grace is untouched", async () => {
+  const service = `standby-stop-${process.pid}`;
+  const port = await freePort();
+  await using active = instance(service, port, "0s");
+  expect((await active.line("lockd started")).role).toBe("active");
+  // A grace longer than this test's timeout: had the standby kept it, the test would time out.
+  await using standby = instance(service, port, "60s");
+  expect((await standby.line("lockd started")).role).toBe("standby");
+  standby.proc.kill("SIGTERM");
+  expect(await standby.exit(15_000)).toBe(0);
+  const messages = standby.lines.map((l) => l.msg);
+  expect(messages).toContain("a standby served no sessions: stopping without the grace period");
+  expect(messages).not.toContain("sessions closed; ops server stays up for the grace period");
+  expect(messages.at(-1)).toBe("stopped");
+  // The active is still active and keeps its usual shutdown steps.
+  active.proc.kill("SIGTERM");
+  expect(await active.exit(15_000)).toBe(0);
+  expect(active.lines.map((l) => l.msg)).toContain("sessions closed; ops server stays up for the grace period");
+}, 30_000);
