@@ -4,6 +4,7 @@ JSON lines on stdout. Run as ``python3 -m lockd.conformance_driver``."""
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import sys
 import threading
@@ -81,6 +82,15 @@ def main() -> None:
             out({"id": ident, "event": "error", "code": "BAD_COMMAND", "class": "client", "serverCode": None, "message": f"unknown command {cmd['cmd']}"})
     for lock in list(_locks.values()):
         lock.release()
+    # Daemon threads (acquires still waiting, the client's reader threads
+    # running on_lost callbacks) may write events to the very end. Returning
+    # would finalize the interpreter under them, and CPython aborts ("Fatal
+    # Python error: _enter_buffered_busy") when one of them holds stdout's
+    # buffer then. So: take the event lock (no write is half done), flush,
+    # and exit without finalizing.
+    with _out:
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
