@@ -39,8 +39,10 @@ several that does not own it is an error too.
 With --coordinator, give every instance's ops address (a:7701,b:7701, or
 per shard in the map): the active is asked and standbys are passed over
 (a standby serves no locks; its "free" would be false). An "instances:"
-line says what each instance is; a standby that will not take over, or
-an instance that does not answer, is a warning on stderr. When only
+line says what each instance is (with shards, and its map's generation);
+a standby that will not take over, an instance that runs another map
+than its shard's active (the warning names the flag to restart it with),
+or an instance that does not answer, is a warning on stderr. When only
 standbys answer (also a lone standby's address, for NAME), the exit is 69.
 
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
