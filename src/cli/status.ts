@@ -263,7 +263,10 @@ async function instancesOf(
           // A refusing standby of the map's shard with another list or generation: the server is
           // wrong, not the map, and its refusal (above) says so. The map is still blamed for an
           // instance of another shard, and by the active's own check when the whole service differs.
-          if (refusal === undefined || view?.name !== expect.shard) warnings.push(error.message);
+          if (refusal === undefined || view?.name !== expect.shard) {
+            warnings.push(error.message);
+            maps.delete(at); // its problem is the map's: not compared with the active's below
+          }
         }
         return {
           address: at,
@@ -327,7 +330,8 @@ function mapMismatch(list: readonly Instance[], maps: ReadonlyMap<string, ShardV
       ...([...view.shards].sort().join(",") === [...reference.shards].sort().join(",") ? [] : [reference.shards.length === 0 ? "without --shards" : `--shards ${reference.shards.join(",")}`]),
       ...(view.generation === reference.generation ? [] : [`--shards-generation ${reference.generation}`]),
     ];
-    const fix = `restart ${i.address} with ${flags.join(" ")}`;
+    // Another shard's name: a wrong --shard, or another shard's instance in a plain list.
+    const fix = `restart ${i.address} with ${flags.join(" ")}${view.name === reference.name ? "" : ` (or, if it is another shard's instance, drop it from --ops)`}`;
     // A higher generation than the active's is how a map change rolls: the standbys take it first.
     const rolling = view.generation > reference.generation ? `a map change half done (finish it: stop the active cleanly and a standby with the new map takes over), or ${fix}` : fix;
     warnings.push(`${i.address} (${i.state}) runs ${describeView(view)}, but the active ${active} runs ${describeView(reference)}: ${rolling}`);

@@ -9,6 +9,7 @@
  * /readyz gives it (activeOps), and does without it (older servers).
  */
 import { afterEach, expect, test } from "bun:test";
+import { CliError } from "../../src/cli/errors.ts";
 import { status } from "../../src/cli/status.ts";
 import type { ShardView } from "../../src/server/views.ts";
 
@@ -58,11 +59,17 @@ function fake(role: "active" | "standby", shard: ShardView = NO_SHARDS, extra: R
   return state;
 }
 
+/** `lockd status ARGV` in this process: its exit code (or the CliError it throws, as main would print it), stdout and stderr. */
 async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   const out = { text: "", write(text: string) { this.text += text; } };
   const err = { text: "", write(text: string) { this.text += text; } };
-  const code = await status(argv, {}, out, err);
-  return { code, out: out.text, err: err.text };
+  try {
+    const code = await status(argv, {}, out, err);
+    return { code, out: out.text, err: err.text };
+  } catch (error) {
+    if (!(error instanceof CliError)) throw error;
+    return { code: error.exitCode, out: out.text, err: `${err.text}lockd status: ${error.message}\n` };
+  }
 }
 
 const alpha = (generation: number, shards = ["alpha", "beta"]): ShardView => ({ name: "alpha", shards, generation });
@@ -128,6 +135,17 @@ test("a standby already on the next generation (a map change rolled halfway), as
   );
 });
 
+test("only standbys, on different generations: exit 69, and a warning with what each runs", async () => {
+  const one = fake("standby", alpha(3));
+  const two = fake("standby", alpha(4));
+  const result = await run(["--ops", `${one.at},${two.at}`]);
+  expect(result.code).toBe(69);
+  expect(result.err).toStartWith(
+    `lockd status: warning: the instances do not run one map: ${one.at} (standby) runs shard alpha of alpha,beta (generation 3); ${two.at} (standby) runs shard alpha of alpha,beta (generation 4): start every instance of a service with the same --shard, --shards and --shards-generation\n`,
+  );
+  expect(result.err).toContain(`lockd status: no active instance among the ops servers ${one.at},${two.at}`);
+});
+
 test("instances that agree, without shards: no generation shown and no warning", async () => {
   const active = fake("active");
   const standby = fake("standby");
@@ -154,6 +172,12 @@ test("a standby started with another --shards list than its active: its refusal 
   const swapped = await run(["--ops", `alpha=${active.at},${betaStandby.at};beta=${beta.at}`]);
   expect(swapped.err).toContain(
     `lockd status: warning: shard alpha: the ops server at ${betaStandby.at}: --ops says it is shard alpha of alpha,beta, but the server is shard beta of alpha,beta (generation 3): fix the map (--ops, LOCKD_OPS)\n`,
+  );
+  expect(swapped.err).not.toContain("restart");
+  // As a plain list nothing says which it is: a wrong --shard, or another shard's instance.
+  const plain = await run(["--ops", `${active.at},${betaStandby.at}`]);
+  expect(plain.err).toBe(
+    `lockd status: warning: ${betaStandby.at} (standby) runs shard beta of alpha,beta (generation 3), but the active ${active.at} runs shard alpha of alpha,beta (generation 3): restart ${betaStandby.at} with --shard alpha (or, if it is another shard's instance, drop it from --ops)\n`,
   );
 });
 
