@@ -39,8 +39,10 @@ several that does not own it is an error too.
 With --coordinator, give every instance's ops address (a:7701,b:7701, or
 per shard in the map): the active is asked and standbys are passed over
 (a standby serves no locks; its "free" would be false). An "instances:"
-line says what each instance is; a standby that will not take over, or
-an instance that does not answer, is a warning on stderr. When only
+line says what each instance is (with shards, and its map's generation);
+a standby that will not take over, an instance that runs another map
+than its shard's active (the warning names the flag to restart it with),
+or an instance that does not answer, is a warning on stderr. When only
 standbys answer (also a lone standby's address, for NAME), the exit is 69.
 
 Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
@@ -48,7 +50,12 @@ Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
 not the shard --ops says.
 `;
 
-export async function status(argv: readonly string[], env: Record<string, string | undefined>, out = process.stdout): Promise<number> {
+export async function status(
+  argv: readonly string[],
+  env: Record<string, string | undefined>,
+  out: { write(text: string): unknown } = process.stdout,
+  err: { write(text: string): unknown } = process.stderr,
+): Promise<number> {
   const parsed = parseOptions(STATUS_OPTIONS, argv, env, { "--json": "json" });
   if (parsed.help) {
     out.write(STATUS_HELP);
@@ -60,6 +67,19 @@ export async function status(argv: readonly string[], env: Record<string, string
   const name = parsed.positionals[0];
   const ca = opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {};
   const placement = placementOf(map);
+  const request = { timeoutMs: timeout, ...ca };
+  /**
+   * Each address's /readyz, asked once per run (a promise per address):
+   * the same answer passes a standby over, gives the role line and the
+   * instances line, however many pages the listing takes.
+   */
+  const asked = new Map<string, Promise<OpsAnswer>>();
+  const readyz = (address: Address): Promise<OpsAnswer> => {
+    const key = formatAddress(address);
+    let answer = asked.get(key);
+    if (answer === undefined) asked.set(key, (answer = opsRequest(address, "GET", "/readyz", request)));
+    return answer;
+  };
   /**
    * Each address in turn until one answers; every answer is checked against
    * what the map says of it. A standby is passed over: it serves no locks,
@@ -78,7 +98,7 @@ export async function status(argv: readonly string[], env: Record<string, string
         }
         let answer: OpsAnswer;
         try {
-          answer = await opsRequest(address, "GET", path, { timeoutMs: timeout, ...ca });
+          answer = path === "/readyz" ? await readyz(address) : await opsRequest(address, "GET", path, request);
           // A coordinated instance that is not the active says so on every lock route.
           // (A lone address listing every lock is let through: its role line is shown.)
           if (isNotActive(answer) && (ops.length > 1 || name !== undefined)) {
@@ -87,7 +107,7 @@ export async function status(argv: readonly string[], env: Record<string, string
             continue;
           }
           // A lone address is asked too when NAME is looked up: a standby's "free" would be false.
-          const ready = ops.length > 1 || name !== undefined ? await opsRequest(address, "GET", "/readyz", { timeoutMs: timeout, ...ca }) : null;
+          const ready = ops.length > 1 || name !== undefined ? await readyz(address) : null;
           if ((ready?.body as { role?: unknown } | null | undefined)?.role === "standby") {
             standbys.add(address);
             failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);
@@ -106,11 +126,10 @@ export async function status(argv: readonly string[], env: Record<string, string
       throw new CliError(`${what} ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
     };
   };
-  const request = { timeoutMs: timeout, ...ca };
   /** The instances of a list, with their warnings said (on stderr, `prefix` naming the shard). */
   const instances = async (ops: readonly Address[], expect: Expected, prefix: string) => {
-    const found = await instancesOf(ops, expect, request);
-    for (const warning of found.warnings) process.stderr.write(`lockd status: warning: ${prefix}${warning}\n`);
+    const found = await instancesOf(ops, expect, readyz);
+    for (const warning of found.warnings) err.write(`lockd status: warning: ${prefix}${warning}\n`);
     return found;
   };
   /** A shard's (or the list's) JSON answer with its instances added. */
@@ -178,14 +197,14 @@ export async function status(argv: readonly string[], env: Record<string, string
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
       const found = await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
-      process.stderr.write(`lockd status: shard ${shard.name}: ${error.message}\n`);
+      err.write(`lockd status: shard ${shard.name}: ${error.message}\n`);
       if (json) views[shard.name] = { error: error.message, ...(found.list.length === 0 ? {} : { instances: found.list }) };
       else out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name}: not shown (see the error on stderr)\n${found.text}`);
       if (worst === ExitCode.OK || error.exitCode === ExitCode.WRONG_SHARD) worst = error.exitCode;
     }
   }
   const disagreement = generationProblem(generations, map.generation);
-  if (disagreement !== null) process.stderr.write(`lockd status: warning: ${disagreement}\n`);
+  if (disagreement !== null) err.write(`lockd status: warning: ${disagreement}\n`);
   if (json) {
     const distinct = new Set(generations.values());
     const generation = distinct.size === 1 ? [...distinct][0]! : null;
@@ -202,36 +221,60 @@ interface Instance {
   /** active, standby, stopped; ready or shutting_down without --coordinator; unreachable. */
   readonly state: string;
   readonly epoch?: number;
+  /** The generation of the shard map it runs (its /readyz `shard` field; absent from a lockd before it). */
+  readonly generation?: number;
   readonly refusal?: string;
   readonly error?: string;
 }
 
 /**
  * Every address of a list (an active and its standbys), asked /readyz at
- * once: the answer above comes from one instance, and a standby that will
- * not take over (another map), or an instance that does not answer, is
- * what an operator must hear about before the active fails. `text` is one
- * line; `warnings` go to stderr. Nothing for a single address.
+ * once (through `readyz`, which asks each address once per run): the
+ * answer above comes from one instance, and a standby that will not take
+ * over (another map), instances of one shard that run different maps, or
+ * an instance that does not answer, is what an operator must hear about
+ * before the active fails. `text` is one line; `warnings` go to stderr.
+ * Nothing for a single address.
  */
-async function instancesOf(ops: readonly Address[], expect: Expected, request: { timeoutMs: number; ca?: string }): Promise<{ list: Instance[]; text: string; warnings: string[] }> {
+async function instancesOf(
+  ops: readonly Address[],
+  expect: Expected,
+  readyz: (address: Address) => Promise<OpsAnswer>,
+): Promise<{ list: Instance[]; text: string; warnings: string[] }> {
   if (ops.length < 2) return { list: [], text: "", warnings: [] };
   const warnings: string[] = [];
+  /** Each instance's place in the shard map, as it says it (absent: unreachable, or a lockd without the field). */
+  const maps = new Map<string, ShardView>();
   const list = await Promise.all(
     ops.map(async (address): Promise<Instance> => {
       const at = formatAddress(address);
       try {
-        const answer = await opsRequest(address, "GET", "/readyz", request);
-        const body = (answer.body ?? {}) as { status?: unknown; role?: unknown; epoch?: unknown; refusal?: unknown };
+        const answer = await readyz(address);
+        const body = (answer.body ?? {}) as { status?: unknown; role?: unknown; epoch?: unknown; refusal?: unknown; shard?: unknown };
         const state = typeof body.role === "string" ? body.role : typeof body.status === "string" ? body.status : `HTTP ${answer.status}`;
         const refusal = typeof body.refusal === "string" ? body.refusal : undefined;
         if (refusal !== undefined) warnings.push(`${at} is a standby that will not take over: ${refusal}`);
+        const view = parseShardView(body.shard);
+        if (view) maps.set(at, view);
         try {
           checkShard(answer, address, expect, undefined);
         } catch (error) {
           if (!(error instanceof CliError)) throw error;
-          warnings.push(error.message);
+          // A refusing standby of the map's shard with another list or generation: the server is
+          // wrong, not the map, and its refusal (above) says so. The map is still blamed for an
+          // instance of another shard, and by the active's own check when the whole service differs.
+          if (refusal === undefined || view?.name !== expect.shard) {
+            warnings.push(error.message);
+            maps.delete(at); // its problem is the map's: not compared with the active's below
+          }
         }
-        return { address: at, state, ...(typeof body.epoch === "number" ? { epoch: body.epoch } : {}), ...(refusal === undefined ? {} : { refusal }) };
+        return {
+          address: at,
+          state,
+          ...(typeof body.epoch === "number" ? { epoch: body.epoch } : {}),
+          ...(view ? { generation: view.generation } : {}),
+          ...(refusal === undefined ? {} : { refusal }),
+        };
       } catch (error) {
         if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE) throw error;
         const why = error instanceof OpsUnreachable ? error.reasons.join("; ") : error.message;
@@ -242,10 +285,58 @@ async function instancesOf(ops: readonly Address[], expect: Expected, request: {
   );
   // Without --coordinator a list names replacements started only once the first is gone: nothing to say.
   if (!list.some((i) => ROLES.has(i.state))) return { list: [], text: "", warnings: [] };
-  const actives = list.filter((i) => i.state === "active").length;
-  if (actives > 1) warnings.push(`${actives} instances say they are active: ${list.filter((i) => i.state === "active").map((i) => i.address).join(", ")}`);
-  const parts = list.map((i) => `${i.address} ${i.state}${i.epoch === undefined ? "" : ` (epoch ${i.epoch})`}${i.refusal === undefined ? "" : " (will not take over)"}`);
+  const actives = list.filter((i) => i.state === "active");
+  if (actives.length > 1) warnings.push(`${actives.length} instances say they are active: ${actives.map((i) => i.address).join(", ")}`);
+  const mismatch = mapMismatch(list, maps, actives.length === 1 ? actives[0]!.address : null);
+  if (mismatch !== null) warnings.push(...mismatch);
+  // The generation is said where there are shards (a server without them runs generation 0 of no map).
+  const sharded = [...maps.values()].some((v) => v.name !== null || v.generation !== 0);
+  const parts = list.map((i) => {
+    const about = [...(i.epoch === undefined ? [] : [`epoch ${i.epoch}`]), ...(sharded && i.generation !== undefined ? [`generation ${i.generation}`] : [])];
+    return `${i.address} ${i.state}${about.length === 0 ? "" : ` (${about.join(", ")})`}${i.refusal === undefined ? "" : " (will not take over)"}`;
+  });
   return { list, text: `instances: ${parts.join("; ")}\n`, warnings };
+}
+
+/** Whether two servers run the same shard of the same map (the shard list in any order). */
+function sameMap(a: ShardView, b: ShardView): boolean {
+  return a.name === b.name && a.generation === b.generation && [...a.shards].sort().join(",") === [...b.shards].sort().join(",");
+}
+
+function describeView(view: ShardView): string {
+  return view.name === null ? `no shards (generation ${view.generation})` : `shard ${view.name} of ${describeShards(view.shards, view.generation)}`;
+}
+
+/**
+ * Warnings when the instances of one list (one shard's active and
+ * standbys) do not run one map: each instance that differs from the
+ * active, with what it runs and the flags that would make it the
+ * active's; without one active, every instance's map. Null when they agree.
+ */
+function mapMismatch(list: readonly Instance[], maps: ReadonlyMap<string, ShardView>, active: string | null): string[] | null {
+  const reference = active === null ? undefined : maps.get(active);
+  if (reference === undefined) {
+    const views = [...maps.values()];
+    if (views.every((v) => sameMap(v, views[0]!))) return null;
+    const each = list.filter((i) => maps.has(i.address)).map((i) => `${i.address} (${i.state}) runs ${describeView(maps.get(i.address)!)}`);
+    return [`the instances do not run one map: ${each.join("; ")}: start every instance of a service with the same --shard, --shards and --shards-generation`];
+  }
+  const warnings: string[] = [];
+  for (const i of list) {
+    const view = maps.get(i.address);
+    if (i.address === active || view === undefined || sameMap(view, reference)) continue;
+    const flags = [
+      ...(view.name === reference.name ? [] : [reference.name === null ? "without --shard" : `--shard ${reference.name}`]),
+      ...([...view.shards].sort().join(",") === [...reference.shards].sort().join(",") ? [] : [reference.shards.length === 0 ? "without --shards" : `--shards ${reference.shards.join(",")}`]),
+      ...(view.generation === reference.generation ? [] : [`--shards-generation ${reference.generation}`]),
+    ];
+    // Another shard's name: a wrong --shard, or another shard's instance in a plain list.
+    const fix = `restart ${i.address} with ${flags.join(" ")}${view.name === reference.name ? "" : ` (or, if it is another shard's instance, drop it from --ops)`}`;
+    // A higher generation than the active's is how a map change rolls: the standbys take it first.
+    const rolling = view.generation > reference.generation ? `a map change half done (finish it: stop the active cleanly and a standby with the new map takes over), or ${fix}` : fix;
+    warnings.push(`${i.address} (${i.state}) runs ${describeView(view)}, but the active ${active} runs ${describeView(reference)}: ${rolling}`);
+  }
+  return warnings.length === 0 ? null : warnings;
 }
 
 /** What the map says of the ops servers of one entry: `shard` null for a plain list. */
@@ -389,6 +480,8 @@ export interface RoleOf {
   readonly epoch?: number;
   /** The active's instance id as the instance asked last saw it; null: none (released), absent: an older lockd. */
   readonly active?: string | null;
+  /** The active's ops address (HOST:PORT) as it advertises it; null or absent: not known (or an older lockd). */
+  readonly activeOps?: string | null;
   readonly service?: string;
   readonly refusal?: string;
 }
@@ -402,20 +495,26 @@ async function roleOf(get: (path: string) => Promise<OpsAnswer>): Promise<RoleOf
     role: body.role,
     epoch: body.epoch,
     ...(typeof body.active === "string" || body.active === null ? { active: body.active } : {}),
+    ...(typeof body.activeOps === "string" ? { activeOps: body.activeOps } : {}),
     service: body.service,
     ...(typeof body.refusal === "string" ? { refusal: body.refusal } : {}),
   };
 }
 
 /**
- * "service S: active, epoch N"; a standby's line names the active it sees
- * ("service S: standby, epoch N, active ID (a standby serves no locks: ask
- * the active)"); nothing without --coordinator.
+ * "service S: active, epoch N"; a standby's line names the active it sees,
+ * and its ops address when /readyz gives it ("service S: standby, epoch N,
+ * active ID at HOST:PORT (a standby serves no locks: ask the active)");
+ * nothing without --coordinator.
  */
 export function roleText(body: RoleOf): string {
   if (body.role === undefined) return "";
   // An older lockd's /readyz names no active: say nothing about it.
-  const active = body.role === "active" || body.active === undefined ? "" : body.active === null ? ", no active (the row is released or absent)" : `, active ${body.active}`;
+  const active = body.role === "active" || body.active === undefined
+    ? ""
+    : body.active === null
+      ? ", no active (the row is released or absent)"
+      : `, active ${body.active}${typeof body.activeOps === "string" ? ` at ${body.activeOps}` : ""}`;
   const note = typeof body.refusal === "string"
     ? ` (a standby serves no locks, and refuses to take over: ${body.refusal})`
     : body.role === "standby" ? ` (a standby serves no locks${body.active === null ? "" : ": ask the active"})` : "";

@@ -374,8 +374,11 @@ describe("an instance started with another map than its service's active", () =>
       const staleAt = `127.0.0.1:${await opsPort(stale)}`;
       const both = await runCli(["status", "--ops", `${activeAt},${staleAt}`]);
       expect(both.code).toBe(0);
-      expect(both.out).toMatch(new RegExp(`^instances: ${activeAt} active \\(epoch 1\\); ${staleAt} standby \\(epoch \\d+\\) \\(will not take over\\)$`, "m"));
+      expect(both.out).toMatch(new RegExp(`^instances: ${activeAt} active \\(epoch 1, generation ${GEN + 1}\\); ${staleAt} standby \\(epoch \\d+, generation ${GEN}\\) \\(will not take over\\)$`, "m"));
       expect(both.err).toContain(`lockd status: warning: ${staleAt} is a standby that will not take over: ${refused.reason}`);
+      expect(both.err).toContain(
+        `lockd status: warning: ${staleAt} (standby) runs shard alpha of alpha,beta (generation ${GEN}), but the active ${activeAt} runs shard alpha of alpha,beta (generation ${GEN + 1}): restart ${staleAt} with --shards-generation ${GEN + 1}`,
+      );
       const asJson = JSON.parse((await runCli(["status", "--json", "--ops", `${activeAt},${staleAt}`])).out) as { instances: { address: string; state: string; refusal?: string }[] };
       expect(asJson.instances.map((i) => [i.address, i.state, i.refusal])).toEqual([[activeAt, "active", undefined], [staleAt, "standby", refused.reason]]);
 
@@ -409,7 +412,16 @@ describe("an instance started with another map than its service's active", () =>
       const active = instance(service, port, "alpha", "alpha,beta", GEN);
       await active.line("active: listening");
       const wrong = instance(service, port, "alpha", "alpha,beta,gamma", GEN);
-      expect((await wrong.line(REFUSING)).reason).toContain("one generation with two maps");
+      const refusal = (await wrong.line(REFUSING)).reason;
+      expect(refusal).toContain("one generation with two maps");
+      // lockd status given the right map: the refusal and the flag that fixes the instance, not "fix the map".
+      const activeAt = `127.0.0.1:${await opsPort(active)}`;
+      const wrongAt = `127.0.0.1:${await opsPort(wrong)}`;
+      const status = await runCli(["status", "--ops", `gen=${GEN};alpha=${activeAt},${wrongAt};beta=127.0.0.1:1`, namesOn(two, "alpha", 1)[0]!]);
+      expect(status.code).toBe(0);
+      expect(status.err).toContain(`lockd status: warning: shard alpha: ${wrongAt} is a standby that will not take over: ${refusal}`);
+      expect(status.err).toContain(`lockd status: warning: shard alpha: ${wrongAt} (standby) runs shard alpha of alpha,beta,gamma (generation ${GEN}), but the active ${activeAt} runs shard alpha of alpha,beta (generation ${GEN}): restart ${wrongAt} with --shards alpha,beta`);
+      expect(status.err).not.toContain("fix the map");
 
       active.proc.kill("SIGKILL");
       await active.exited;
