@@ -44,7 +44,7 @@ async function board(base: string): Promise<any> {
 }
 
 test("a standby's board names its role, epoch, service and refusal, and its shard as /readyz does; the active's says active", async () => {
-  let view: RoleView = { role: "standby", epoch: 3, service: "svc", instance: "test", active: null, refusal: "its shard map differs from the active's" };
+  let view: RoleView = { role: "standby", epoch: 3, service: "svc", instance: "test", active: null, activeOps: null, refusal: "its shard map differs from the active's" };
   const { server, base } = opsServer(() => view, { shard: "b", shards: ["a", "b"], generation: 7 });
   const holder = await WirePeer.claim(server.port, "held");
   cleanups.push(() => holder.end());
@@ -59,12 +59,12 @@ test("a standby's board names its role, epoch, service and refusal, and its shar
   expect(Object.keys(standby.locks)).toEqual(["total", "matched", "prefix", "sort", "dir", "limit", "rows"]);
 
   // Becoming the active shows at the next request (even within the same second): a new snapshot, and no refusal.
-  view = { role: "active", epoch: 4, service: "svc", instance: "test", active: null };
+  view = { role: "active", epoch: 4, service: "svc", instance: "test", active: null, activeOps: null };
   const active = await board(base);
   expect(active.role).toEqual({ role: "active", epoch: 4, service: "svc" });
   expect(active.locks.rows.map((row: { name: string }) => row.name)).toEqual(["held"]);
 
-  view = { role: "stopped", epoch: 4, service: "svc", instance: "test", active: null };
+  view = { role: "stopped", epoch: 4, service: "svc", instance: "test", active: null, activeOps: null };
   expect((await board(base)).role).toEqual({ role: "stopped", epoch: 4, service: "svc" });
 });
 
@@ -77,7 +77,7 @@ test("without --coordinator the board's role is null, and without shards its sha
 
 test("a role change within one interval is not answered from the last role's snapshot or views", async () => {
   const h = new Harness();
-  let view: RoleView = { role: "standby", epoch: 1, service: "svc", instance: "test", active: null };
+  let view: RoleView = { role: "standby", epoch: 1, service: "svc", instance: "test", active: null, activeOps: null };
   const b = new Board({ engine: h.engine as unknown as Engine<Conn>, scanSlice: 16_384, version: "0.0.0-test", now: () => h.now, role: () => view });
   cleanups.push(() => b.stop());
   const ask = async () => {
@@ -90,7 +90,7 @@ test("a role change within one interval is not answered from the last role's sna
 
   view = { ...view, refusal: "not the same map" };
   expect((await ask()).role).toEqual({ role: "standby", epoch: 1, service: "svc", refusal: "not the same map" });
-  view = { role: "active", epoch: 2, service: "svc", instance: "test", active: null };
+  view = { role: "active", epoch: 2, service: "svc", instance: "test", active: null, activeOps: null };
   expect((await ask()).role).toEqual({ role: "active", epoch: 2, service: "svc" });
   expect(b.snapshotsBuilt).toBe(3); // the clock never moved: each change made its own snapshot
 });

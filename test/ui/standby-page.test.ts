@@ -32,7 +32,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
   let ops: OpsServer;
   let browser: Browser;
   let holder: WirePeer;
-  let view: RoleView = { role: "standby", epoch: 3, service: SERVICE, instance: "test", active: null };
+  let view: RoleView = { role: "standby", epoch: 3, service: SERVICE, instance: "test", active: null, activeOps: null };
 
   beforeAll(async () => {
     server = startServer();
@@ -81,7 +81,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     expect(await page.$$("#standby b")).toEqual([]); // the name is text, not markup
     await page.screenshot({ path: join(SHOTS, "standby.png"), fullPage: true });
 
-    view = { role: "active", epoch: 4, service: SERVICE, instance: "test", active: null };
+    view = { role: "active", epoch: 4, service: SERVICE, instance: "test", active: null, activeOps: null };
     await page.waitForSelector("#standby", { state: "hidden" });
     await page.waitForSelector("#locks-section", { state: "visible" });
     await page.waitForSelector('#rows tr[data-lock="held"]');
@@ -90,12 +90,12 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     expect(await page.textContent("#role")).toBe(`service ${SERVICE} · active · epoch 4`);
     expect(await page.textContent("#shard")).toBe("shard b · generation 7");
 
-    view = { role: "standby", epoch: 5, service: SERVICE, instance: "test", active: null, refusal: "its shard map (generation 7) differs from the active's (generation 8)" };
+    view = { role: "standby", epoch: 5, service: SERVICE, instance: "test", active: null, activeOps: null, refusal: "its shard map (generation 7) differs from the active's (generation 8)" };
     await page.waitForSelector("#standby-refusal", { state: "visible" });
     expect(await page.textContent("#standby-refusal")).toBe("It will not take over: its shard map (generation 7) differs from the active's (generation 8)");
     expect(await page.isHidden("#locks-section")).toBe(true);
 
-    view = { role: "stopped", epoch: 5, service: SERVICE, instance: "test", active: null };
+    view = { role: "stopped", epoch: 5, service: SERVICE, instance: "test", active: null, activeOps: null };
     await page.waitForFunction(() => document.getElementById("standby-text")?.textContent?.includes("is stopped"));
     expect(await page.textContent("#standby-text")).toBe(`This instance of service ${SERVICE} is stopped: it serves no locks. Open the active instance's page.`);
     expect(await page.isHidden("#standby-refusal")).toBe(true);
