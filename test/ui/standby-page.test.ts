@@ -60,7 +60,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     await server?.stop();
   });
 
-  test("a standby shows a banner instead of its table and totals; it goes when the role becomes active, and comes back with the refusal", async () => {
+  test("a standby shows a banner instead of its table and totals, naming the active and linking to its page; it goes when the role becomes active, and comes back with the refusal", async () => {
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     page.setDefaultTimeout(WAIT);
     const errors: string[] = [];
@@ -79,7 +79,20 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     expect(await page.textContent("#shard")).toBe("shard b · generation 7");
     expect(await page.textContent("#role")).toBe(`service ${SERVICE} · standby · epoch 3`);
     expect(await page.$$("#standby b")).toEqual([]); // the name is text, not markup
+    expect(await page.isHidden("#standby-active")).toBe(true); // the row names no active: nothing to link to
+
+    // The row names the active and the ops address it advertises: the banner names it and links to its page (this page's scheme).
+    view = { role: "standby", epoch: 3, service: SERVICE, instance: "test", active: "db1/pid-42/<i>x</i>", activeOps: "10.0.0.5:7701" };
+    await page.waitForSelector("#standby-active-link");
+    expect(await page.textContent("#standby-active")).toBe("The active is db1/pid-42/<i>x</i>, ops at 10.0.0.5:7701.");
+    expect(await page.textContent("#standby-active-link")).toBe("10.0.0.5:7701");
+    expect(await page.getAttribute("#standby-active-link", "href")).toBe("http://10.0.0.5:7701/ui");
+    expect(await page.$$("#standby i")).toEqual([]); // the instance id is text, not markup
     await page.screenshot({ path: join(SHOTS, "standby.png"), fullPage: true });
+    // An active that advertises no address (an older lockd, a wildcard --ops): named, with no link.
+    view = { role: "standby", epoch: 3, service: SERVICE, instance: "test", active: "db1/pid-42/9f3a01bc", activeOps: null };
+    await page.waitForSelector("#standby-active-link", { state: "detached" });
+    expect(await page.textContent("#standby-active")).toBe("The active is db1/pid-42/9f3a01bc; it advertises no ops address (see --advertise-ops).");
 
     view = { role: "active", epoch: 4, service: SERVICE, instance: "test", active: null, activeOps: null };
     await page.waitForSelector("#standby", { state: "hidden" });
