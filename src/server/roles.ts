@@ -402,6 +402,8 @@ export class Roles implements GrantGuard, TokenSource {
       why,
       ...(why === "expired" ? { unchangedMs: Math.round(unchangedMs) } : {}),
       listen: formatAddress({ host: server.hostname, port: server.port }),
+      // The ops address written into the row for standbys to show (null: none advertised).
+      advertisedOps: this.ops,
       // As clients see it: the server's token source wraps the machine's counter in the map's generation.
       tokensFrom: server.engine.tokens.last + 1,
     });

@@ -220,7 +220,7 @@ describe("the active's ops address (ops= in the row)", () => {
     const port = await freePort();
     const a = instance(service, port, ["--advertise-ops", "lockd-a.example:7701"], 4000);
     await using _a = a;
-    await a.line("active: listening");
+    expect((await a.line("active: listening")).advertisedOps).toBe("lockd-a.example:7701");
     const b = instance(service, port, [], 4000);
     await using _b = b;
     expect(await b.line("lockd started")).toMatchObject({ role: "standby", activeOps: "lockd-a.example:7701" });
@@ -229,7 +229,7 @@ describe("the active's ops address (ops= in the row)", () => {
     expect((await readyz(await opsPort(a))).body).toMatchObject({ role: "active", activeOps: "lockd-a.example:7701" });
     a.proc.kill("SIGTERM");
     expect(await a.exit(15_000)).toBe(0);
-    await b.line("active: listening", 15_000);
+    expect((await b.line("active: listening", 15_000)).advertisedOps).toBe(`127.0.0.1:${bOps}`);
     expect((await readyz(bOps)).body).toMatchObject({ status: "ready", role: "active", activeOps: `127.0.0.1:${bOps}` });
   });
 });
@@ -266,6 +266,14 @@ describe("bad configuration: one line, a non-zero exit", () => {
     expect(code).toBe(65);
     expect(err.trim().split("\n")).toHaveLength(1);
     expect(err).toContain("schema version 2");
+  });
+
+  test("an --advertise-ops too long for the coordinator row", async () => {
+    const long = `${"a".repeat(60)}.${"b".repeat(60)}.example`;
+    const { code, err } = await serve(pg.url(), ["--advertise-ops", `${long}:7701`]);
+    expect(code).toBe(64);
+    expect(err.trim().split("\n")).toHaveLength(1);
+    expect(err).toContain(`--advertise-ops: "${long}:7701" is longer than 100 characters`);
   });
 
   test("both --coordinator and --coordinator-file", async () => {
