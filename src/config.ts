@@ -14,6 +14,7 @@ import {
   coordinatorUrl,
   count,
   duration,
+  hostPort,
   hostPortList,
   listenAddress,
   logLevel,
@@ -206,6 +207,12 @@ export const SERVE_OPTIONS = {
     default: "4s",
     help: "with --coordinator: a standby takes over after this long without a renewal; the active stops at 0.8 x",
     schema: duration(200, 600_000),
+  },
+  advertiseOps: {
+    flag: "--advertise-ops",
+    env: "LOCKD_ADVERTISE_OPS",
+    help: "with --coordinator: the ops address the active names in the coordinator row, for standbys to show; default: the --ops address unless it binds a wildcard (0.0.0.0, ::)",
+    schema: hostPort,
   },
 } as const satisfies OptionTable;
 

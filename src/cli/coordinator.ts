@@ -14,7 +14,7 @@ import { Daemon } from "../server/daemon.ts";
 import type { openFileLimit } from "../server/limits.ts";
 import type { ServerTls } from "../server/server.ts";
 import { NO_SHARDS, type ShardSettings } from "../shard-guard.ts";
-import { activeHolder, type HolderMap, holderMapOf, ownMapOf, releasedHolder } from "../server/coordinator-map.ts";
+import { activeHolder, type HolderMap, holderMapOf, MAX_ADVERTISED_OPS, ownMapOf, releasedHolder } from "../server/coordinator-map.ts";
 import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -28,7 +28,13 @@ import { daemonOptions, listenFailed, relaySignals } from "./serve.ts";
  */
 export function resolveCoordinatorUrl(
   options: CoordinatorFlags,
-  sources: { readonly coordinator: OptionSource; readonly coordinatorFile: OptionSource; readonly service?: OptionSource; readonly coordinatorLease?: OptionSource },
+  sources: {
+    readonly coordinator: OptionSource;
+    readonly coordinatorFile: OptionSource;
+    readonly service?: OptionSource;
+    readonly coordinatorLease?: OptionSource;
+    readonly advertiseOps?: OptionSource;
+  },
   read?: ReadFile,
 ): { url: string; from: string } | null {
   const url = resolveCoordinatorSource(options, sources, read);
@@ -37,6 +43,7 @@ export function resolveCoordinatorUrl(
     const stray = [
       ...(sources.service === "flag" || sources.service === "env" ? [sources.service === "flag" ? "--service" : "LOCKD_SERVICE"] : []),
       ...(sources.coordinatorLease === "flag" || sources.coordinatorLease === "env" ? [sources.coordinatorLease === "flag" ? "--coordinator-lease" : "LOCKD_COORDINATOR_LEASE"] : []),
+      ...(sources.advertiseOps === "flag" || sources.advertiseOps === "env" ? [sources.advertiseOps === "flag" ? "--advertise-ops" : "LOCKD_ADVERTISE_OPS"] : []),
     ];
     if (stray.length > 0) throw new ConfigError([`${stray.join(" and ")} need${stray.length === 1 ? "s" : ""} --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)`]);
   }
@@ -105,6 +112,12 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     process.stderr.write(`lockd serve: ${error.message}\n`);
     return ExitCode.DATA_ERROR;
   }
+  // The active names its ops address in the row (coordinator-map.ts advertisedOps), which keeps room for the instance id and map.
+  const advertiseOps = options.advertiseOps === undefined ? undefined : formatAddress(options.advertiseOps);
+  if (advertiseOps !== undefined && advertiseOps.length > MAX_ADVERTISED_OPS) {
+    process.stderr.write(`lockd serve: --advertise-ops: ${JSON.stringify(advertiseOps)} is longer than ${MAX_ADVERTISED_OPS} characters (the coordinator row keeps room for the instance id and shard map): give a shorter name or an IP address\n`);
+    return ExitCode.USAGE;
+  }
   const instance = instanceId();
   const leaseMs = options.coordinatorLease;
   // The row's holder names the map this instance serves: a standby with another map refuses to take over
@@ -116,6 +129,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   try {
     daemon = new Daemon({
       ...daemonOptions(c),
+      ...(advertiseOps === undefined ? {} : { advertiseOps }),
       coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor, map },
     });
   } catch (error) {
@@ -137,6 +151,8 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     // A standby: the service's epoch and active as it last read them from the row.
     epoch: view.epoch,
     active: view.active,
+    // Where the active's ops server answers (its /readyz, /ui), as it advertises it; null: unknown.
+    activeOps: view.activeOps,
     service: options.service,
     instance,
     coordinator: redactUrl(c.url.url),

@@ -4,7 +4,7 @@
  * for an instance started with a shard map or a generation, a space and a
  * tag naming the map:
  *
- *     db1/pid-4242/9f3a01bc shard=alpha gen=3 map=5f1e22c0
+ *     db1/pid-4242/9f3a01bc shard=alpha gen=3 map=5f1e22c0 ops=10.0.0.5:7701
  *     (released) shard=alpha gen=3 map=5f1e22c0      (after a clean stop)
  *
  * `map` is the first 8 hex digits of SHA-256 over the sorted shard names
@@ -14,6 +14,13 @@
  * holder without a tag names no map: no shards at generation 0, or a lockd
  * from before this check, which may have served any map. It is never
  * refused (an upgrade must not lock a service out), only warned about.
+ *
+ * An active also writes `ops=HOST:PORT`, the address of its ops server
+ * (advertisedOps), when it has one to give: standbys show it so an operator
+ * knows where the active's /readyz and /ui are. It is display only (no
+ * decision reads it), and a holder without it (an older lockd, or an
+ * instance whose ops server binds a wildcard address without
+ * --advertise-ops) just names no address. A released row names none.
  *
  * A standby reads the map its service's active served (or the one that
  * released the row) and refuses to take over when taking over would break
@@ -63,17 +70,59 @@ export function holderInstance(holder: string): string | null {
   return space < 0 ? holder : holder.slice(0, space);
 }
 
-/** The tag written after the instance id; "" for no shards at generation 0. */
+/** The map part of the tag written after the instance id; "" for no shards at generation 0. */
 export function mapTag(map: HolderMap): string {
   if (map.shard === null && map.generation === 0) return "";
   return map.shard === null ? `gen=${map.generation}` : `shard=${map.shard} gen=${map.generation} map=${map.map}`;
 }
 
-/** The holder an instance writes when active. */
-export function activeHolder(instance: string, map: HolderMap): string {
-  const tag = mapTag(map);
-  // The column holds 255 characters: the instance id gives way, never the map.
+/** The longest `ops=` address a holder carries (the instance id keeps room beside the map; config checks --advertise-ops against it). */
+export const MAX_ADVERTISED_OPS = 100;
+
+/**
+ * The holder an instance writes when active: the instance id, the map tag,
+ * and `ops=HOST:PORT` when `ops` is given (its ops server's address, as
+ * advertisedOps gives it).
+ */
+export function activeHolder(instance: string, map: HolderMap, ops: string | null = null): string {
+  const mapPart = mapTag(map);
+  const opsPart = ops === null || ops === "" || ops.length > MAX_ADVERTISED_OPS || /\s/.test(ops) ? "" : `ops=${ops}`;
+  const tag = mapPart === "" ? opsPart : opsPart === "" ? mapPart : `${mapPart} ${opsPart}`;
+  // The column holds 255 characters: the instance id gives way, never the tag.
   return tag === "" ? instance : `${instance.slice(0, 254 - tag.length)} ${tag}`;
+}
+
+/**
+ * The ops address an active advertises in its holder: `explicit`
+ * (--advertise-ops) when set; else the ops server's bound address, unless
+ * it is a wildcard (0.0.0.0, ::), which names no host another machine can
+ * reach; else null (no `ops=`).
+ */
+export function advertisedOps(explicit: string | null, bound: { readonly host: string; readonly port: number }): string | null {
+  if (explicit !== null) return explicit;
+  const host = bound.host.replace(/^\[(.*)\]$/, "$1");
+  if (host === "" || host === "0.0.0.0" || host === "::" || /^(0*:)*:?0*$/.test(host)) return null;
+  return host.includes(":") ? `[${host}]:${bound.port}` : `${host}:${bound.port}`;
+}
+
+/** Characters an advertised ops address may have: a host name, IPv4, or a bracketed IPv6 address, then :PORT. */
+const OPS_VALUE = /^(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.%A-Za-z]+\]):\d{1,5}$/;
+
+/**
+ * The ops address a holder advertises (`ops=HOST:PORT`), or null: a
+ * released row, a holder without one (an older lockd, a wildcard bind
+ * without --advertise-ops), or a value that is not HOST:PORT.
+ */
+export function parseHolderOps(holder: string): string | null {
+  if (isReleased(holder)) return null;
+  const parts = holder.split(" ");
+  for (let i = 1; i < parts.length; i++) {
+    const part = parts[i]!;
+    if (!part.startsWith("ops=")) continue;
+    const value = part.slice(4);
+    return value.length <= MAX_ADVERTISED_OPS && OPS_VALUE.test(value) ? value : null;
+  }
+  return null;
 }
 
 /** The holder a clean stop writes: "" without a tag (as before shards), else "(released) TAG". */

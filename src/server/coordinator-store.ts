@@ -43,6 +43,12 @@ export const STATEMENTS = {
 
 /** What the role shell needs from a coordinator (the PostgreSQL store, or a model in tests). */
 export interface CoordinatorStore {
+  /**
+   * The holder this instance writes as active from now on (coordinator-map.ts
+   * activeHolder: with the ops address, known once the ops server is bound).
+   * Set before the first statement (roles.ts start); never during a term.
+   */
+  setHolder(holder: string): void;
   read(): Promise<CoordinatorRow | null>;
   /** Insert the row (epoch 1, holder me, token_floor = floor + block); null when it exists already. */
   create(floor: number): Promise<CoordinatorRow | null>;
@@ -73,7 +79,7 @@ export class CoordinatorConfigError extends Error {
 export interface PgStoreOptions {
   readonly url: string;
   readonly service: string;
-  /** Written as holder: the instance id, with the map it serves (coordinator-map.ts activeHolder). */
+  /** Written as holder: the instance id, with the map it serves (coordinator-map.ts activeHolder); setHolder replaces it. */
   readonly instance: string;
   /** Written as holder by a clean stop: "" (the default), or "(released) TAG" naming the map (coordinator-map.ts releasedHolder). */
   readonly releasedHolder?: string;
@@ -129,10 +135,19 @@ function describeStartError(error: unknown, url: string): string {
 }
 
 export class PgCoordinatorStore implements CoordinatorStore {
+  /** The holder written as active: options.instance until setHolder. */
+  private holder: string;
+
   private constructor(
     private readonly sql: SQL,
     private readonly options: PgStoreOptions,
-  ) {}
+  ) {
+    this.holder = options.instance;
+  }
+
+  setHolder(holder: string): void {
+    this.holder = holder;
+  }
 
   /**
    * Connect, create the tables if missing and check the schema version.
@@ -205,7 +220,8 @@ export class PgCoordinatorStore implements CoordinatorStore {
   }
 
   async create(floor: number): Promise<CoordinatorRow | null> {
-    const { service, instance, leaseMs, block } = this.options;
+    const { service, leaseMs, block } = this.options;
+    const instance = this.holder;
     try {
       await this.sql.unsafe(STATEMENTS.create, [service, instance, floor + block, leaseMs]);
     } catch (error) {
@@ -216,7 +232,8 @@ export class PgCoordinatorStore implements CoordinatorStore {
   }
 
   async takeover(watched: Watched): Promise<CoordinatorRow | null> {
-    const { service, instance, leaseMs, block } = this.options;
+    const { service, leaseMs, block } = this.options;
+    const instance = this.holder;
     const rows = (await this.sql.unsafe(STATEMENTS.takeover, [
       service,
       instance,
@@ -230,18 +247,18 @@ export class PgCoordinatorStore implements CoordinatorStore {
   }
 
   async renew(epoch: number): Promise<boolean> {
-    const result = await this.sql.unsafe(STATEMENTS.renew, [this.options.service, this.options.instance, epoch]);
+    const result = await this.sql.unsafe(STATEMENTS.renew, [this.options.service, this.holder, epoch]);
     return (result as unknown as { count: number }).count === 1;
   }
 
   async reserve(epoch: number): Promise<number | null> {
-    const { service, instance, block } = this.options;
-    const rows = (await this.sql.unsafe(STATEMENTS.reserve, [service, instance, epoch, block])) as Record<string, unknown>[];
+    const { service, block } = this.options;
+    const rows = (await this.sql.unsafe(STATEMENTS.reserve, [service, this.holder, epoch, block])) as Record<string, unknown>[];
     return rows.length === 0 ? null : Number(rows[0]!.token_floor);
   }
 
   async release(epoch: number): Promise<boolean> {
-    const result = await this.sql.unsafe(STATEMENTS.release, [this.options.service, this.options.instance, epoch, this.options.releasedHolder ?? ""]);
+    const result = await this.sql.unsafe(STATEMENTS.release, [this.options.service, this.holder, epoch, this.options.releasedHolder ?? ""]);
     return (result as unknown as { count: number }).count === 1;
   }
 

@@ -35,6 +35,7 @@ import { AdminAuth } from "./admin.ts";
 import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer } from "./ops.ts";
 import { Roles, type RolesOptions } from "./roles.ts";
+import { advertisedOps } from "./coordinator-map.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
 import { shardGuard, type ShardSettings } from "../shard-guard.ts";
 import { tokensInGeneration } from "../shard-tokens.ts";
@@ -66,6 +67,13 @@ export interface DaemonOptions {
    * listener until this instance is active; tokens from the coordinator.
    */
   readonly coordinator?: Omit<RolesOptions, "listen" | "log" | "ioTimeoutMs">;
+  /**
+   * With `coordinator`: the ops address (HOST:PORT) this instance names in
+   * the row while active, for its standbys to show (--advertise-ops).
+   * Omitted: the ops server's bound address, unless it is a wildcard
+   * (coordinator-map.ts advertisedOps).
+   */
+  readonly advertiseOps?: string;
   /** This server's shard of a map, and the generation tokens carry (src/shard-guard.ts). Omitted: no shards, generation 0. */
   readonly shards?: ShardSettings;
   /**
@@ -155,7 +163,8 @@ export class Daemon {
       void fixed?.stop();
       throw new ListenError("ops", options.ops, error);
     }
-    roles?.start();
+    // The holder names the ops server's address as bound (port 0 picked one by now), or --advertise-ops.
+    roles?.start(advertisedOps(options.advertiseOps ?? null, { host: this.ops.hostname, port: this.ops.port }));
   }
 
   /** The role layer, with --coordinator; null otherwise. */

@@ -263,8 +263,8 @@ export class OpsServer {
 
   /**
    * 200 only when this instance serves locks; with --coordinator the body
-   * names its role, the service's epoch and the active (a standby: as it
-   * last read them from the coordinator row).
+   * names its role, the service's epoch, the active and the ops address it
+   * advertises (a standby: as it last read them from the coordinator row).
    */
   private readyz(): HttpReply {
     const ready = this.options.isReady();
@@ -277,6 +277,7 @@ export class OpsServer {
       role: roles.role,
       epoch: roles.epoch,
       active: roles.active,
+      activeOps: roles.activeOps,
       service: roles.service,
       shard,
       // A standby that will not take over (its map differs from the active's): why.
@@ -295,12 +296,15 @@ export class OpsServer {
     if (roles === undefined || roles.role === "active") return null;
     const ask = roles.active === null
       ? "the coordinator row names no active now (released, or not created yet): ask again once an instance's /readyz answers 200"
-      : `ask the active instance, ${roles.active} (its /readyz answers 200)`;
+      : roles.activeOps === null
+        ? `ask the active instance, ${roles.active} (its /readyz answers 200)`
+        : `ask the active instance, ${roles.active}, at ${roles.activeOps} (its /readyz answers 200)`;
     return json(503, {
       error: { code: "NOT_ACTIVE", message: `this instance of service ${roles.service} is ${roles.role === "standby" ? "a standby" : "stopped"} (epoch ${roles.epoch}): it serves no locks; ${ask}` },
       role: roles.role,
       epoch: roles.epoch,
       active: roles.active,
+      activeOps: roles.activeOps,
       service: roles.service,
       shard: this.shardView,
     });

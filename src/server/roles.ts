@@ -29,7 +29,7 @@ import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "./conn.ts";
 import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
-import { describeHolderMap, type HolderMap, holderInstance, isReleased, parseHolderMap, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
+import { activeHolder, describeHolderMap, type HolderMap, holderInstance, isReleased, parseHolderMap, parseHolderOps, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
 import type { CoordinatorStore } from "./coordinator-store.ts";
 import type { LockServer } from "./server.ts";
 
@@ -78,6 +78,14 @@ export interface RoleView {
    * released or absent at the last read, or not read yet.
    */
   readonly active: string | null;
+  /**
+   * The ops address (HOST:PORT) the service's active advertises in the row
+   * (`ops=`, coordinator-map.ts), where its /readyz and /ui answer: its own
+   * advertised address when active; null when unknown (no active, or an
+   * active that advertises none: an older lockd, or a wildcard --ops
+   * without --advertise-ops).
+   */
+  readonly activeOps: string | null;
   /** A standby that refuses to take over its service's row: why (the maps differ); absent otherwise. */
   readonly refusal?: string;
 }
@@ -117,6 +125,8 @@ export class Roles implements GrantGuard, TokenSource {
   private loggedRefusal: string | null = null;
   /** The row as last read or written by this instance (null: absent, or no answer yet); for the view only. */
   private rowSeen: { readonly epoch: number; readonly holder: string } | null = null;
+  /** The ops address this instance advertises when active (start's argument). */
+  private ops: string | null = null;
 
   constructor(private readonly options: RolesOptions) {
     const map = options.map ?? { generation: 0, shard: null, map: null };
@@ -142,13 +152,14 @@ export class Roles implements GrantGuard, TokenSource {
     const { service, instance } = this.options;
     const seen = this.rowSeen;
     const view: RoleView = m.role === "active"
-      ? { role: m.role, epoch: m.epoch, service, instance, active: instance }
+      ? { role: m.role, epoch: m.epoch, service, instance, active: instance, activeOps: this.ops }
       : {
           role: m.role,
           epoch: seen === null ? m.epoch : seen.epoch,
           service,
           instance,
           active: seen === null ? null : holderInstance(seen.holder),
+          activeOps: seen === null ? null : parseHolderOps(seen.holder),
         };
     return m.role === "standby" && m.refusal !== null ? { ...view, refusal: m.refusal } : view;
   }
@@ -167,7 +178,15 @@ export class Roles implements GrantGuard, TokenSource {
     };
   }
 
-  start(): void {
+  /**
+   * Begin: read the row (and take or create it as the machine decides).
+   * `ops` is the ops address this instance advertises when active (the
+   * daemon's, coordinator-map.ts advertisedOps; null: none), written into
+   * its holder.
+   */
+  start(ops: string | null = null): void {
+    this.ops = ops;
+    this.options.store.setHolder(activeHolder(this.options.instance, this.map, ops));
     this.run(this.machine.start(this.now()));
   }
 
@@ -261,6 +280,7 @@ export class Roles implements GrantGuard, TokenSource {
               service,
               epoch: row.epoch,
               active: holderInstance(row.holder) ?? "(released)",
+              activeOps: parseHolderOps(row.holder),
               activeMap: describeHolderMap(parseHolderMap(row.holder)),
             });
             const change = takeoverChangesMap(this.map, row.holder);
@@ -382,6 +402,8 @@ export class Roles implements GrantGuard, TokenSource {
       why,
       ...(why === "expired" ? { unchangedMs: Math.round(unchangedMs) } : {}),
       listen: formatAddress({ host: server.hostname, port: server.port }),
+      // The ops address written into the row for standbys to show (null: none advertised).
+      advertisedOps: this.ops,
       // As clients see it: the server's token source wraps the machine's counter in the map's generation.
       tokensFrom: server.engine.tokens.last + 1,
     });

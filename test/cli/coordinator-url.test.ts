@@ -47,9 +47,14 @@ test("--service or --coordinator-lease without a coordinator: an error, not a si
   expect(() => resolve(["--service", "payments"])).toThrow("--service needs --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)");
   expect(() => resolve([], { LOCKD_SERVICE: "p", LOCKD_COORDINATOR_LEASE: "2s" })).toThrow("LOCKD_SERVICE and LOCKD_COORDINATOR_LEASE need --coordinator");
   expect(resolve(["--service", "payments", "--coordinator", "postgres://x/y"])?.url).toBe("postgres://x/y");
+  expect(() => resolve(["--advertise-ops", "lockd-1.internal:7701"])).toThrow("--advertise-ops needs --coordinator (or LOCKD_COORDINATOR, LOCKD_COORDINATOR_FILE)");
+  expect(() => resolve([], { LOCKD_ADVERTISE_OPS: "lockd-1.internal:7701" })).toThrow("LOCKD_ADVERTISE_OPS needs --coordinator");
+  expect(resolve(["--advertise-ops", "lockd-1.internal:7701", "--coordinator", "postgres://x/y"])?.url).toBe("postgres://x/y");
 });
 
 test("bad values of the other coordinator flags are named", () => {
   expect(() => parseOptions(SERVE_OPTIONS, ["--coordinator-lease", "50ms"], {})).toThrow("--coordinator-lease: 50ms is out of range 200ms..10m");
+  expect(() => parseOptions(SERVE_OPTIONS, ["--advertise-ops", "0.0.0.0"], {})).toThrow("--advertise-ops");
+  expect(() => parseOptions(SERVE_OPTIONS, ["--advertise-ops", "lockd-1:0"], {})).toThrow("--advertise-ops");
   expect(() => parseOptions(SERVE_OPTIONS, ["--service", "two words"], {})).toThrow("--service: a service name is 1 to 255 printable ASCII characters without spaces");
 });

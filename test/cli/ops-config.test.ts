@@ -38,6 +38,7 @@ describe("serve options: flags beat env beat defaults", () => {
       coordinatorFile: undefined,
       service: "default",
       coordinatorLease: 4000,
+      advertiseOps: undefined,
     });
     expect(sources.ops).toBe("default");
     expect(sources.adminToken).toBe("unset");
@@ -70,6 +71,7 @@ describe("serve options: flags beat env beat defaults", () => {
       LOCKD_COORDINATOR_FILE: "/env/coordinator",
       LOCKD_SERVICE: "env-service",
       LOCKD_COORDINATOR_LEASE: "3s",
+      LOCKD_ADVERTISE_OPS: "lockd-env.internal:8001",
     };
     const fromEnv = parse([], env);
     expect(fromEnv.options).toEqual({
@@ -98,6 +100,7 @@ describe("serve options: flags beat env beat defaults", () => {
       coordinatorFile: "/env/coordinator",
       service: "env-service",
       coordinatorLease: 3000,
+      advertiseOps: { host: "lockd-env.internal", port: 8001 },
     });
     expect(fromEnv.sources.ops).toBe("env");
     const flags = [
@@ -126,6 +129,7 @@ describe("serve options: flags beat env beat defaults", () => {
       "--coordinator-file", "/flag/coordinator",
       "--service", "flag-service",
       "--coordinator-lease", "2s",
+      "--advertise-ops", "[fd00::5]:9001",
     ];
     const fromFlags = parse(flags, env);
     expect(fromFlags.options).toEqual({
@@ -154,6 +158,7 @@ describe("serve options: flags beat env beat defaults", () => {
       coordinatorFile: "/flag/coordinator",
       service: "flag-service",
       coordinatorLease: 2000,
+      advertiseOps: { host: "fd00::5", port: 9001 },
     });
     expect(Object.values(fromFlags.sources).every((s) => s === "flag")).toBe(true);
     expect(parse(["--max-sessions", "auto"], env).options.maxSessions).toBeNull();

@@ -70,10 +70,14 @@ describe("two instances", () => {
     // The standby shows the service's epoch and its active as it last read the row.
     expect(await b.line("lockd started")).toMatchObject({ role: "standby", epoch: 1, active: activeId });
     const standbyOps = await opsPort(b);
-    const standby = await readyz(standbyOps);
-    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 1, active: activeId, service, shard: NO_SHARD } });
     const activeOps = await opsPort(a);
-    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, active: activeId, service, shard: NO_SHARD } });
+    // The active names its ops address in the row (its --ops as bound: port 0 picked one); the standby shows it.
+    const activeAt = `127.0.0.1:${activeOps}`;
+    expect((await b.line("lockd started")).activeOps).toBe(activeAt);
+    expect((await b.line("standby: the coordinator row names the active")).activeOps).toBe(activeAt);
+    const standby = await readyz(standbyOps);
+    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD } });
+    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD } });
     // The role in lockd status and /metrics.
     expect((await runCli(["status", "--ops", `127.0.0.1:${activeOps}`])).out).toContain(`service ${service}: active, epoch 1\n`);
     const lone = await runCli(["status", "--ops", `127.0.0.1:${standbyOps}`]);
@@ -82,9 +86,17 @@ describe("two instances", () => {
     // (force-release and kick too, once the admin token is accepted: test/ops/not-active.test.ts).
     for (const path of ["/v1/locks", "/v1/locks/k", "/v1/locks?name=k"]) {
       const answer = await fetch(`http://127.0.0.1:${standbyOps}${path}`);
-      const body = (await answer.json()) as { error: { code: string; message: string }; role: string; service: string };
-      expect({ path, status: answer.status, code: body.error.code, role: body.role, service: body.service }).toEqual({ path, status: 503, code: "NOT_ACTIVE", role: "standby", service });
-      expect(body.error.message).toContain(`(epoch 1): it serves no locks; ask the active instance, ${activeId} (its /readyz answers 200)`);
+      const body = (await answer.json()) as { error: { code: string; message: string }; role: string; service: string; active: string; activeOps: string };
+      expect({ path, status: answer.status, code: body.error.code, role: body.role, service: body.service, active: body.active, activeOps: body.activeOps }).toEqual({
+        path,
+        status: 503,
+        code: "NOT_ACTIVE",
+        role: "standby",
+        service,
+        active: activeId,
+        activeOps: activeAt,
+      });
+      expect(body.error.message).toContain(`(epoch 1): it serves no locks; ask the active instance, ${activeId}, at ${activeAt} (its /readyz answers 200)`);
     }
     const metrics = await (await fetch(`http://127.0.0.1:${activeOps}/metrics`)).text();
     expect(metrics).toContain(`lockd_role{role="active",service="${service}"} 1`);
@@ -202,6 +214,26 @@ describe("two instances", () => {
   });
 });
 
+describe("the active's ops address (ops= in the row)", () => {
+  test("--advertise-ops is the address the active names; the standby that takes over after a clean stop names its own bound one", async () => {
+    const service = nextService();
+    const port = await freePort();
+    const a = instance(service, port, ["--advertise-ops", "lockd-a.example:7701"], 4000);
+    await using _a = a;
+    expect((await a.line("active: listening")).advertisedOps).toBe("lockd-a.example:7701");
+    const b = instance(service, port, [], 4000);
+    await using _b = b;
+    expect(await b.line("lockd started")).toMatchObject({ role: "standby", activeOps: "lockd-a.example:7701" });
+    const bOps = await opsPort(b);
+    expect((await readyz(bOps)).body).toMatchObject({ role: "standby", active: (await a.line("lockd started")).instance, activeOps: "lockd-a.example:7701" });
+    expect((await readyz(await opsPort(a))).body).toMatchObject({ role: "active", activeOps: "lockd-a.example:7701" });
+    a.proc.kill("SIGTERM");
+    expect(await a.exit(15_000)).toBe(0);
+    expect((await b.line("active: listening", 15_000)).advertisedOps).toBe(`127.0.0.1:${bOps}`);
+    expect((await readyz(bOps)).body).toMatchObject({ status: "ready", role: "active", activeOps: `127.0.0.1:${bOps}` });
+  });
+});
+
 describe("bad configuration: one line, a non-zero exit", () => {
   const serve = (url: string, extra: readonly string[] = []) =>
     runCli(["serve", "--coordinator", url, "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", ...extra], { LOCKD_DATA_DIR: pg.dir + "/nodata" });
@@ -234,6 +266,14 @@ describe("bad configuration: one line, a non-zero exit", () => {
     expect(code).toBe(65);
     expect(err.trim().split("\n")).toHaveLength(1);
     expect(err).toContain("schema version 2");
+  });
+
+  test("an --advertise-ops too long for the coordinator row", async () => {
+    const long = `${"a".repeat(60)}.${"b".repeat(60)}.example`;
+    const { code, err } = await serve(pg.url(), ["--advertise-ops", `${long}:7701`]);
+    expect(code).toBe(64);
+    expect(err.trim().split("\n")).toHaveLength(1);
+    expect(err).toContain(`--advertise-ops: "${long}:7701" is longer than 100 characters`);
   });
 
   test("both --coordinator and --coordinator-file", async () => {

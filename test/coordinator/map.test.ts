@@ -7,6 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { Coordinator, type CoordinatorRow } from "../../src/server/coordinator.ts";
 import {
   activeHolder,
+  advertisedOps,
   describeHolderMap,
   holderInstance,
   holderMapOf,
@@ -14,6 +15,7 @@ import {
   mapId,
   ownMapOf,
   parseHolderMap,
+  parseHolderOps,
   releasedHolder,
   takeoverChangesMap,
   takeoverRefusal,
@@ -47,6 +49,58 @@ describe("the holder names the map", () => {
     expect(isReleased(releasedHolder(map("alpha", ["alpha", "beta"], 1)))).toBe(true);
     expect(isReleased("db1/pid-7/0a0b0c0d shard=alpha gen=1 map=12345678")).toBe(false);
     expect(isReleased("(released)x/pid-1/y")).toBe(false);
+  });
+});
+
+describe("the holder names the active's ops address (ops=)", () => {
+  const alpha = map("alpha", ["alpha", "beta"], 3);
+
+  test("with a map, and without one: the address round-trips and the map and instance read as before", () => {
+    const holder = activeHolder("db1/pid-7/0a0b0c0d", alpha, "10.0.0.5:7701");
+    expect(holder).toBe(`db1/pid-7/0a0b0c0d shard=alpha gen=3 map=${mapId(["alpha", "beta"])} ops=10.0.0.5:7701`);
+    expect(parseHolderOps(holder)).toBe("10.0.0.5:7701");
+    expect(parseHolderMap(holder)).toEqual(alpha);
+    expect(holderInstance(holder)).toBe("db1/pid-7/0a0b0c0d");
+    // No shards at generation 0: the address alone, and still no map named (what an instance without one always wrote).
+    const plain = activeHolder("db1/pid-7/0a0b0c0d", map(null, [], 0), "[::1]:7701");
+    expect(plain).toBe("db1/pid-7/0a0b0c0d ops=[::1]:7701");
+    expect(parseHolderOps(plain)).toBe("[::1]:7701");
+    expect(parseHolderMap(plain)).toBeNull();
+    expect(holderInstance(plain)).toBe("db1/pid-7/0a0b0c0d");
+    expect(takeoverRefusal(map(null, [], 0), plain)).toBeNull();
+    expect(takeoverChangesMap(map(null, [], 0), plain)).toBeNull();
+    expect(takeoverRefusal(alpha, holder)).toBeNull();
+    expect(takeoverChangesMap(alpha, holder)).toBeNull(); // the address is not part of the map
+  });
+
+  test("a holder without ops= (an older active, or none advertised) parses with no address; a released row names none", () => {
+    expect(activeHolder("db1/pid-7/0a0b0c0d", alpha, null)).toBe(activeHolder("db1/pid-7/0a0b0c0d", alpha));
+    expect(parseHolderOps(`db1/pid-7/0a0b0c0d shard=alpha gen=3 map=${mapId(["alpha", "beta"])}`)).toBeNull();
+    expect(parseHolderOps("db1/pid-7/0a0b0c0d")).toBeNull();
+    expect(parseHolderOps("")).toBeNull();
+    expect(parseHolderOps(releasedHolder(alpha))).toBeNull();
+    // Not HOST:PORT: ignored, not shown.
+    expect(parseHolderOps("db1/pid-7/0a0b0c0d ops=<script>:1")).toBeNull();
+    expect(parseHolderOps("db1/pid-7/0a0b0c0d ops=10.0.0.5")).toBeNull();
+  });
+
+  test("a long instance id gives way to the map and the address: the holder fits the 255-character column", () => {
+    const long = map(`s${"x".repeat(62)}`, [`s${"x".repeat(62)}`, "beta"], 31);
+    const ops = `${"o".repeat(90)}.internal:7701`.slice(-100);
+    const holder = activeHolder("h".repeat(255), long, ops);
+    expect(holder.length).toBeLessThanOrEqual(255);
+    expect(parseHolderMap(holder)).toEqual(long);
+    expect(parseHolderOps(holder)).toBe(ops);
+  });
+
+  test("what an active advertises: --advertise-ops, else its bound ops address unless that is a wildcard", () => {
+    expect(advertisedOps("lockd-1.internal:7701", { host: "0.0.0.0", port: 7701 })).toBe("lockd-1.internal:7701");
+    expect(advertisedOps(null, { host: "10.0.0.5", port: 7701 })).toBe("10.0.0.5:7701");
+    expect(advertisedOps(null, { host: "::1", port: 7701 })).toBe("[::1]:7701");
+    expect(advertisedOps(null, { host: "0.0.0.0", port: 7701 })).toBeNull();
+    expect(advertisedOps(null, { host: "::", port: 7701 })).toBeNull();
+    expect(advertisedOps(null, { host: "[::]", port: 7701 })).toBeNull();
+    expect(advertisedOps(null, { host: "", port: 7701 })).toBeNull();
   });
 });
 

@@ -18,12 +18,16 @@ export class MemoryRow {
 export class MemoryStore implements CoordinatorStore {
   constructor(
     private readonly shared: MemoryRow,
-    private readonly instance: string,
+    private instance: string,
     private readonly leaseMs: number,
     private readonly block: number,
     /** The holder a release writes (coordinator-map.ts releasedHolder). */
     private readonly released = "",
   ) {}
+
+  setHolder(holder: string): void {
+    this.instance = holder;
+  }
 
   private async run<T>(name: string, body: () => T): Promise<T> {
     await Promise.resolve();

@@ -93,7 +93,7 @@ test("the coordinator unreachable: the active steps down, the standby cannot tak
     await down;
     expect(a.role).toBe("standby");
     // Stepped down, and no read answers: it shows its own term, and no active (not itself).
-    expect(a.view()).toMatchObject({ role: "standby", epoch: 1, active: null });
+    expect(a.view()).toMatchObject({ role: "standby", epoch: 1, active: null, activeOps: null });
     expect(a.server).toBeNull();
     await server.stop(); // the step-down's stop: sessions ended, listener closed
     expect(a.machine.stepDowns).toBe(1);
@@ -121,22 +121,22 @@ test("a standby shows the service's epoch and active as it last read the row (no
   await b.started;
   let c: Roles | null = null;
   try {
-    expect(a.view()).toEqual({ role: "active", epoch: 1, service: "svc", instance: "db1/pid-1/aaaa", active: "db1/pid-1/aaaa" });
-    expect(b.view()).toEqual({ role: "standby", epoch: 1, service: "svc", instance: "db2/pid-2/bbbb", active: "db1/pid-1/aaaa" });
+    expect(a.view()).toEqual({ role: "active", epoch: 1, service: "svc", instance: "db1/pid-1/aaaa", active: "db1/pid-1/aaaa", activeOps: null });
+    expect(b.view()).toEqual({ role: "standby", epoch: 1, service: "svc", instance: "db2/pid-2/bbbb", active: "db1/pid-1/aaaa", activeOps: null });
     const takeover = statements(shared, "takeover", 1);
     await a.stop();
     // Released: the stopped instance no longer names itself (nor anyone) as the active.
-    expect(a.view()).toEqual({ role: "stopped", epoch: 1, service: "svc", instance: "db1/pid-1/aaaa", active: null });
+    expect(a.view()).toEqual({ role: "stopped", epoch: 1, service: "svc", instance: "db1/pid-1/aaaa", active: null, activeOps: null });
     await takeover;
     expect(shared.row!.epoch).toBe(2);
     // A standby started now, at the service's epoch 2: it shows 2 and the active's id without the map tag.
     c = roles(shared, "db3/pid-3/cccc", lines, undefined, map);
     c.start();
     await c.started;
-    expect(c.view()).toEqual({ role: "standby", epoch: 2, service: "svc", instance: "db3/pid-3/cccc", active: "db2/pid-2/bbbb" });
+    expect(c.view()).toEqual({ role: "standby", epoch: 2, service: "svc", instance: "db3/pid-3/cccc", active: "db2/pid-2/bbbb", activeOps: null });
     expect(c.metrics().epoch).toBe(0); // lockd_coordinator_epoch: this instance's own (no) term
     expect(c.machine.epoch).toBe(0); // the machine's state is untouched by what the view shows
-    expect(b.view()).toMatchObject({ role: "active", epoch: 2, active: "db2/pid-2/bbbb" });
+    expect(b.view()).toMatchObject({ role: "active", epoch: 2, active: "db2/pid-2/bbbb", activeOps: null });
     // The clean stop's log claims no standby it cannot see.
     const released = lines.map((line) => JSON.parse(line) as { msg: string }).filter((l) => l.msg.startsWith("coordinator row released"));
     expect(released.map((l) => l.msg)).toEqual(["coordinator row released: a standby, if one is running, takes over at its next read"]);

@@ -24,7 +24,8 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
   cleanups.push(() => server.stop());
   let role: RoleView["role"] = "standby";
   let active: string | null = "db1/pid-42/9f3a01bc";
-  const view = (): RoleView => ({ role, epoch: role === "active" ? 4 : 3, service: "svc", instance: "test", active: role === "active" ? "test" : active });
+  let activeOps: string | null = null;
+  const view = (): RoleView => ({ role, epoch: role === "active" ? 4 : 3, service: "svc", instance: "test", active: role === "active" ? "test" : active, activeOps });
   const ops = new OpsServer({
     hostname: "127.0.0.1",
     port: 0,
@@ -72,9 +73,16 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
   expect(cli.err).toStartWith("lockd force-release: this instance of service svc is a standby");
   expect(cli.err).toEndWith("(--ops, LOCKD_OPS: list every instance)\n");
   // /readyz names the same epoch and active.
-  expect(await (await fetch(`${base}/readyz`)).json()).toMatchObject({ status: "standby", role: "standby", epoch: 3, active: "db1/pid-42/9f3a01bc" });
+  expect(await (await fetch(`${base}/readyz`)).json()).toMatchObject({ status: "standby", role: "standby", epoch: 3, active: "db1/pid-42/9f3a01bc", activeOps: null });
+  // An active that advertises its ops address (ops= in the row): the answer and the message name it.
+  activeOps = "10.0.0.5:7701";
+  const located = (await (await fetch(`${base}/v1/locks/held`)).json()) as { error: { message: string }; active: unknown; activeOps: unknown };
+  expect({ active: located.active, activeOps: located.activeOps }).toEqual({ active: "db1/pid-42/9f3a01bc", activeOps: "10.0.0.5:7701" });
+  expect(located.error.message).toEndWith("ask the active instance, db1/pid-42/9f3a01bc, at 10.0.0.5:7701 (its /readyz answers 200)");
+  expect(await (await fetch(`${base}/readyz`)).json()).toMatchObject({ active: "db1/pid-42/9f3a01bc", activeOps: "10.0.0.5:7701" });
   // No active (the row released or absent): the message says so instead of naming one.
   active = null;
+  activeOps = null;
   const none = (await (await fetch(`${base}/v1/locks/held`)).json()) as { error: { message: string }; active: unknown };
   expect(none.active).toBeNull();
   expect(none.error.message).toBe(

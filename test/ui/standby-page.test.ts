@@ -32,7 +32,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
   let ops: OpsServer;
   let browser: Browser;
   let holder: WirePeer;
-  let view: RoleView = { role: "standby", epoch: 3, service: SERVICE, instance: "test", active: null };
+  let view: RoleView = { role: "standby", epoch: 3, service: SERVICE, instance: "test", active: null, activeOps: null };
 
   beforeAll(async () => {
     server = startServer();
@@ -60,7 +60,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     await server?.stop();
   });
 
-  test("a standby shows a banner instead of its table and totals; it goes when the role becomes active, and comes back with the refusal", async () => {
+  test("a standby shows a banner instead of its table and totals, naming the active and linking to its page; it goes when the role becomes active, and comes back with the refusal", async () => {
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     page.setDefaultTimeout(WAIT);
     const errors: string[] = [];
@@ -79,9 +79,22 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     expect(await page.textContent("#shard")).toBe("shard b · generation 7");
     expect(await page.textContent("#role")).toBe(`service ${SERVICE} · standby · epoch 3`);
     expect(await page.$$("#standby b")).toEqual([]); // the name is text, not markup
-    await page.screenshot({ path: join(SHOTS, "standby.png"), fullPage: true });
+    expect(await page.isHidden("#standby-active")).toBe(true); // the row names no active: nothing to link to
 
-    view = { role: "active", epoch: 4, service: SERVICE, instance: "test", active: null };
+    // The row names the active and the ops address it advertises: the banner names it and links to its page (this page's scheme).
+    view = { role: "standby", epoch: 3, service: SERVICE, instance: "test", active: "db1/pid-42/<i>x</i>", activeOps: "10.0.0.5:7701" };
+    await page.waitForSelector("#standby-active-link");
+    expect(await page.textContent("#standby-active")).toBe("The active is db1/pid-42/<i>x</i>, ops at 10.0.0.5:7701.");
+    expect(await page.textContent("#standby-active-link")).toBe("10.0.0.5:7701");
+    expect(await page.getAttribute("#standby-active-link", "href")).toBe("http://10.0.0.5:7701/ui");
+    expect(await page.$$("#standby i")).toEqual([]); // the instance id is text, not markup
+    await page.screenshot({ path: join(SHOTS, "standby.png"), fullPage: true });
+    // An active that advertises no address (an older lockd, a wildcard --ops): named, with no link.
+    view = { role: "standby", epoch: 3, service: SERVICE, instance: "test", active: "db1/pid-42/9f3a01bc", activeOps: null };
+    await page.waitForSelector("#standby-active-link", { state: "detached" });
+    expect(await page.textContent("#standby-active")).toBe("The active is db1/pid-42/9f3a01bc; it advertises no ops address (see --advertise-ops).");
+
+    view = { role: "active", epoch: 4, service: SERVICE, instance: "test", active: null, activeOps: null };
     await page.waitForSelector("#standby", { state: "hidden" });
     await page.waitForSelector("#locks-section", { state: "visible" });
     await page.waitForSelector('#rows tr[data-lock="held"]');
@@ -90,12 +103,12 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     expect(await page.textContent("#role")).toBe(`service ${SERVICE} · active · epoch 4`);
     expect(await page.textContent("#shard")).toBe("shard b · generation 7");
 
-    view = { role: "standby", epoch: 5, service: SERVICE, instance: "test", active: null, refusal: "its shard map (generation 7) differs from the active's (generation 8)" };
+    view = { role: "standby", epoch: 5, service: SERVICE, instance: "test", active: null, activeOps: null, refusal: "its shard map (generation 7) differs from the active's (generation 8)" };
     await page.waitForSelector("#standby-refusal", { state: "visible" });
     expect(await page.textContent("#standby-refusal")).toBe("It will not take over: its shard map (generation 7) differs from the active's (generation 8)");
     expect(await page.isHidden("#locks-section")).toBe(true);
 
-    view = { role: "stopped", epoch: 5, service: SERVICE, instance: "test", active: null };
+    view = { role: "stopped", epoch: 5, service: SERVICE, instance: "test", active: null, activeOps: null };
     await page.waitForFunction(() => document.getElementById("standby-text")?.textContent?.includes("is stopped"));
     expect(await page.textContent("#standby-text")).toBe(`This instance of service ${SERVICE} is stopped: it serves no locks. Open the active instance's page.`);
     expect(await page.isHidden("#standby-refusal")).toBe(true);

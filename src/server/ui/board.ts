@@ -189,19 +189,30 @@ export interface BoardRole {
   readonly role: RoleView["role"];
   readonly epoch: number;
   readonly service: string;
+  /** The service's active (its instance id) and the ops address it advertises, as /readyz names them; null when unknown. */
+  readonly active: string | null;
+  readonly activeOps: string | null;
   /** A standby that will not take over: why. */
   readonly refusal?: string;
 }
 
 function boardRole(view: RoleView | undefined): BoardRole | null {
   if (view === undefined) return null;
-  const role: BoardRole = { role: view.role, epoch: view.epoch, service: view.service };
+  const role: BoardRole = { role: view.role, epoch: view.epoch, service: view.service, active: view.active, activeOps: view.activeOps };
   return view.refusal === undefined ? role : { ...role, refusal: view.refusal };
 }
 
 /** Two answers' roles are the same role (a change makes a new snapshot). */
 function sameRole(a: BoardRole | null, b: BoardRole | null): boolean {
-  return a === b || (a !== null && b !== null && a.role === b.role && a.epoch === b.epoch && a.service === b.service && a.refusal === b.refusal);
+  return (
+    a === b ||
+    (a !== null && b !== null && a.role === b.role && a.epoch === b.epoch && a.service === b.service && a.active === b.active && a.activeOps === b.activeOps && a.refusal === b.refusal)
+  );
+}
+
+/** The board shows this role's lock table: no --coordinator, or the active (a standby's table is not the service's). */
+function servesLocks(role: BoardRole | null): boolean {
+  return role === null || role.role === "active";
 }
 
 const NO_SHARD: ShardView = { name: null, shards: [], generation: 0 };
@@ -360,7 +371,9 @@ export class Board {
     const engine = this.options.engine;
     const rows = snapshot.rows;
     const now = this.now();
-    await this.slices.walk(engine.locks.values(), (lock) => rows.push(snapshotRow(lock, now)));
+    // An instance that is not the active serves no locks: its table (empty, or its last term's) is not
+    // walked, and its answer carries no rows, so a script reading it cannot take it for the service's state.
+    if (servesLocks(snapshot.role)) await this.slices.walk(engine.locks.values(), (lock) => rows.push(snapshotRow(lock, now)));
     snapshot.wallClock = Date.now();
     const stats = engine.stats;
     const handover = stats.handoverSeconds;

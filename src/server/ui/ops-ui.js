@@ -125,6 +125,7 @@
     if (!serving) {
       const what = role.role === "standby" ? `This instance is a standby of service ${shown(role.service)}` : `This instance of service ${shown(role.service)} is stopped`;
       $("standby-text").textContent = `${what}: it serves no locks. Open the active instance's page.`;
+      renderActive(role);
       const refusal = $("standby-refusal");
       refusal.hidden = role.refusal === undefined;
       refusal.textContent = role.refusal === undefined ? "" : `It will not take over: ${shown(role.refusal)}`;
@@ -132,6 +133,34 @@
     $("totals").hidden = !serving;
     $("locks-section").hidden = !serving;
     $("detail").hidden = !serving || state.selected === null;
+  }
+
+  /**
+   * Where the service's active is, as the coordinator row names it: its
+   * instance id, and a link to its page when it advertises its ops address
+   * (same scheme as this page: the instances of a service share --ops-tls).
+   * All text nodes; the link's address is built by URL, never as markup.
+   */
+  function renderActive(role) {
+    const line = $("standby-active");
+    line.replaceChildren();
+    line.hidden = role.active === null || role.active === undefined;
+    if (line.hidden) return;
+    line.append(`The active is ${shown(role.active)}`);
+    let href = null;
+    if (typeof role.activeOps === "string" && role.activeOps !== "") {
+      try {
+        const url = new URL("/ui", `${location.protocol}//${role.activeOps}`);
+        if (url.host !== "") href = url.href;
+      } catch {
+        href = null;
+      }
+    }
+    if (href !== null) {
+      line.append(", ops at ", el("a", { id: "standby-active-link", href, textContent: role.activeOps }), ".");
+    } else {
+      line.append(role.activeOps ? `, ops at ${shown(role.activeOps)}.` : "; it advertises no ops address (see --advertise-ops).");
+    }
   }
 
   function renderRows(board) {
