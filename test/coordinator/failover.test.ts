@@ -81,7 +81,7 @@ describe("two instances", () => {
     // The role in lockd status and /metrics.
     expect((await runCli(["status", "--ops", `127.0.0.1:${activeOps}`])).out).toContain(`service ${service}: active, epoch 1\n`);
     const lone = await runCli(["status", "--ops", `127.0.0.1:${standbyOps}`]);
-    expect(lone.out).toBe(`service ${service}: standby, epoch 1, active ${activeId} (a standby serves no locks: ask the active)\n`);
+    expect(lone.out).toBe(`service ${service}: standby, epoch 1, active ${activeId} at 127.0.0.1:${activeOps} (a standby serves no locks: ask the active)\n`);
     // The standby's lock views say it serves none, rather than answer from its empty table
     // (force-release and kick too, once the admin token is accepted: test/ops/not-active.test.ts).
     for (const path of ["/v1/locks", "/v1/locks/k", "/v1/locks?name=k"]) {

@@ -368,7 +368,7 @@ describe("an instance started with another map than its service's active", () =>
       // The service's epoch and active as the stale standby read them (not its own term's epoch 0).
       expect(ready.body.epoch).toBe(refused.epoch);
       expect(ready.body.active).toBe(refused.holder.split(" ")[0]);
-      expect(status.out).toContain(`service ${service}: standby, epoch ${ready.body.epoch}, active ${ready.body.active} (a standby serves no locks, and refuses to take over: ${refused.reason})`);
+      expect(status.out).toContain(`service ${service}: standby, epoch ${ready.body.epoch}, active ${ready.body.active} at ${ready.body.activeOps} (a standby serves no locks, and refuses to take over: ${refused.reason})`);
       // Over the whole service: the answer is the active's, and the standby that will not take over is said, before it matters.
       const activeAt = `127.0.0.1:${await opsPort(active)}`;
       const staleAt = `127.0.0.1:${await opsPort(stale)}`;
