@@ -175,6 +175,31 @@ export function describeHolderMap(map: HolderMap | null): string {
 }
 
 /**
+ * The map a row's holder names, for a standby's log line: as
+ * describeHolderMap, except that a holder naming no map, read by an
+ * instance that has none either (no shards at generation 0: a plain
+ * service), is "none": nothing differs, nothing to warn about. The careful
+ * wording stays for an instance that has a map.
+ */
+export function describeRowMap(mine: HolderMap, holder: string): string {
+  const row = parseHolderMap(holder);
+  return row === null && mapTag(mine) === "" ? "none" : describeHolderMap(row);
+}
+
+/**
+ * The headline of a refusal to take over (the log line's message after
+ * "standby: refusing to take over: "), naming what differs as
+ * takeoverRefusal decides it; its reason says it in detail.
+ */
+export function refusalHeadline(mine: HolderMap, holder: string): string {
+  const row = parseHolderMap(holder);
+  if (row !== null && row.shard !== null && mine.shard !== null && row.shard !== mine.shard) return "this instance's shard differs from the one its service's active served";
+  if (row !== null && row.generation > mine.generation) return "this instance's shards generation is lower than its service's active's";
+  if (row !== null && row.shard !== null && mine.shard !== null && row.map !== mine.map) return "this instance's shard list differs from the one its service's active served";
+  return "this instance's shard map differs from the one its service's active served";
+}
+
+/**
  * Why an instance serving `mine` must not take over a row whose holder is
  * `holder` (null: it may). Taking over is refused when
  *
