@@ -100,9 +100,24 @@ export function activeHolder(instance: string, map: HolderMap, ops: string | nul
  */
 export function advertisedOps(explicit: string | null, bound: { readonly host: string; readonly port: number }): string | null {
   if (explicit !== null) return explicit;
+  if (isWildcardHost(bound.host)) return null;
   const host = bound.host.replace(/^\[(.*)\]$/, "$1");
-  if (host === "" || host === "0.0.0.0" || host === "::" || /^(0*:)*:?0*$/.test(host)) return null;
   return host.includes(":") ? `[${host}]:${bound.port}` : `${host}:${bound.port}`;
+}
+
+/**
+ * A wildcard (unspecified) host: "" , 0.0.0.0 (or its short forms 0, 0.0,
+ * 0.0.0), :: and its longer spellings (0:0:0:0:0:0:0:0, ::0,
+ * ::ffff:0.0.0.0), bracketed or not. A listener binds it to take every
+ * interface; as an address to reach, it names no host another machine can
+ * reach.
+ */
+export function isWildcardHost(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
+  if (bare === "" || /^0+(\.0+){0,3}$/.test(bare)) return true;
+  if (!bare.includes(":")) return false;
+  const mapped = /^(?:0*:)*:?(?:ffff:)?(0+(?:\.0+){3})$/i.exec(bare);
+  return mapped !== null || /^[0:]*$/.test(bare);
 }
 
 /** Characters an advertised ops address may have: a host name, IPv4, or a bracketed IPv6 address, then :PORT. */
