@@ -10,11 +10,11 @@ import { MAX_LEASE_MS } from "./protocol/constants.ts";
 import { MAX_GENERATION } from "./address.ts";
 import type { OptionSpec, OptionTable } from "./cli/options/argv.ts";
 import {
+  advertisedAddress,
   autoOr,
   coordinatorUrl,
   count,
   duration,
-  hostPort,
   hostPortList,
   listenAddress,
   logLevel,
@@ -211,8 +211,8 @@ export const SERVE_OPTIONS = {
   advertiseOps: {
     flag: "--advertise-ops",
     env: "LOCKD_ADVERTISE_OPS",
-    help: "with --coordinator: the ops address the active names in the coordinator row, for standbys to show; default: the --ops address unless it binds a wildcard (0.0.0.0, ::)",
-    schema: hostPort,
+    help: "with --coordinator: the ops address the active names in the coordinator row, for standbys to show (not a wildcard); default: the --ops address unless it binds a wildcard (0.0.0.0, ::)",
+    schema: advertisedAddress,
   },
 } as const satisfies OptionTable;
 

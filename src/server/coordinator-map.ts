@@ -100,9 +100,24 @@ export function activeHolder(instance: string, map: HolderMap, ops: string | nul
  */
 export function advertisedOps(explicit: string | null, bound: { readonly host: string; readonly port: number }): string | null {
   if (explicit !== null) return explicit;
+  if (isWildcardHost(bound.host)) return null;
   const host = bound.host.replace(/^\[(.*)\]$/, "$1");
-  if (host === "" || host === "0.0.0.0" || host === "::" || /^(0*:)*:?0*$/.test(host)) return null;
   return host.includes(":") ? `[${host}]:${bound.port}` : `${host}:${bound.port}`;
+}
+
+/**
+ * A wildcard (unspecified) host: "" , 0.0.0.0 (or its short forms 0, 0.0,
+ * 0.0.0), :: and its longer spellings (0:0:0:0:0:0:0:0, ::0,
+ * ::ffff:0.0.0.0), bracketed or not. A listener binds it to take every
+ * interface; as an address to reach, it names no host another machine can
+ * reach.
+ */
+export function isWildcardHost(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
+  if (bare === "" || /^0+(\.0+){0,3}$/.test(bare)) return true;
+  if (!bare.includes(":")) return false;
+  const mapped = /^(?:0*:)*:?(?:ffff:)?(0+(?:\.0+){3})$/i.exec(bare);
+  return mapped !== null || /^[0:]*$/.test(bare);
 }
 
 /** Characters an advertised ops address may have: a host name, IPv4, or a bracketed IPv6 address, then :PORT. */
@@ -172,6 +187,31 @@ export function describeHolderMap(map: HolderMap | null): string {
   if (map.shards === undefined) return `shard ${map.shard} of map ${map.map}, generation ${map.generation}`;
   const listed = map.shards.length <= LISTED_SHARDS ? map.shards.join(",") : `${map.shards.slice(0, LISTED_SHARDS).join(",")},... (${map.shards.length} shards)`;
   return `shard ${map.shard} of ${listed} (map ${map.map}, generation ${map.generation})`;
+}
+
+/**
+ * The map a row's holder names, for a standby's log line: as
+ * describeHolderMap, except that a holder naming no map, read by an
+ * instance that has none either (no shards at generation 0: a plain
+ * service), is "none": nothing differs, nothing to warn about. The careful
+ * wording stays for an instance that has a map.
+ */
+export function describeRowMap(mine: HolderMap, holder: string): string {
+  const row = parseHolderMap(holder);
+  return row === null && mapTag(mine) === "" ? "none" : describeHolderMap(row);
+}
+
+/**
+ * The headline of a refusal to take over (the log line's message after
+ * "standby: refusing to take over: "), naming what differs as
+ * takeoverRefusal decides it; its reason says it in detail.
+ */
+export function refusalHeadline(mine: HolderMap, holder: string): string {
+  const row = parseHolderMap(holder);
+  if (row !== null && row.shard !== null && mine.shard !== null && row.shard !== mine.shard) return "this instance's shard differs from the one its service's active served";
+  if (row !== null && row.generation > mine.generation) return "this instance's shards generation is lower than its service's active's";
+  if (row !== null && row.shard !== null && mine.shard !== null && row.map !== mine.map) return "this instance's shard list differs from the one its service's active served";
+  return "this instance's shard map differs from the one its service's active served";
 }
 
 /**

@@ -164,7 +164,16 @@ export class Daemon {
       throw new ListenError("ops", options.ops, error);
     }
     // The holder names the ops server's address as bound (port 0 picked one by now), or --advertise-ops.
-    roles?.start(advertisedOps(options.advertiseOps ?? null, { host: this.ops.hostname, port: this.ops.port }));
+    if (roles !== null) {
+      const ops = advertisedOps(options.advertiseOps ?? null, { host: this.ops.hostname, port: this.ops.port });
+      if (ops === null) {
+        // Said once, at start, by every instance (any of them may become the active): standbys could not say where it is.
+        options.log.warn("advertising no ops address: the ops listener binds a wildcard address, so when this instance is active its standbys cannot say where its /readyz and /ui answer; set --advertise-ops (LOCKD_ADVERTISE_OPS) to the HOST:PORT others reach it by", {
+          ops: formatAddress({ host: this.ops.hostname, port: this.ops.port }),
+        });
+      }
+      roles.start(ops);
+    }
   }
 
   /** The role layer, with --coordinator; null otherwise. */
@@ -267,11 +276,12 @@ export class Daemon {
     this.phase = "draining";
     const roles = this.roles;
     const engine = roles === null ? this.server.view : roles.engine;
-    log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
     // The grace period lets probes and scrapes see a stopping active's last
     // figures. A standby serves no sessions and its /readyz was 503 all along:
     // it has nothing to show, and waits for nothing.
     const standby = roles !== null && roles.role === "standby";
+    if (standby) log.info("shutting down: a standby, no sessions", { reason });
+    else log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
     if (roles !== null) await roles.stop();
     else {
       await this.server.stop();

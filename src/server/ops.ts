@@ -297,7 +297,7 @@ export class OpsServer {
     const ask = roles.active === null
       ? "the coordinator row names no active now (released, or not created yet): ask again once an instance's /readyz answers 200"
       : roles.activeOps === null
-        ? `ask the active instance, ${roles.active} (its /readyz answers 200)`
+        ? `ask the active instance, ${roles.active} (its /readyz answers 200); it gives no ops address (set --advertise-ops on it)`
         : `ask the active instance, ${roles.active}, at ${roles.activeOps} (its /readyz answers 200)`;
     return json(503, {
       error: { code: "NOT_ACTIVE", message: `this instance of service ${roles.service} is ${roles.role === "standby" ? "a standby" : "stopped"} (epoch ${roles.epoch}): it serves no locks; ${ask}` },

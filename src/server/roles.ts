@@ -29,7 +29,7 @@ import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "./conn.ts";
 import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
-import { activeHolder, describeHolderMap, type HolderMap, holderInstance, isReleased, parseHolderMap, parseHolderOps, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
+import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
 import type { CoordinatorStore } from "./coordinator-store.ts";
 import type { LockServer } from "./server.ts";
 
@@ -276,13 +276,18 @@ export class Roles implements GrantGuard, TokenSource {
           if (row !== undefined && row !== null && m.role === "standby" && (row.epoch !== this.seenEpoch || row.holder !== this.seenHolder)) {
             this.seenEpoch = row.epoch;
             this.seenHolder = row.holder;
-            log.info("standby: the coordinator row names the active", {
-              service,
-              epoch: row.epoch,
-              active: holderInstance(row.holder) ?? "(released)",
-              activeOps: parseHolderOps(row.holder),
-              activeMap: describeHolderMap(parseHolderMap(row.holder)),
-            });
+            // A released row names no active (null, as the startup line, /readyz and the board say), only the map it was released with.
+            if (isReleased(row.holder)) {
+              log.info("standby: the coordinator row is released (no active)", { service, epoch: row.epoch, active: null, releasedMap: describeRowMap(this.map, row.holder) });
+            } else {
+              log.info("standby: the coordinator row names the active", {
+                service,
+                epoch: row.epoch,
+                active: holderInstance(row.holder),
+                activeOps: parseHolderOps(row.holder),
+                activeMap: describeRowMap(this.map, row.holder),
+              });
+            }
             const change = takeoverChangesMap(this.map, row.holder);
             if (change !== null) log.warn("standby: this instance serves another shard map than its service's active", { service, epoch: row.epoch, note: change });
           }
@@ -350,7 +355,7 @@ export class Roles implements GrantGuard, TokenSource {
     if (key === this.loggedRefusal) return;
     const { log, service } = this.options;
     if (refusal !== null) {
-      log.error("standby: refusing to take over: this instance's shard map differs from the one its service's active served", {
+      log.error(`standby: refusing to take over: ${refusalHeadline(this.map, row?.holder ?? "")}`, {
         service,
         epoch: row?.epoch ?? 0,
         holder: row?.holder ?? "",

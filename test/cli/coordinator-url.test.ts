@@ -4,6 +4,7 @@ import { expect, test } from "bun:test";
 import { resolveCoordinatorUrl } from "../../src/cli/coordinator.ts";
 import { ConfigError, parseOptions } from "../../src/cli/options/argv.ts";
 import { SERVE_OPTIONS } from "../../src/config.ts";
+import { runCli } from "../fixtures/ops-child.ts";
 
 const files: Record<string, string> = { "/run/url": "postgres://lockd:pw@db/lockd\n", "/run/two-lines": "postgres://a\npostgres://b\n" };
 const read = (path: string) => {
@@ -57,4 +58,33 @@ test("bad values of the other coordinator flags are named", () => {
   expect(() => parseOptions(SERVE_OPTIONS, ["--advertise-ops", "0.0.0.0"], {})).toThrow("--advertise-ops");
   expect(() => parseOptions(SERVE_OPTIONS, ["--advertise-ops", "lockd-1:0"], {})).toThrow("--advertise-ops");
   expect(() => parseOptions(SERVE_OPTIONS, ["--service", "two words"], {})).toThrow("--service: a service name is 1 to 255 printable ASCII characters without spaces");
+});
+
+test("a wildcard --advertise-ops (0.0.0.0, ::, and their other spellings) is refused: no other machine can reach it", async () => {
+  const problem = (argv: string[], env: Record<string, string> = {}) => {
+    try {
+      parseOptions(SERVE_OPTIONS, argv, env);
+      return null;
+    } catch (error) {
+      return (error as ConfigError).problems;
+    }
+  };
+  for (const wildcard of ["0.0.0.0:7701", "[::]:7701", "[0:0:0:0:0:0:0:0]:7701", "[::0]:7701", "[::ffff:0.0.0.0]:7701"]) {
+    expect({ wildcard, problems: problem(["--advertise-ops", wildcard]) }).toEqual({
+      wildcard,
+      problems: [
+        `--advertise-ops: ${JSON.stringify(wildcard)} is a wildcard address, which a listener binds but no other machine can reach: give the address or name others reach this instance's ops server by (example: 10.0.0.7:7701 or lockd-1.internal:7701)`,
+      ],
+    });
+  }
+  expect(problem([], { LOCKD_ADVERTISE_OPS: "0.0.0.0:7701" })?.[0]).toStartWith("--advertise-ops (from LOCKD_ADVERTISE_OPS): \"0.0.0.0:7701\" is a wildcard address");
+  for (const reachable of ["10.0.0.7:7701", "[fd00::5]:7701", "[::1]:7701", "lockd-1.internal:7701", "0.example:7701"]) {
+    expect({ reachable, problems: problem(["--advertise-ops", reachable]) }).toEqual({ reachable, problems: null });
+  }
+  // The whole command: exit 64 with that one line, before the coordinator is asked anything.
+  const served = await runCli(["serve", "--coordinator", "postgres://lockd@127.0.0.1:1/lockd", "--advertise-ops", "0.0.0.0:7701"]);
+  expect({ code: served.code, err: served.err }).toEqual({
+    code: 64,
+    err: `lockd serve: --advertise-ops: "0.0.0.0:7701" is a wildcard address, which a listener binds but no other machine can reach: give the address or name others reach this instance's ops server by (example: 10.0.0.7:7701 or lockd-1.internal:7701)\n`,
+  });
 });

@@ -9,6 +9,7 @@ import {
   activeHolder,
   advertisedOps,
   describeHolderMap,
+  describeRowMap,
   holderInstance,
   holderMapOf,
   isReleased,
@@ -16,6 +17,7 @@ import {
   ownMapOf,
   parseHolderMap,
   parseHolderOps,
+  refusalHeadline,
   releasedHolder,
   takeoverChangesMap,
   takeoverRefusal,
@@ -192,6 +194,29 @@ describe("takeoverChangesMap", () => {
     const holder = activeHolder("h".repeat(255), long);
     expect(holder.length).toBeLessThanOrEqual(255);
     expect(parseHolderMap(holder)).toEqual(long);
+  });
+});
+
+describe("a standby's words for the row's map", () => {
+  test("a plain service (no map on either side) reads \"none\"; an instance with a map keeps the careful wording", () => {
+    expect(describeRowMap(map(null, [], 0), "db1/pid-7/0a0b0c0d")).toBe("none");
+    expect(describeRowMap(map(null, [], 0), "db1/pid-7/0a0b0c0d ops=10.0.0.5:7701")).toBe("none");
+    expect(describeRowMap(map(null, [], 0), "")).toBe("none");
+    expect(describeRowMap(map("alpha", ["alpha", "beta"], 1), "db1/pid-7/0a0b0c0d")).toBe(describeHolderMap(null));
+    expect(describeRowMap(map(null, [], 2), "db1/pid-7/0a0b0c0d")).toBe(describeHolderMap(null));
+    expect(describeRowMap(map(null, [], 0), activeHolder("db1/pid-7/0a0b0c0d", map(null, [], 3)))).toBe("no shards, generation 3");
+  });
+
+  test("a refusal's headline names what differs: the shard, the generation, the shard list, or the map", () => {
+    const holder = (m: ReturnType<typeof map>) => activeHolder("db1/pid-7/0a0b0c0d", m);
+    const alpha2 = map("alpha", ["alpha", "beta"], 2);
+    // Only the generation differs (the same map hash on both sides).
+    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 1), holder(alpha2))).not.toBeNull();
+    expect(refusalHeadline(map("alpha", ["alpha", "beta"], 1), holder(alpha2))).toBe("this instance's shards generation is lower than its service's active's");
+    expect(refusalHeadline(map("alpha", ["alpha", "beta"], 1), releasedHolder(alpha2))).toBe("this instance's shards generation is lower than its service's active's");
+    expect(refusalHeadline(map("alpha", ["alpha", "beta", "gamma"], 2), holder(alpha2))).toBe("this instance's shard list differs from the one its service's active served");
+    expect(refusalHeadline(map("beta", ["alpha", "beta"], 2), holder(alpha2))).toBe("this instance's shard differs from the one its service's active served");
+    expect(refusalHeadline(map(null, [], 2), holder(alpha2))).toBe("this instance's shard map differs from the one its service's active served");
   });
 });
 

@@ -146,6 +146,31 @@ test("a standby shows the service's epoch and active as it last read the row (no
   }
 });
 
+test("a standby of a plain service logs the active with the map \"none\", and a released row as released with active null (not \"(released)\")", async () => {
+  const shared = new MemoryRow();
+  const lines: string[] = [];
+  const a = roles(shared, "a", lines);
+  a.start();
+  await a.started;
+  const b = roles(shared, "b", lines);
+  b.start();
+  await b.started;
+  try {
+    const takeover = statements(shared, "takeover", 1);
+    await a.stop();
+    await takeover;
+  } finally {
+    await a.stop();
+    await b.stop();
+  }
+  const seen = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((l) => String(l.msg).startsWith("standby: the coordinator row"));
+  expect(seen.map(({ msg, active, activeOps, activeMap, releasedMap }) => ({ msg, active, activeOps, activeMap, releasedMap }))).toEqual([
+    // No map on either side: nothing that reads like a warning.
+    { msg: "standby: the coordinator row names the active", active: "a", activeOps: null, activeMap: "none", releasedMap: undefined },
+    { msg: "standby: the coordinator row is released (no active)", active: null, activeOps: undefined, activeMap: undefined, releasedMap: "none" },
+  ]);
+});
+
 test("lockd's coordinator code reads only the monotonic clock", async () => {
   for (const file of ["coordinator.ts", "coordinator-store.ts", "roles.ts"]) {
     const source = await Bun.file(new URL(`../../src/server/${file}`, import.meta.url)).text();

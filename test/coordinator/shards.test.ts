@@ -330,7 +330,9 @@ describe("lockd force-release with every instance's ops address", () => {
   }, 30_000);
 });
 
-const REFUSING = "standby: refusing to take over: this instance's shard map differs from the one its service's active served";
+// The headline names what differs (the detailed reason is in the line's `reason`).
+const REFUSING = "standby: refusing to take over: this instance's shards generation is lower than its service's active's";
+const REFUSING_LIST = "standby: refusing to take over: this instance's shard list differs from the one its service's active served";
 
 async function readyz(child: ChildServer): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`http://127.0.0.1:${await opsPort(child)}/readyz`);
@@ -412,7 +414,7 @@ describe("an instance started with another map than its service's active", () =>
       const active = instance(service, port, "alpha", "alpha,beta", GEN);
       await active.line("active: listening");
       const wrong = instance(service, port, "alpha", "alpha,beta,gamma", GEN);
-      const refusal = (await wrong.line(REFUSING)).reason;
+      const refusal = (await wrong.line(REFUSING_LIST)).reason;
       expect(refusal).toContain("one generation with two maps");
       // lockd status given the right map: the refusal and the flag that fixes the instance, not "fix the map".
       const activeAt = `127.0.0.1:${await opsPort(active)}`;
@@ -431,7 +433,7 @@ describe("an instance started with another map than its service's active", () =>
       expect(took.why).toBe("expired");
       expect(took.epoch).toBe(2);
       // The wrong instance saw the row unchanged for longer than the right one did, and never took it.
-      const seen = await wrong.nthLine(REFUSING, 2, 10_000);
+      const seen = await wrong.nthLine(REFUSING_LIST, 2, 10_000);
       expect(seen.epoch).toBe(2);
       expect(wrong.lines.some((l) => l.msg === "active: listening")).toBe(false);
       expect((await readyz(wrong)).body.refusal).toContain("one generation with two maps");

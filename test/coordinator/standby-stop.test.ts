@@ -28,11 +28,14 @@ test("SIGTERM to a standby: a clean stop (exit 0) without the grace period; the 
   standby.proc.kill("SIGTERM");
   expect(await standby.exit(15_000)).toBe(0);
   const messages = standby.lines.map((l) => l.msg);
+  // Its /readyz was 503 all along and it had no sessions: its first shutdown line says what it is.
+  expect(messages).toContain("shutting down: a standby, no sessions");
+  expect(messages).not.toContain("shutting down: readyz is 503, closing sessions");
   expect(messages).toContain("a standby served no sessions: stopping without the grace period");
   expect(messages).not.toContain("sessions closed; ops server stays up for the grace period");
   expect(messages.at(-1)).toBe("stopped");
   // The active is still active and keeps its usual shutdown steps.
   active.proc.kill("SIGTERM");
   expect(await active.exit(15_000)).toBe(0);
-  expect(active.lines.map((l) => l.msg)).toContain("sessions closed; ops server stays up for the grace period");
+  expect(active.lines.map((l) => l.msg)).toEqual(expect.arrayContaining(["shutting down: readyz is 503, closing sessions", "sessions closed; ops server stays up for the grace period"]));
 }, 30_000);

@@ -64,7 +64,8 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
       service: "svc",
     });
     expect(body.error!.message).toBe(
-      "this instance of service svc is a standby (epoch 3): it serves no locks; ask the active instance, db1/pid-42/9f3a01bc (its /readyz answers 200)",
+      // The active advertises no ops address (activeOps null): the message says so, and what fixes it.
+      "this instance of service svc is a standby (epoch 3): it serves no locks; ask the active instance, db1/pid-42/9f3a01bc (its /readyz answers 200); it gives no ops address (set --advertise-ops on it)",
     );
   }
   // lockd force-release given a lone standby's address: exit 69 (the service's active was not asked), not "nothing to do".

@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { AddressError, parseAddress, parseAddressList, parseServerMap } from "../../address.ts";
 import { isLogLevel, LOG_LEVEL_NAMES } from "../../log.ts";
+import { isWildcardHost } from "../../server/coordinator-map.ts";
 import { MAX_OWNER_LENGTH } from "../../protocol/constants.ts";
 import type { OptionSpec } from "./argv.ts";
 
@@ -74,6 +75,22 @@ function addressSchema<T>(placeholder: string, parse: (text: string) => T) {
 
 /** One address to connect to: HOST:PORT, [IPv6]:PORT, or :PORT (host 127.0.0.1). */
 export const hostPort = addressSchema("HOST:PORT", (text) => parseAddress(text));
+
+/**
+ * An address others reach this instance by (--advertise-ops): as hostPort,
+ * but never a wildcard (0.0.0.0, ::), which a listener may bind but no
+ * other machine can connect to.
+ */
+export const advertisedAddress = addressSchema("HOST:PORT", (text) => {
+  const address = parseAddress(text);
+  if (isWildcardHost(address.host)) {
+    throw new AddressError(
+      `${JSON.stringify(text.trim())} is a wildcard address, which a listener binds but no other machine can reach: give the address or name others reach this instance's ops server by (example: 10.0.0.7:7701 or lockd-1.internal:7701)`,
+      text,
+    );
+  }
+  return address;
+});
 
 /** One address to listen on: as hostPort, and port 0 picks a free port. */
 export const listenAddress = addressSchema("HOST:PORT", (text) => parseAddress(text, { allowPortZero: true }));
