@@ -40,14 +40,19 @@ With --coordinator, give every instance's ops address (a:7701,b:7701, or
 per shard in the map): the active is asked and standbys are passed over
 (a standby serves no locks; its "free" would be false). An "instances:"
 line says what each instance is (with shards, and its map's generation);
-a standby that will not take over, an instance that runs another map
-than its shard's active (the warning names the flag to restart it with),
-or an instance that does not answer, is a warning on stderr. When only
-standbys answer (also a lone standby's address, for NAME), the exit is 69.
+an instance that runs another map than its shard's active (one warning,
+naming the flags to restart it with, and whether it refuses to take
+over), another standby that will not take over, or an instance that does
+not answer, is a warning on stderr: the instance is wrong, not the map,
+and the exit stays 0. When only standbys answer (also a lone standby's
+address, for NAME), the exit is 69 and the error names the active the
+standbys see (and its ops address, when it advertises one). A lone
+standby's address without NAME shows its role line (exit 0).
 
-Exit codes: 0 shown (also for a free lock); 64 bad options; 69 ops server
-(of any shard) unreachable, or only standbys answered; 78 an ops server is
-not the shard --ops says.
+Exit codes: 0 shown (also for a free lock, and with warnings about
+instances); 64 bad options; 69 ops server (of any shard) unreachable, or
+only standbys answered; 78 the map given is wrong: an ops server in it is
+not the shard --ops says (and, for a standby, not of that shard's service).
 `;
 
 export async function status(
@@ -89,6 +94,8 @@ export async function status(
    */
   const getFrom = (ops: readonly Address[], expect: Expected, seen: ShardView[]) => {
     const standbys = new Set<Address>();
+    /** What the standbys said of their service's active (their /readyz, or a NOT_ACTIVE answer: both name it). */
+    const said: unknown[] = [];
     return async (path: string): Promise<OpsAnswer> => {
       const failures: string[] = [];
       for (const address of ops) {
@@ -103,6 +110,7 @@ export async function status(
           // (A lone address listing every lock is let through: its role line is shown.)
           if (isNotActive(answer) && (ops.length > 1 || name !== undefined)) {
             standbys.add(address);
+            said.push(answer.body);
             failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);
             continue;
           }
@@ -110,6 +118,7 @@ export async function status(
           const ready = ops.length > 1 || name !== undefined ? await readyz(address) : null;
           if ((ready?.body as { role?: unknown } | null | undefined)?.role === "standby") {
             standbys.add(address);
+            said.push(ready!.body);
             failures.push(`${formatAddress(address)}: a standby (it serves no locks)`);
             continue;
           }
@@ -123,7 +132,8 @@ export async function status(
         return answer;
       }
       const what = standbys.size === 0 ? "cannot reach any ops server of" : "no active instance among the ops servers";
-      throw new CliError(`${what} ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}`, ExitCode.UNAVAILABLE);
+      const hint = standbys.size === 0 ? "" : activeHint(said, ops, expect.shard);
+      throw new CliError(`${what} ${ops.map(formatAddress).join(",")} (--ops, LOCKD_OPS): ${failures.join("; ")}${hint}`, ExitCode.UNAVAILABLE);
     };
   };
   /** The instances of a list, with their warnings said (on stderr, `prefix` naming the shard). */
@@ -131,6 +141,16 @@ export async function status(
     const found = await instancesOf(ops, expect, readyz);
     for (const warning of found.warnings) err.write(`lockd status: warning: ${prefix}${warning}\n`);
     return found;
+  };
+  /**
+   * The instances the map given is wrong about (another shard's, not of
+   * this shard's service), said as errors on stderr, each once (`except`:
+   * the error about to be reported anyway); whether there were any (exit 78).
+   */
+  const mapErrors = (found: { mapErrors: string[] }, prefix: string, except?: unknown): boolean => {
+    const skip = except instanceof Error ? except.message : undefined;
+    for (const message of found.mapErrors) if (message !== skip) err.write(`lockd status: ${prefix}${message}\n`);
+    return found.mapErrors.length > 0;
   };
   /** A shard's (or the list's) JSON answer with its instances added. */
   const withInstances = (text: string, found: { list: Instance[] }) => {
@@ -147,7 +167,8 @@ export async function status(
       code = await statusOf(getFrom(addresses, expected, seen), name, json, collected);
     } catch (error) {
       // No instance could answer for the service: what each of them is, then the error.
-      await instances(addresses, expected, "");
+      const found = await instances(addresses, expected, "");
+      if (!json) out.write(found.text);
       throw error;
     }
     const found = await instances(addresses, expected, "");
@@ -163,6 +184,7 @@ export async function status(
   if (name !== undefined) {
     const index = placement.indexOf(name);
     const shard = map.shards[index]!;
+    const prefix = `shard ${shard.name}: `;
     const seen: ShardView[] = [];
     // Checked before anything is printed: an answer from the wrong shard says nothing about NAME.
     const collected = buffer();
@@ -170,13 +192,18 @@ export async function status(
     try {
       code = await statusOf(getFrom(shard.addresses, expect(shard.name), seen), name, json, collected, shard.name);
     } catch (error) {
-      await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
+      const found = await instances(shard.addresses, expect(shard.name), prefix);
+      const wrongMap = mapErrors(found, prefix, error);
+      // No answer was trusted: the heading names no generation (the instances line has each one's).
+      if (!json) out.write(`shard ${shard.name} of ${placement.shards.join(",")}\n${found.text}`);
+      // The map given is wrong: that is the exit (78), as when listing every shard.
+      if (wrongMap && error instanceof CliError && error.exitCode !== ExitCode.WRONG_SHARD) throw new CliError(error.message, ExitCode.WRONG_SHARD);
       throw error;
     }
-    const found = await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
+    const found = await instances(shard.addresses, expect(shard.name), prefix);
     if (!json) out.write(`shard ${shard.name} of ${describeShards(placement.shards, seen[0]?.generation ?? map.generation)}\n${found.text}`);
     out.write(json ? `${JSON.stringify(withInstances(collected.text, found), null, 2)}\n` : collected.text);
-    return code;
+    return mapErrors(found, prefix) ? ExitCode.WRONG_SHARD : code;
   }
   let worst: number = ExitCode.OK;
   const views: Record<string, unknown> = {};
@@ -185,22 +212,28 @@ export async function status(
     // Each shard's answer is collected (and checked) first: its heading shows the generation its server says.
     const collected = buffer();
     const seen: ShardView[] = [];
+    const prefix = `shard ${shard.name}: `;
+    const gap = shard === map.shards[0] ? "" : "\n";
     try {
       await statusOf(getFrom(shard.addresses, expect(shard.name), seen), undefined, json, collected, shard.name);
-      const found = await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
+      const found = await instances(shard.addresses, expect(shard.name), prefix);
       if (seen[0] !== undefined) generations.set(shard.name, seen[0].generation);
       if (json) views[shard.name] = withInstances(collected.text, found);
       else {
         const generation = seen[0]?.generation ?? map.generation;
-        out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name} of ${describeShards(placement.shards, generation)}\n${found.text}${collected.text}`);
+        out.write(`${gap}shard ${shard.name} of ${describeShards(placement.shards, generation)}\n${found.text}${collected.text}`);
       }
+      if (mapErrors(found, prefix)) worst = ExitCode.WRONG_SHARD;
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
-      const found = await instances(shard.addresses, expect(shard.name), `shard ${shard.name}: `);
-      err.write(`lockd status: shard ${shard.name}: ${error.message}\n`);
+      const found = await instances(shard.addresses, expect(shard.name), prefix);
+      const wrongMap = mapErrors(found, prefix, error);
+      err.write(`lockd status: ${prefix}${error.message}\n`);
       if (json) views[shard.name] = { error: error.message, ...(found.list.length === 0 ? {} : { instances: found.list }) };
-      else out.write(`${shard === map.shards[0] ? "" : "\n"}shard ${shard.name}: not shown (see the error on stderr)\n${found.text}`);
-      if (worst === ExitCode.OK || error.exitCode === ExitCode.WRONG_SHARD) worst = error.exitCode;
+      // As a shown shard's section, less the locks (no answer was trusted: the heading names no generation).
+      else out.write(`${gap}shard ${shard.name} of ${placement.shards.join(",")}\n${found.text}locks not shown (see the error on stderr)\n`);
+      if (wrongMap || error.exitCode === ExitCode.WRONG_SHARD) worst = ExitCode.WRONG_SHARD;
+      else if (worst === ExitCode.OK) worst = error.exitCode;
     }
   }
   const disagreement = generationProblem(generations, map.generation);
@@ -233,69 +266,88 @@ interface Instance {
  * answer above comes from one instance, and a standby that will not take
  * over (another map), instances of one shard that run different maps, or
  * an instance that does not answer, is what an operator must hear about
- * before the active fails. `text` is one line; `warnings` go to stderr.
- * Nothing for a single address.
+ * before the active fails. `text` is one line; `warnings` go to stderr,
+ * one per instance at most (the flags to restart it with, when the active
+ * says which, else its own refusal). `mapErrors`: instances that are not
+ * the shard the map names and not of its service (the map given is wrong:
+ * exit 78). Nothing for a single address.
  */
 async function instancesOf(
   ops: readonly Address[],
   expect: Expected,
   readyz: (address: Address) => Promise<OpsAnswer>,
-): Promise<{ list: Instance[]; text: string; warnings: string[] }> {
-  if (ops.length < 2) return { list: [], text: "", warnings: [] };
-  const warnings: string[] = [];
-  /** Each instance's place in the shard map, as it says it (absent: unreachable, or a lockd without the field). */
-  const maps = new Map<string, ShardView>();
-  const list = await Promise.all(
-    ops.map(async (address): Promise<Instance> => {
-      const at = formatAddress(address);
+): Promise<{ list: Instance[]; text: string; warnings: string[]; mapErrors: string[] }> {
+  const none = { list: [], text: "", warnings: [], mapErrors: [] };
+  if (ops.length < 2) return none;
+  type Body = { status?: unknown; role?: unknown; epoch?: unknown; refusal?: unknown; shard?: unknown; service?: unknown };
+  const answers = await Promise.all(
+    ops.map(async (address): Promise<{ address: Address; answer: OpsAnswer } | { address: Address; why: string }> => {
       try {
-        const answer = await readyz(address);
-        const body = (answer.body ?? {}) as { status?: unknown; role?: unknown; epoch?: unknown; refusal?: unknown; shard?: unknown };
-        const state = typeof body.role === "string" ? body.role : typeof body.status === "string" ? body.status : `HTTP ${answer.status}`;
-        const refusal = typeof body.refusal === "string" ? body.refusal : undefined;
-        if (refusal !== undefined) warnings.push(`${at} is a standby that will not take over: ${refusal}`);
-        const view = parseShardView(body.shard);
-        if (view) maps.set(at, view);
-        try {
-          checkShard(answer, address, expect, undefined);
-        } catch (error) {
-          if (!(error instanceof CliError)) throw error;
-          // A refusing standby of the map's shard with another list or generation: the server is
-          // wrong, not the map, and its refusal (above) says so. The map is still blamed for an
-          // instance of another shard, and by the active's own check when the whole service differs.
-          if (refusal === undefined || view?.name !== expect.shard) {
-            warnings.push(error.message);
-            maps.delete(at); // its problem is the map's: not compared with the active's below
-          }
-        }
-        return {
-          address: at,
-          state,
-          ...(typeof body.epoch === "number" ? { epoch: body.epoch } : {}),
-          ...(view ? { generation: view.generation } : {}),
-          ...(refusal === undefined ? {} : { refusal }),
-        };
+        return { address, answer: await readyz(address) };
       } catch (error) {
         if (!(error instanceof CliError) || error.exitCode !== ExitCode.UNAVAILABLE) throw error;
-        const why = error instanceof OpsUnreachable ? error.reasons.join("; ") : error.message;
-        warnings.push(`${at} did not answer: ${why}`);
-        return { address: at, state: "unreachable", error: why };
+        return { address, why: error instanceof OpsUnreachable ? error.reasons.join("; ") : error.message };
       }
     }),
   );
+  const bodyOf = (answer: OpsAnswer) => (answer.body ?? {}) as Body;
+  // The service of the list's active: an instance of it (or one that refuses its row) is the shard's
+  // instance, so a flag that differs is the instance's mistake, not the map's.
+  const services = new Set(answers.flatMap((a) => ("answer" in a && bodyOf(a.answer).role === "active" && typeof bodyOf(a.answer).service === "string" ? [bodyOf(a.answer).service] : [])));
+  const mapErrors: string[] = [];
+  /** Each instance's place in the shard map, as it says it (absent: unreachable, or a lockd without the field). */
+  const views = new Map<string, ShardView>();
+  /** The same, less the instances the map is wrong about: compared with the active's below. */
+  const maps = new Map<string, ShardView>();
+  const list = answers.map((a): Instance => {
+    const at = formatAddress(a.address);
+    if (!("answer" in a)) return { address: at, state: "unreachable", error: a.why };
+    const body = bodyOf(a.answer);
+    const state = typeof body.role === "string" ? body.role : typeof body.status === "string" ? body.status : `HTTP ${a.answer.status}`;
+    const refusal = typeof body.refusal === "string" ? body.refusal : undefined;
+    const view = parseShardView(body.shard);
+    if (view) {
+      views.set(at, view);
+      maps.set(at, view);
+    }
+    try {
+      checkShard(a.answer, a.address, expect, undefined);
+    } catch (error) {
+      if (!(error instanceof CliError)) throw error;
+      const ofTheService = refusal !== undefined || (typeof body.service === "string" && services.has(body.service));
+      if (!ofTheService) {
+        mapErrors.push(error.message);
+        maps.delete(at);
+      }
+    }
+    return {
+      address: at,
+      state,
+      ...(typeof body.epoch === "number" ? { epoch: body.epoch } : {}),
+      ...(view ? { generation: view.generation } : {}),
+      ...(refusal === undefined ? {} : { refusal }),
+    };
+  });
   // Without --coordinator a list names replacements started only once the first is gone: nothing to say.
-  if (!list.some((i) => ROLES.has(i.state))) return { list: [], text: "", warnings: [] };
+  if (!list.some((i) => ROLES.has(i.state))) return none;
   const actives = list.filter((i) => i.state === "active");
+  const mismatch = mapMismatch(list, maps, actives.length === 1 ? actives[0]!.address : null, expect.shard !== null);
+  const warnings: string[] = [];
+  for (const i of list) {
+    const fix = mismatch.each.get(i.address);
+    if (i.error !== undefined) warnings.push(`${i.address} did not answer: ${i.error}`);
+    else if (fix !== undefined) warnings.push(i.refusal === undefined ? `${i.address} (${i.state}) ${fix}` : `${i.address} is a standby that will not take over: it ${fix}`);
+    else if (i.refusal !== undefined) warnings.push(`${i.address} is a standby that will not take over: ${i.refusal}`);
+  }
   if (actives.length > 1) warnings.push(`${actives.length} instances say they are active: ${actives.map((i) => i.address).join(", ")}`);
-  const mismatch = mapMismatch(list, maps, actives.length === 1 ? actives[0]!.address : null);
-  if (mismatch !== null) warnings.push(...mismatch);
+  if (mismatch.all !== null) warnings.push(mismatch.all);
   // The generation is said where there are shards (a server without them runs generation 0 of no map).
-  const sharded = [...maps.values()].some((v) => v.name !== null || v.generation !== 0);
+  const sharded = [...views.values()].some((v) => v.name !== null || v.generation !== 0);
   const parts = list.map((i) => {
     const about = [...(i.epoch === undefined ? [] : [`epoch ${i.epoch}`]), ...(sharded && i.generation !== undefined ? [`generation ${i.generation}`] : [])];
     return `${i.address} ${i.state}${about.length === 0 ? "" : ` (${about.join(", ")})`}${i.refusal === undefined ? "" : " (will not take over)"}`;
   });
-  return { list, text: `instances: ${parts.join("; ")}\n`, warnings };
+  return { list, text: `instances: ${parts.join("; ")}\n`, warnings, mapErrors };
 }
 
 /** Whether two servers run the same shard of the same map (the shard list in any order). */
@@ -308,20 +360,28 @@ function describeView(view: ShardView): string {
 }
 
 /**
- * Warnings when the instances of one list (one shard's active and
- * standbys) do not run one map: each instance that differs from the
- * active, with what it runs and the flags that would make it the
- * active's; without one active, every instance's map. Null when they agree.
+ * When the instances of one list (one shard's active and standbys) do not
+ * run one map: `each`, per instance that differs from the active, what it
+ * runs and the flags that would make it the active's ("runs ..., but the
+ * active ... runs ...: restart ... with ..."); without one active, `all`
+ * lists every instance's map. `inMap`: the list is a shard's in a map
+ * given to status (an instance of another shard there is the map's
+ * mistake, said elsewhere).
  */
-function mapMismatch(list: readonly Instance[], maps: ReadonlyMap<string, ShardView>, active: string | null): string[] | null {
+function mapMismatch(
+  list: readonly Instance[],
+  maps: ReadonlyMap<string, ShardView>,
+  active: string | null,
+  inMap: boolean,
+): { each: Map<string, string>; all: string | null } {
+  const each = new Map<string, string>();
   const reference = active === null ? undefined : maps.get(active);
   if (reference === undefined) {
     const views = [...maps.values()];
-    if (views.every((v) => sameMap(v, views[0]!))) return null;
-    const each = list.filter((i) => maps.has(i.address)).map((i) => `${i.address} (${i.state}) runs ${describeView(maps.get(i.address)!)}`);
-    return [`the instances do not run one map: ${each.join("; ")}: start every instance of a service with the same --shard, --shards and --shards-generation`];
+    if (views.every((v) => sameMap(v, views[0]!))) return { each, all: null };
+    const all = list.filter((i) => maps.has(i.address)).map((i) => `${i.address} (${i.state}) runs ${describeView(maps.get(i.address)!)}`);
+    return { each, all: `the instances do not run one map: ${all.join("; ")}: start every instance of a service with the same --shard, --shards and --shards-generation` };
   }
-  const warnings: string[] = [];
   for (const i of list) {
     const view = maps.get(i.address);
     if (i.address === active || view === undefined || sameMap(view, reference)) continue;
@@ -330,13 +390,18 @@ function mapMismatch(list: readonly Instance[], maps: ReadonlyMap<string, ShardV
       ...([...view.shards].sort().join(",") === [...reference.shards].sort().join(",") ? [] : [reference.shards.length === 0 ? "without --shards" : `--shards ${reference.shards.join(",")}`]),
       ...(view.generation === reference.generation ? [] : [`--shards-generation ${reference.generation}`]),
     ];
-    // Another shard's name: a wrong --shard, or another shard's instance in a plain list.
-    const fix = `restart ${i.address} with ${flags.join(" ")}${view.name === reference.name ? "" : ` (or, if it is another shard's instance, drop it from --ops)`}`;
+    // Another shard's name: a wrong --shard, or another shard's instance (in a plain list; in a map, one in the active's service).
+    const other = view.name === null || view.name === reference.name
+      ? ""
+      : inMap
+        ? ` (or, if it is shard ${view.name}'s instance, with shard ${view.name}'s --service)`
+        : ` (or, if it is another shard's instance, drop it from --ops)`;
+    const fix = `restart ${i.address} with ${flags.join(" ")}${other}`;
     // A higher generation than the active's is how a map change rolls: the standbys take it first.
     const rolling = view.generation > reference.generation ? `a map change half done (finish it: stop the active cleanly and a standby with the new map takes over), or ${fix}` : fix;
-    warnings.push(`${i.address} (${i.state}) runs ${describeView(view)}, but the active ${active} runs ${describeView(reference)}: ${rolling}`);
+    each.set(i.address, `runs ${describeView(view)}, but the active ${active} runs ${describeView(reference)}: ${rolling}`);
   }
-  return warnings.length === 0 ? null : warnings;
+  return { each, all: null };
 }
 
 /** What the map says of the ops servers of one entry: `shard` null for a plain list. */
@@ -519,6 +584,28 @@ export function roleText(body: RoleOf): string {
     ? ` (a standby serves no locks, and refuses to take over: ${body.refusal})`
     : body.role === "standby" ? ` (a standby serves no locks${body.active === null ? "" : ": ask the active"})` : "";
   return `service ${body.service}: ${body.role}, epoch ${body.epoch}${active}${note}\n`;
+}
+
+/**
+ * When only standbys answered: the service's active as they name it (the
+ * `active` and `activeOps` of their /readyz or NOT_ACTIVE answer), for the
+ * end of the error: where to ask instead. "" when none names one (an
+ * older lockd). `shard` is the map's shard of the list (null: a plain list).
+ */
+export function activeHint(said: readonly unknown[], ops: readonly Address[], shard: string | null): string {
+  const bodies = said.filter((b): b is { active?: unknown; activeOps?: unknown } => b !== null && typeof b === "object");
+  const named = bodies.find((b) => typeof b.active === "string");
+  if (named === undefined) {
+    return bodies.some((b) => b.active === null) ? "; the standbys see no active (the service's coordinator row is released or absent)" : "";
+  }
+  const id = named.active as string;
+  const at = bodies.map((b) => (b.active === id && typeof b.activeOps === "string" ? b.activeOps : null)).find((a) => a !== null);
+  if (at === undefined || at === null) return `; the service's active is ${id}`;
+  // Already asked: it is down or stepped down, and the standbys have not taken over yet.
+  if (ops.some((o) => formatAddress(o) === at)) {
+    return `; the standbys name ${id} at ${at} as the service's active, and it did not answer as the active (a failover under way? a standby takes over once the active's lease runs out: try again)`;
+  }
+  return `; the service's active is ${id} at ${at} (${shard === null ? `ask it: --ops ${at}` : `add it to shard ${shard}'s addresses in --ops`})`;
 }
 
 const HEADER = ["LOCK", "ROLE", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];
