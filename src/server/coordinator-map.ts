@@ -238,7 +238,12 @@ export function takeoverRefusal(mine: HolderMap, holder: string): string | null 
     return `${both}: a shard's service must not be taken over by another shard (check --service and --shard)`;
   }
   if (row.generation > mine.generation) {
-    return `${both}: this instance's tokens would be below tokens already issued (start it with --shards-generation ${row.generation} or higher, and that generation's map)`;
+    // An instance without shards needs every shard flag, not only the generation (the holder names the shard, not the list).
+    const flags =
+      mine.shard === null && row.shard !== null
+        ? `--shard ${row.shard}, that generation's --shards list and --shards-generation ${row.generation} or higher`
+        : `--shards-generation ${row.generation} or higher, and that generation's map`;
+    return `${both}: this instance's tokens would be below tokens already issued (start it with ${flags})`;
   }
   if (row.generation === mine.generation && (row.shard !== mine.shard || row.map !== mine.map)) {
     return `${both}: one generation with two maps (give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)`;

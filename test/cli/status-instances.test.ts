@@ -258,8 +258,9 @@ const unshardedRefusal = takeoverRefusal(ownMapOf(NO_SHARD_SETTINGS), activeHold
 test("the right map with a standby started without shard flags: one warning naming every flag to add, as with a plain list; exit 0", async () => {
   const a = fake("active", alpha(2));
   const b = fake("standby", alpha(2));
-  // Its own refusal names only --shards-generation: status names every flag to change.
-  expect(unshardedRefusal).toContain("start it with --shards-generation 2 or higher");
+  // Its own refusal names the flags it lacks (the shard list it cannot know: the holder carries only a hash);
+  // status, which has the map, names every flag with its value, in one warning.
+  expect(unshardedRefusal).toContain("start it with --shard alpha, that generation's --shards list and --shards-generation 2 or higher");
   const c = fake("standby", NO_SHARDS, { refusal: unshardedRefusal });
   const d = fake("standby", alpha(2));
   const e = fake("active", { name: "beta", shards: ["alpha", "beta"], generation: 2 }, { service: "pay-beta" });

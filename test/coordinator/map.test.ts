@@ -123,6 +123,9 @@ describe("takeoverRefusal", () => {
     expect(refusal).toContain("tokens would be below tokens already issued");
     expect(refusal).toContain("--shards-generation 3");
     expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 2), releasedHolder(alpha3))).toContain("tokens would be below");
+    // An instance started without any shard flags is told every flag it lacks, not only the generation.
+    const plain = takeoverRefusal(map(null, [], 0), held(alpha3));
+    expect(plain).toContain("start it with --shard alpha, that generation's --shards list and --shards-generation 3 or higher");
   });
 
   test("one generation with another map is refused: another list, shards on one side only", () => {
