@@ -71,7 +71,7 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
   // The server is another shard than the one meant (a name's, or the map's): nothing was done.
   if (answer.status === 421) throw new CliError(`${errorMessage(answer)} (--ops, LOCKD_OPS)`, ExitCode.WRONG_SHARD);
   // A lone standby (a list has had its standbys passed over): the service's active was not asked.
-  if (isNotActive(answer)) throw new CliError(`${errorMessage(answer)} (--ops, LOCKD_OPS: list every instance)`, ExitCode.UNAVAILABLE);
+  if (isNotActive(answer)) throw new CliError(`${errorMessage(answer)}; --ops, LOCKD_OPS: list every instance`, ExitCode.UNAVAILABLE);
   expectOk(answer);
   if (parsed.switches.has("json")) {
     out.write(`${JSON.stringify(answer.body, null, 2)}\n`);

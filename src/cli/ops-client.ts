@@ -70,20 +70,33 @@ export class OpsUnreachable extends CliError {
 export async function withoutStandbys(list: readonly HostPort[], options: RequestOptions): Promise<readonly HostPort[]> {
   if (list.length < 2) return list;
   const kept: HostPort[] = [];
-  const standbys: HostPort[] = [];
+  let named = "";
   for (const address of list) {
-    let role: unknown;
-    try {
-      role = ((await requestOne(address, "GET", "/readyz", { ...options, token: null })).body as { role?: unknown } | null)?.role;
-    } catch (error) {
-      if (!(error instanceof Unreachable)) throw error;
-    }
-    (role === "standby" ? standbys : kept).push(address);
+    const body = await readyBody(address, options);
+    if (body?.role !== "standby") kept.push(address);
+    else if (named === "" && typeof body.active === "string") named = activeNamed(body.active, body.activeOps);
   }
   if (kept.length === 0) {
-    throw new CliError(`no active instance among the ops servers ${list.map(formatAddress).join(",")} (--ops, LOCKD_OPS): each is a standby (it serves no locks)`, ExitCode.UNAVAILABLE);
+    throw new CliError(`no active instance among the ops servers ${list.map(formatAddress).join(",")} (--ops, LOCKD_OPS): each is a standby (it serves no locks)${named}`, ExitCode.UNAVAILABLE);
   }
   return kept;
+}
+
+/** An address's /readyz answer; null when it does not answer. */
+async function readyBody(address: HostPort, options: RequestOptions): Promise<{ role?: unknown; active?: unknown; activeOps?: unknown } | null> {
+  try {
+    return (await requestOne(address, "GET", "/readyz", { ...options, token: null })).body as { role?: unknown; active?: unknown; activeOps?: unknown } | null;
+  } catch (error) {
+    if (!(error instanceof Unreachable)) throw error;
+    return null;
+  }
+}
+
+/** "; the service's active is ID at HOST:PORT (ask it: ...)", from a standby's /readyz `active` and `activeOps`. */
+function activeNamed(active: string, activeOps: unknown): string {
+  return typeof activeOps === "string" && activeOps !== ""
+    ? `; the service's active is ${active} at ${activeOps} (ask it: --ops ${activeOps})`
+    : `; the service's active is ${active} (it gives no ops address: set --advertise-ops on it)`;
 }
 
 async function requestOne(ops: HostPort, method: "GET" | "POST", path: string, options: RequestOptions): Promise<OpsAnswer> {

@@ -328,6 +328,8 @@ describe("lockd force-release with every instance's ops address", () => {
       const alone = await runCli(["force-release", "--ops", `${ops.split(",")[0]},${ops.split(",")[0]}`, name!], admin);
       expect(alone.code).toBe(69);
       expect(alone.err).toContain("each is a standby");
+      // ... and names the service's active, where to ask.
+      expect(alone.err).toContain(`; the service's active is ${(await active.line("lockd started")).instance} at 127.0.0.1:${await opsPort(active)} (ask it: --ops 127.0.0.1:${await opsPort(active)})`);
     } finally {
       await disposeAll();
     }

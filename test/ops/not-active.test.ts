@@ -72,7 +72,7 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
   const cli = await runCli(["force-release", "--ops", `127.0.0.1:${ops.port}`, "held"], { LOCKD_ADMIN_TOKEN: TOKEN });
   expect(cli.code).toBe(69);
   expect(cli.err).toStartWith("lockd force-release: this instance of service svc is a standby");
-  expect(cli.err).toEndWith("(--ops, LOCKD_OPS: list every instance)\n");
+  expect(cli.err).toEndWith("; --ops, LOCKD_OPS: list every instance\n");
   // /readyz names the same epoch and active.
   expect(await (await fetch(`${base}/readyz`)).json()).toMatchObject({ status: "standby", role: "standby", epoch: 3, active: "db1/pid-42/9f3a01bc", activeOps: null });
   // An active that advertises its ops address (ops= in the row): the answer and the message name it.
