@@ -1,6 +1,7 @@
 """The asyncio API, over the blocking client's session threads: the claim
-waits in a worker thread (cancellable), and a loss cancels the task doing
-the guarded work from the session thread, through call_soon_threadsafe."""
+waits in a thread of its own (cancellable), and a loss cancels the task
+doing the guarded work from the session thread, through
+call_soon_threadsafe."""
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +14,36 @@ from .errors import LockLostError
 T = TypeVar("T")
 
 
+def _in_thread(fn: Callable[[], T]) -> "asyncio.Future[T]":
+    """Run the blocking ``fn`` in a thread of its own; its outcome as a future of the running loop.
+
+    Not the loop's default executor: that pool has min(32, CPUs + 4) threads,
+    and a claim waits there for as long as the lock is held elsewhere, so a
+    handful of waiting claims filled it and every later claim (and anything
+    else the application runs there) queued behind them, cancellation
+    included. A thread per claim costs what the claim's session thread
+    already costs."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(ok: bool, value) -> None:
+        if not future.done():
+            future.set_result(value) if ok else future.set_exception(value)
+
+    def run() -> None:
+        try:
+            outcome = (True, fn())
+        except BaseException as error:  # handed to the awaiting task, as run_in_executor does
+            outcome = (False, error)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:
+            pass  # the loop is closed: nobody awaits the outcome any more
+
+    threading.Thread(target=run, name="lockd-aio", daemon=True).start()
+    return future
+
+
 class AsyncClient:
     """Same arguments as Client."""
 
@@ -22,7 +53,7 @@ class AsyncClient:
     async def acquire(self, name: str, **options) -> Lock:
         """Claim ``name``; cancelling the awaiting task cancels the claim (nothing stays queued)."""
         cancel = threading.Event()
-        future = asyncio.get_running_loop().run_in_executor(None, lambda: self.client.acquire(name, cancel=cancel, **options))
+        future = _in_thread(lambda: self.client.acquire(name, cancel=cancel, **options))
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -31,7 +62,7 @@ class AsyncClient:
                 lock = await future
             except Exception:
                 raise asyncio.CancelledError() from None
-            await asyncio.to_thread(lock.release)
+            await _in_thread(lock.release)
             raise
 
     def lock(self, name: str, **options) -> "_Held":
@@ -72,7 +103,7 @@ class _Held:
 
     async def __aexit__(self, exc_type, exc, tb) -> bool:
         assert self.held is not None and self.task is not None
-        await asyncio.to_thread(self.held.release)
+        await _in_thread(self.held.release)
         error = self.held.error
         if self.cancelled_by_loss and error is not None:
             self.task.uncancel()

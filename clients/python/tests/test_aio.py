@@ -96,5 +96,92 @@ class AsyncLoss(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(await client.with_lock("jobs/y", work, lease=5), 10)
 
 
+WAITING = bytes([0x82, 0x01, 0x00, 0x00])
+
+
+class WaitingServer:
+    """Every connection's frames are answered WAITING, except a claim of a name with "free"
+    in it, answered with a grant (token 5); calls ``on_waiting`` (from its threads) each time
+    a connection is first told WAITING."""
+
+    def __init__(self, on_waiting) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = self.listener.getsockname()[1]
+        self.on_waiting = on_waiting
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        buf, free, told = b"", None, False
+        while True:
+            try:
+                chunk = conn.recv(4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[2:4], "big"):
+                n = 4 + int.from_bytes(buf[2:4], "big")
+                frame, buf = buf[:n], buf[n:]
+                if free is None:
+                    free = b"free" in frame
+                try:
+                    conn.sendall(GRANT if free else WAITING)
+                except OSError:
+                    return
+                if not free and not told:
+                    told = True
+                    self.on_waiting()
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.conns:
+            conn.close()
+
+
+class ManyWaiting(unittest.IsolatedAsyncioTestCase):
+    async def test_waiting_claims_do_not_hold_up_other_claims_or_their_cancellation(self):
+        # 40 claims waiting: more than the loop's default executor has threads (min(32, CPUs + 4)),
+        # where claims used to wait, so that a claim of a free lock queued behind them and hung.
+        loop = asyncio.get_running_loop()
+        all_waiting = asyncio.Event()
+        told = []
+
+        def on_waiting() -> None:
+            def count() -> None:
+                told.append(1)
+                if len(told) == 40:
+                    all_waiting.set()
+            loop.call_soon_threadsafe(count)
+
+        server = WaitingServer(on_waiting)
+        self.addCleanup(server.close)
+        client = AsyncClient(f"127.0.0.1:{server.port}")
+        waiters = [asyncio.create_task(client.acquire("busy", lease=60)) for _ in range(40)]
+        async with asyncio.timeout(10):
+            await all_waiting.wait()
+        free = asyncio.create_task(client.acquire("free", lease=60))
+        done, _ = await asyncio.wait({free}, timeout=10)
+        self.assertEqual(done, {free}, "the claim of a free lock waited behind the waiting claims")
+        lock = free.result()
+        self.assertEqual(lock.token, 5)
+        lock.release()
+        for waiter in waiters:
+            waiter.cancel()
+        done, _ = await asyncio.wait(waiters, timeout=10)
+        self.assertEqual(len(done), 40, "cancelled claims did not end")
+        self.assertTrue(all(w.cancelled() for w in waiters))
+
+
 if __name__ == "__main__":
     unittest.main()
