@@ -15,6 +15,7 @@ import {
   coordinatorUrl,
   count,
   duration,
+  durationWithUnit,
   hostPortList,
   listenAddress,
   logLevel,
@@ -263,8 +264,8 @@ export const RUN_OPTIONS = {
   },
   wait: {
     flag: "--wait",
-    help: "give up waiting for the lock after this long (default: no limit)",
-    schema: duration(0),
+    help: "give up waiting for the lock after this long, with its unit: 30s, 500ms (default: no limit)",
+    schema: durationWithUnit(0),
   },
   conflictExitCode: {
     flag: "--conflict-exit-code",

@@ -425,6 +425,12 @@ test("exit codes: unreachable server 69, bad usage 64, missing command 127, SIGI
     const bad = lockdRun(server.port, args);
     expect({ args, code: await bad.exit() }).toEqual({ args, code: 64 });
   }
+  // flock's -w counts seconds, a bare lockd duration milliseconds: a -w without a unit is refused, not guessed.
+  for (const wait of ["5", "0.5"]) {
+    const bare = lockdRun(server.port, ["-w", wait, "jobs/x", "--", "true"]);
+    expect(await bare.exit()).toBe(64);
+    expect(bare.stderr).toContain(`"${wait}" has no unit: write ${wait}s or ${wait}ms`);
+  }
   const missing = lockdRun(server.port, ["jobs/x", "--", "/nonexistent/command"]);
   expect(await missing.exit()).toBe(127);
 

@@ -44,18 +44,35 @@ export function placeholderOf(spec: OptionSpec): string {
   return spec.value ?? PLACEHOLDERS.get(spec.schema) ?? "VALUE";
 }
 
-export const duration = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+/** `text` as ms within min..max; an issue on `ctx` (and z.NEVER) otherwise. */
+function durationIn(text: string, min: number, max: number, ctx: z.RefinementCtx): number {
+  const ms = parseDuration(text);
+  if (Number.isNaN(ms)) {
+    ctx.addIssue({ code: "custom", message: `"${text}" is not a duration (examples: 250ms, 5s, 2m)` });
+    return z.NEVER;
+  }
+  if (ms < min || ms > max) {
+    ctx.addIssue({ code: "custom", message: `${text} is out of range ${formatDuration(min)}..${formatDuration(max)}` });
+    return z.NEVER;
+  }
+  return ms;
+}
+
+export const duration = (min: number, max = Number.MAX_SAFE_INTEGER) => kind("DURATION", z.string().transform((text, ctx) => durationIn(text, min, max, ctx)));
+
+/**
+ * A duration that must name its unit: for `lockd run -w`, flock(1)'s
+ * letter, where flock counts seconds. A bare `-w 5` meant 5 ms here where a
+ * user of flock meant 5 s; neither guess is safe, so it is refused.
+ */
+export const durationWithUnit = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   kind("DURATION", z.string().transform((text, ctx) => {
-    const ms = parseDuration(text);
-    if (Number.isNaN(ms)) {
-      ctx.addIssue({ code: "custom", message: `"${text}" is not a duration (examples: 250ms, 5s, 2m)` });
+    const bare = /^\s*(\d+(?:\.\d+)?)\s*$/.exec(text);
+    if (bare !== null) {
+      ctx.addIssue({ code: "custom", message: `"${bare[1]}" has no unit: write ${bare[1]}s or ${bare[1]}ms (flock's -w counts seconds, a bare lockd duration milliseconds: neither is guessed here)` });
       return z.NEVER;
     }
-    if (ms < min || ms > max) {
-      ctx.addIssue({ code: "custom", message: `${text} is out of range ${formatDuration(min)}..${formatDuration(max)}` });
-      return z.NEVER;
-    }
-    return ms;
+    return durationIn(text, min, max, ctx);
   }));
 
 function addressSchema<T>(placeholder: string, parse: (text: string) => T) {
