@@ -119,6 +119,10 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 		if ctx.Err() != nil {
 			return &Error{Code: "ABORTED", Class: "client", Lock: name, Message: "the context was cancelled while waiting", Err: ctx.Err()}
 		}
+		// The claim that was waiting ends ABORTED ("wait ended") because the wait did: not a cause worth naming.
+		if e, ok := last.(*Error); ok && e.Code == "ABORTED" {
+			last = nil
+		}
 		return &Error{Code: "WAIT_TIMEOUT", Class: "lock", Lock: name, Message: fmt.Sprintf("not granted within %v", opts.Wait), Err: last}
 	}
 

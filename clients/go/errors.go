@@ -20,10 +20,20 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("lockd: %s (%s): %s: %v", e.Code, e.Lock, e.Message, e.Err)
+	return fmt.Sprintf("lockd: %s (%s): %s", e.Code, e.Lock, e.detail())
+}
+
+// detail is the message with its causes; a cause that is an *Error gives its
+// message only: its code is an internal step (a connection CLOSED on the way
+// to SERVER_UNAVAILABLE), and one code per error line is what users read.
+func (e *Error) detail() string {
+	if e.Err == nil {
+		return e.Message
 	}
-	return fmt.Sprintf("lockd: %s (%s): %s", e.Code, e.Lock, e.Message)
+	if inner, ok := e.Err.(*Error); ok {
+		return e.Message + ": " + inner.detail()
+	}
+	return e.Message + ": " + e.Err.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }
