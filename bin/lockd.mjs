@@ -34,7 +34,10 @@ const args = process.argv.slice(2);
 if (process.versions.bun !== undefined) {
   const { main, exitWhenDrained } = await import(MAIN);
   // Not process.exit(): it would drop log lines a slow reader has not taken yet (src/cli/exit.ts).
+  // exitWhenDrained returns, so the Node.js part below must not run: it would run the command again.
   exitWhenDrained(await main(args, process.env));
+} else {
+  runUnderNode();
 }
 
 /** An executable regular file of real size (the `bun` package's bin/bun.exe is a placeholder until its postinstall ran). */
@@ -64,41 +67,44 @@ function findBun() {
   return undefined;
 }
 
-const bun = findBun();
-if (bun === undefined) {
-  process.stderr.write("lockd: needs Bun to run: `npm install bun` in this project (or put `bun` on PATH), or use the single binary built by `npm run build` in the lockd repository\n");
-  process.exit(69);
-}
-
-/** True when this process is in the foreground process group of its terminal (Linux: /proc/self/stat). */
-function terminalForeground() {
-  try {
-    const stat = readFileSync("/proc/self/stat", "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const pgrp = Number(fields[2]);
-    const tpgid = Number(fields[5]);
-    return tpgid > 0 && tpgid === pgrp;
-  } catch {
-    return process.stdin.isTTY === true;
+/** Node.js: run the command under a `bun` child, relaying signals and passing its exit on. */
+function runUnderNode() {
+  const bun = findBun();
+  if (bun === undefined) {
+    process.stderr.write("lockd: needs Bun to run: `npm install bun` in this project (or put `bun` on PATH), or use the single binary built by `npm run build` in the lockd repository\n");
+    process.exit(69);
   }
-}
 
-const child = spawn(bun, [MAIN, ...args], { stdio: "inherit" });
-const relay = (signal) => {
-  if ((signal === "SIGINT" || signal === "SIGQUIT") && terminalForeground()) return;
-  if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-};
-const SIGNALS = ["SIGTERM", "SIGHUP", "SIGINT", "SIGQUIT"];
-for (const signal of SIGNALS) process.on(signal, relay);
-child.on("error", (error) => {
-  process.stderr.write(`lockd: cannot start ${bun}: ${error.message}\n`);
-  process.exit(69);
-});
-child.on("exit", (code, signal) => {
-  if (signal !== null) {
-    for (const s of SIGNALS) process.off(s, relay);
-    process.kill(process.pid, signal);
-    return;
+  /** True when this process is in the foreground process group of its terminal (Linux: /proc/self/stat). */
+  function terminalForeground() {
+    try {
+      const stat = readFileSync("/proc/self/stat", "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const pgrp = Number(fields[2]);
+      const tpgid = Number(fields[5]);
+      return tpgid > 0 && tpgid === pgrp;
+    } catch {
+      return process.stdin.isTTY === true;
+    }
   }
-  process.exit(code ?? 1);
-});
+
+  const child = spawn(bun, [MAIN, ...args], { stdio: "inherit" });
+  const relay = (signal) => {
+    if ((signal === "SIGINT" || signal === "SIGQUIT") && terminalForeground()) return;
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  };
+  const SIGNALS = ["SIGTERM", "SIGHUP", "SIGINT", "SIGQUIT"];
+  for (const signal of SIGNALS) process.on(signal, relay);
+  child.on("error", (error) => {
+    process.stderr.write(`lockd: cannot start ${bun}: ${error.message}\n`);
+    process.exit(69);
+  });
+  child.on("exit", (code, signal) => {
+    if (signal !== null) {
+      for (const s of SIGNALS) process.off(s, relay);
+      process.kill(process.pid, signal);
+      return;
+    }
+    process.exit(code ?? 1);
+  });
+}
