@@ -65,7 +65,9 @@ export const EXIT_DRAIN_BOUND_MS = 2_000;
 
 export function exitWhenDrained(code: number, boundMs: number = EXIT_DRAIN_BOUND_MS): void {
   process.exitCode = code;
-  setTimeout(() => {
-    process.exit(code);
-  }, boundMs).unref();
+  const now = () => process.exit(code);
+  setTimeout(now, boundMs).unref();
+  // The command has ended: a stop signal while the output drains means "stop
+  // waiting", not a death by that signal that would replace the exit code.
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, now);
 }

@@ -149,3 +149,24 @@ test('lockd serve whose log reader lags: the log ends with "stopped", nothing lo
     rmSync(dataDir, { recursive: true, force: true });
   }
 }, 30_000);
+
+test("a stop signal while the output drains ends the wait with the command's exit code, not the signal's", async () => {
+  const log = lateLog();
+  try {
+    // 5,001 lines into a log nobody reads: the process waits for the drain (bound 20 s here).
+    // "armed" comes after exitWhenDrained has returned, so the signal cannot come before its handlers.
+    const proc = Bun.spawn(writer(5000, 'exitWhenDrained(7, 20_000); process.stdout.write("armed\\n");'), { stdin: "ignore", stdout: "pipe", stderr: log.fd });
+    closeSync(log.fd);
+    const out = proc.stdout.getReader();
+    let said = "";
+    while (!said.includes("armed\n")) {
+      const { value, done } = await out.read();
+      if (done) break;
+      said += new TextDecoder().decode(value);
+    }
+    proc.kill("SIGTERM");
+    expect(await proc.exited).toBe(7);
+  } finally {
+    log.close();
+  }
+}, 30_000);
