@@ -7,6 +7,7 @@ import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 import { expectOk, humanMs, isNotActive, lockQuery, type OpsAnswer, opsRequest, OpsUnreachable } from "./ops-client.ts";
+import { hostOf, isLoopbackHost } from "../server/coordinator-map.ts";
 import { type Address, formatAddress } from "../address.ts";
 import { describeShards, Placement, placementOf } from "../shard.ts";
 import { NO_SHARDS } from "../shard-guard.ts";
@@ -603,7 +604,11 @@ export function activeHint(said: readonly unknown[], ops: readonly Address[], sh
   if (at === undefined || at === null) return `; the service's active is ${id}`;
   // Already asked: it is down or stepped down, and the standbys have not taken over yet.
   if (ops.some((o) => formatAddress(o) === at)) {
-    return `; the standbys name ${id} at ${at} as the service's active, and it did not answer as the active (a failover under way? a standby takes over once the active's lease runs out: try again)`;
+    // A loopback address names the active only on its own machine: from another one it is whatever listens there.
+    const loopback = isLoopbackHost(hostOf(at))
+      ? `; or, if the instances run on several machines, the active advertises a loopback address, which from here names this machine (set --advertise-ops on every instance)`
+      : "";
+    return `; the standbys name ${id} at ${at} as the service's active, and it did not answer as the active (a failover under way? a standby takes over once the active's lease runs out: try again${loopback})`;
   }
   return `; the service's active is ${id} at ${at} (${shard === null ? `ask it: --ops ${at}` : `add it to shard ${shard}'s addresses in --ops`})`;
 }

@@ -120,6 +120,22 @@ export function isWildcardHost(host: string): boolean {
   return mapped !== null || /^[0:]*$/.test(bare);
 }
 
+/**
+ * A loopback host (127.0.0.0/8, ::1, localhost, bracketed or not): an
+ * address that names, on every host, that host itself. Advertised by an
+ * active, it is right only when every instance runs on one machine.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "").toLowerCase();
+  return bare === "localhost" || /^127(\.\d{1,3}){3}$/.test(bare) || /^(0{0,4}:){2,7}0{0,3}1$/.test(bare) || /^::ffff:127(\.\d{1,3}){3}$/.test(bare);
+}
+
+/** The host part of HOST:PORT (brackets kept off). */
+export function hostOf(address: string): string {
+  const colon = address.lastIndexOf(":");
+  return (colon < 0 ? address : address.slice(0, colon)).replace(/^\[(.*)\]$/, "$1");
+}
+
 /** Characters an advertised ops address may have: a host name, IPv4, or a bracketed IPv6 address, then :PORT. */
 const OPS_VALUE = /^(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.%A-Za-z]+\]):\d{1,5}$/;
 

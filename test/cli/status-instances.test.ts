@@ -245,7 +245,7 @@ test("the failover gap (the active down, a standby naming it): exit 69, saying t
     expect(result.code).toBe(69);
     expect(result.err).toContain(`lockd status: warning: ${gone} did not answer: `);
     expect(result.err).toEndWith(
-      `${standby.at}: a standby (it serves no locks); the standbys name db1/pid-1/9f3a01bc at ${gone} as the service's active, and it did not answer as the active (a failover under way? a standby takes over once the active's lease runs out: try again)\n`,
+      `${standby.at}: a standby (it serves no locks); the standbys name db1/pid-1/9f3a01bc at ${gone} as the service's active, and it did not answer as the active (a failover under way? a standby takes over once the active's lease runs out: try again; or, if the instances run on several machines, the active advertises a loopback address, which from here names this machine (set --advertise-ops on every instance))\n`,
     );
     // What each instance is, as when the answer is shown.
     expect(result.out).toBe(`instances: ${gone} unreachable; ${standby.at} standby (epoch 2)\n`);

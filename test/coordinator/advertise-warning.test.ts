@@ -45,6 +45,18 @@ test("a wildcard --ops without --advertise-ops: one warning at start naming the 
   expect(holder).toBe("db1/pid-1/aaaa");
 });
 
+const LOOPBACK = "advertising a loopback ops address: standbys on other hosts would send operators to themselves; if the instances run on several machines, set --advertise-ops (LOCKD_ADVERTISE_OPS) to the HOST:PORT others reach this one by";
+
+test("a loopback --ops without --advertise-ops is advertised (right on one machine), with one warning at start", async () => {
+  const { logs, holder } = await started("127.0.0.1");
+  expect(holder).toMatch(/^db1\/pid-1\/aaaa ops=127\.0\.0\.1:\d+$/);
+  const warnings = logs.filter((l) => l.msg === LOOPBACK);
+  expect(warnings).toHaveLength(1);
+  expect(String(warnings[0]!.ops)).toMatch(/^127\.0\.0\.1:\d+$/);
+  // An explicit --advertise-ops is the operator's word, loopback or not.
+  expect((await started("127.0.0.1", "127.0.0.1:7701")).logs.filter((l) => l.msg === LOOPBACK)).toEqual([]);
+});
+
 test("no warning with --advertise-ops, or with an ops listener on a host others can name", async () => {
   const advertised = await started("0.0.0.0", "lockd-1.internal:7701");
   expect(advertised.logs.filter((l) => l.msg === WARNING)).toEqual([]);

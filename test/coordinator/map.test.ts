@@ -6,6 +6,8 @@
 import { describe, expect, test } from "bun:test";
 import { Coordinator, type CoordinatorRow } from "../../src/server/coordinator.ts";
 import {
+  hostOf,
+  isLoopbackHost,
   activeHolder,
   advertisedOps,
   describeHolderMap,
@@ -262,5 +264,16 @@ describe("the role machine with a refusal", () => {
     m.start(0);
     expect(m.readDone(0, row(holder))).toEqual([]);
     expect(m.tick(LEASE)).toEqual([{ type: "takeover", watched: { epoch: 1, renewals: 0, holder } }]);
+  });
+});
+
+describe("isLoopbackHost", () => {
+  test("127.0.0.0/8, ::1 (any spelling, bracketed), localhost; not other hosts or wildcards", () => {
+    for (const host of ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "0:0:0:0:0:0:0:1", "localhost", "LOCALHOST", "::ffff:127.0.0.1"]) expect({ host, loopback: isLoopbackHost(host) }).toEqual({ host, loopback: true });
+    for (const host of ["10.0.0.5", "128.0.0.1", "0.0.0.0", "::", "lockd-1.internal", "::2", "1127.0.0.1"]) expect({ host, loopback: isLoopbackHost(host) }).toEqual({ host, loopback: false });
+  });
+
+  test("hostOf takes the host from HOST:PORT, brackets off", () => {
+    expect([hostOf("127.0.0.1:7701"), hostOf("[::1]:7701"), hostOf("lockd-1:80")]).toEqual(["127.0.0.1", "::1", "lockd-1"]);
   });
 });
