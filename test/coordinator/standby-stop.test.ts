@@ -12,7 +12,9 @@ suitePostgres((started) => (pg = started));
 
 function instance(service: string, listenPort: number, grace: string): ChildServer {
   return ChildServer.spawn(
-    ["serve", "--service", service, "--coordinator-lease", "2s", "--listen", `127.0.0.1:${listenPort}`, "--ops", "127.0.0.1:0", "--shutdown-grace", grace],
+    // A lease no stall of a loaded machine comes near: the standby must stay a standby (as the
+    // active, its 60 s grace would outlast the test).
+    ["serve", "--service", service, "--coordinator-lease", "15s", "--listen", `127.0.0.1:${listenPort}`, "--ops", "127.0.0.1:0", "--shutdown-grace", grace],
     { LOCKD_COORDINATOR: pg.url() },
   );
 }

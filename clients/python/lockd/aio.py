@@ -14,7 +14,7 @@ from .errors import LockLostError
 T = TypeVar("T")
 
 
-def _in_thread(fn: Callable[[], T]) -> "asyncio.Future[T]":
+def _in_thread(fn: Callable[[], T], orphan: Callable[[T], object] | None = None) -> "asyncio.Future[T]":
     """Run the blocking ``fn`` in a thread of its own; its outcome as a future of the running loop.
 
     Not the loop's default executor: that pool has min(32, CPUs + 4) threads,
@@ -22,13 +22,23 @@ def _in_thread(fn: Callable[[], T]) -> "asyncio.Future[T]":
     handful of waiting claims filled it and every later claim (and anything
     else the application runs there) queued behind them, cancellation
     included. A thread per claim costs what the claim's session thread
-    already costs."""
+    already costs.
+
+    ``orphan`` gets a result nobody will take (the future was cancelled, or
+    the loop closed, before ``fn`` returned): a granted Lock is released
+    there, not left held by its session thread."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
+
+    def drop(value) -> None:
+        if orphan is not None:
+            threading.Thread(target=orphan, args=(value,), name="lockd-aio-orphan", daemon=True).start()
 
     def settle(ok: bool, value) -> None:
         if not future.done():
             future.set_result(value) if ok else future.set_exception(value)
+        elif ok:
+            drop(value)
 
     def run() -> None:
         try:
@@ -37,8 +47,9 @@ def _in_thread(fn: Callable[[], T]) -> "asyncio.Future[T]":
             outcome = (False, error)
         try:
             loop.call_soon_threadsafe(settle, *outcome)
-        except RuntimeError:
-            pass  # the loop is closed: nobody awaits the outcome any more
+        except RuntimeError:  # the loop is closed: nobody awaits the outcome any more
+            if outcome[0]:
+                drop(outcome[1])
 
     threading.Thread(target=run, name="lockd-aio", daemon=True).start()
     return future
@@ -53,7 +64,7 @@ class AsyncClient:
     async def acquire(self, name: str, **options) -> Lock:
         """Claim ``name``; cancelling the awaiting task cancels the claim (nothing stays queued)."""
         cancel = threading.Event()
-        future = _in_thread(lambda: self.client.acquire(name, cancel=cancel, **options))
+        future = _in_thread(lambda: self.client.acquire(name, cancel=cancel, **options), orphan=lambda lock: lock.release())
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

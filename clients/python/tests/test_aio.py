@@ -183,5 +183,32 @@ class ManyWaiting(unittest.IsolatedAsyncioTestCase):
         self.assertTrue(all(w.cancelled() for w in waiters))
 
 
+class Orphans(unittest.IsolatedAsyncioTestCase):
+    async def test_a_result_nobody_takes_goes_to_orphan(self):
+        # A claim granted after its future was cancelled (a second cancellation while the
+        # cancelled claim winds down) must be released, not left held by its session thread.
+        from lockd.aio import _in_thread
+
+        go, orphaned = threading.Event(), threading.Event()
+        got = []
+
+        def claim():
+            go.wait(10)
+            return "granted lock"
+
+        def orphan(value):
+            got.append(value)
+            orphaned.set()
+
+        future = _in_thread(claim, orphan=orphan)
+        future.cancel()
+        go.set()
+        for _ in range(200):  # the worker hands its result to the loop, which hands it to orphan's thread
+            if orphaned.is_set():
+                break
+            await asyncio.sleep(0.01)
+        self.assertEqual(got, ["granted lock"])
+
+
 if __name__ == "__main__":
     unittest.main()
