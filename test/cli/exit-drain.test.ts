@@ -73,13 +73,13 @@ async function lateReader(argv: string[]): Promise<{ code: number; lines: string
   }
 }
 
-test("5,001 lines to a log read late: all arrive and the exit code stands (process.exit() loses the tail)", async () => {
+test("5,001 lines to a log read late: all arrive and the exit code stands", async () => {
+  // Why exitWhenDrained exists: the pipe holds 64 KiB, the rest waits in Bun's memory, and
+  // process.exit() there delivered about 590 of these lines when measured. That is Bun's
+  // behaviour, not ours, and not every run shows it (a loaded run once got all 5,001), so it
+  // is not asserted here; the lockd serve test below failed on the old exit.
   const drained = await lateReader(writer(5000, "exitWhenDrained(3);"));
   expect({ code: drained.code, count: drained.lines.length, last: drained.lines.at(-1) }).toEqual({ code: 3, count: 5001, last: "LAST" });
-  // The control: why exitWhenDrained exists. The pipe holds 64 KiB; the rest was in Bun's memory.
-  const cut = await lateReader(writer(5000, "process.exit(3);"));
-  expect(cut.code).toBe(3);
-  expect(cut.lines.length).toBeLessThan(5001);
 }, 30_000);
 
 test("the bound: a handle left open, or a reader that never reads, does not hold the exit", async () => {
