@@ -51,6 +51,18 @@ function lateLog(): { fd: number; read(): Promise<string>; close(): void } {
   };
 }
 
+/** Until `line` has come on `stdout` (or it ended). */
+async function said(stdout: ReadableStream<Uint8Array>, line: string): Promise<void> {
+  const out = stdout.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  while (!text.includes(`${line}\n`)) {
+    const { value, done } = await out.read();
+    if (done) return;
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
 /** Run `argv` with its stderr unread until it says "written" on stdout; then read stderr whole. */
 async function lateReader(argv: string[]): Promise<{ code: number; lines: string[] }> {
   const log = lateLog();
@@ -58,13 +70,7 @@ async function lateReader(argv: string[]): Promise<{ code: number; lines: string
   closeSync(log.fd);
   const guard = setTimeout(() => proc.kill("SIGKILL"), 20_000);
   try {
-    const out = proc.stdout.getReader();
-    let said = "";
-    while (!said.includes("written\n")) {
-      const { value, done } = await out.read();
-      if (done) break;
-      said += new TextDecoder().decode(value);
-    }
+    await said(proc.stdout, "written");
     const text = await log.read();
     return { code: await proc.exited, lines: text.split("\n").filter((line) => line !== "") };
   } finally {
@@ -157,13 +163,7 @@ test("a stop signal while the output drains ends the wait with the command's exi
     // "armed" comes after exitWhenDrained has returned, so the signal cannot come before its handlers.
     const proc = Bun.spawn(writer(5000, 'exitWhenDrained(7, 20_000); process.stdout.write("armed\\n");'), { stdin: "ignore", stdout: "pipe", stderr: log.fd });
     closeSync(log.fd);
-    const out = proc.stdout.getReader();
-    let said = "";
-    while (!said.includes("armed\n")) {
-      const { value, done } = await out.read();
-      if (done) break;
-      said += new TextDecoder().decode(value);
-    }
+    await said(proc.stdout, "armed");
     proc.kill("SIGTERM");
     expect(await proc.exited).toBe(7);
   } finally {

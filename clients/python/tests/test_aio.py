@@ -11,6 +11,23 @@ GRANT = bytes.fromhex("81 01 00 08 00 00 00 00 00 00 00 05")
 SHUTTING_DOWN = bytes([0xFF, 0, 0, 5, 0x01]) + b"bye!"
 
 
+def frames(conn: socket.socket):
+    """Each whole frame the client sends on ``conn``, until it closes."""
+    buf = b""
+    while True:
+        try:
+            chunk = conn.recv(4096)
+        except OSError:
+            return
+        if not chunk:
+            return
+        buf += chunk
+        while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[2:4], "big"):
+            n = 4 + int.from_bytes(buf[2:4], "big")
+            frame, buf = buf[:n], buf[n:]
+            yield frame
+
+
 class ScriptedServer:
     """Grants the first ACQUIRE with token 5, answers heartbeats, and sends SHUTTING_DOWN on shutdown()."""
 
@@ -26,22 +43,11 @@ class ScriptedServer:
         conn, _ = self.listener.accept()
         self.conn = conn
         self.connected.set()
-        buf = b""
-        while True:
+        for _ in frames(conn):
             try:
-                chunk = conn.recv(4096)
+                conn.sendall(GRANT)
             except OSError:
                 return
-            if not chunk:
-                return
-            buf += chunk
-            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[2:4], "big"):
-                n = 4 + int.from_bytes(buf[2:4], "big")
-                buf = buf[n:]
-                try:
-                    conn.sendall(GRANT)
-                except OSError:
-                    return
 
     def shutdown(self) -> None:
         assert self.conn is not None
@@ -121,27 +127,17 @@ class WaitingServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        buf, free, told = b"", None, False
-        while True:
+        free, told = None, False
+        for frame in frames(conn):
+            if free is None:
+                free = b"free" in frame
             try:
-                chunk = conn.recv(4096)
+                conn.sendall(GRANT if free else WAITING)
             except OSError:
                 return
-            if not chunk:
-                return
-            buf += chunk
-            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[2:4], "big"):
-                n = 4 + int.from_bytes(buf[2:4], "big")
-                frame, buf = buf[:n], buf[n:]
-                if free is None:
-                    free = b"free" in frame
-                try:
-                    conn.sendall(GRANT if free else WAITING)
-                except OSError:
-                    return
-                if not free and not told:
-                    told = True
-                    self.on_waiting()
+            if not free and not told:
+                told = True
+                self.on_waiting()
 
     def close(self) -> None:
         self.listener.close()
