@@ -217,41 +217,32 @@ export function describeRowMap(mine: HolderMap, holder: string): string {
   return row === null && mapTag(mine) === "" ? "none" : describeHolderMap(row);
 }
 
-/**
- * The headline of a refusal to take over (the log line's message after
- * "standby: refusing to take over: "), naming what differs as
- * takeoverRefusal decides it; its reason says it in detail.
- */
-export function refusalHeadline(mine: HolderMap, holder: string): string {
-  const row = parseHolderMap(holder);
-  if (row !== null && row.shard !== null && mine.shard !== null && row.shard !== mine.shard) return "this instance's shard differs from the one its service's active served";
-  if (row !== null && row.generation > mine.generation) return "this instance's shards generation is lower than its service's active's";
-  if (row !== null && row.shard !== null && mine.shard !== null && row.map !== mine.map) return "this instance's shard list differs from the one its service's active served";
-  return "this instance's shard map differs from the one its service's active served";
-}
+/** What makes a takeover refused (refusalOf), in the order it is decided. */
+type RefusalKind = "shard" | "generation" | "list" | "map";
 
 /**
- * Why an instance serving `mine` must not take over a row whose holder is
- * `holder` (null: it may). Taking over is refused when
+ * Whether an instance serving `mine` must not take over a row whose holder
+ * is `holder`, and why; null: it may. Taking over is refused when
  *
- * - the row's generation is higher than this instance's: its tokens would
- *   be below tokens the service already issued (protocol.md 12.3);
- * - the generations are equal but the maps differ (another shard, another
- *   shard list, shards on one side only): one generation with two maps,
- *   under which a name could be granted by two shards;
  * - the row served another shard than this instance's, whatever the
- *   generations: the wrong --service or --shard.
+ *   generations: the wrong --service or --shard ("shard");
+ * - the row's generation is higher than this instance's: its tokens would
+ *   be below tokens the service already issued (protocol.md 12.3)
+ *   ("generation");
+ * - the generations are equal but the maps differ: another shard list
+ *   ("list"), or shards on one side only ("map"): one generation with two
+ *   maps, under which a name could be granted by two shards.
  *
  * A higher generation than the row's is a map change in progress: allowed.
  * A holder that names no map is never refused (takeoverChangesMap warns).
  */
-export function takeoverRefusal(mine: HolderMap, holder: string): string | null {
+function refusalOf(mine: HolderMap, holder: string): { readonly kind: RefusalKind; readonly reason: string } | null {
   const row = parseHolderMap(holder);
   if (row === null) return null;
   // What differs, side by side: this instance's map (with its shard list) first, then the active's (a holder carries only the hash).
   const both = `this instance serves ${describeHolderMap(mine)}; the service's active served ${describeHolderMap(row)}`;
   if (row.shard !== null && mine.shard !== null && row.shard !== mine.shard) {
-    return `${both}: a shard's service must not be taken over by another shard (check --service and --shard)`;
+    return { kind: "shard", reason: `${both}: a shard's service must not be taken over by another shard (check --service and --shard)` };
   }
   if (row.generation > mine.generation) {
     // An instance without shards needs every shard flag, not only the generation (the holder names the shard, not the list).
@@ -259,12 +250,36 @@ export function takeoverRefusal(mine: HolderMap, holder: string): string | null 
       mine.shard === null && row.shard !== null
         ? `--shard ${row.shard}, that generation's --shards list and --shards-generation ${row.generation} or higher`
         : `--shards-generation ${row.generation} or higher, and that generation's map`;
-    return `${both}: this instance's tokens would be below tokens already issued (start it with ${flags})`;
+    return { kind: "generation", reason: `${both}: this instance's tokens would be below tokens already issued (start it with ${flags})` };
   }
   if (row.generation === mine.generation && (row.shard !== mine.shard || row.map !== mine.map)) {
-    return `${both}: one generation with two maps (give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)`;
+    return {
+      kind: row.shard !== null && mine.shard !== null ? "list" : "map",
+      reason: `${both}: one generation with two maps (give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)`,
+    };
   }
   return null;
+}
+
+/** Why taking over the row `holder` is refused to an instance serving `mine` (refusalOf); null: it may. */
+export function takeoverRefusal(mine: HolderMap, holder: string): string | null {
+  return refusalOf(mine, holder)?.reason ?? null;
+}
+
+const HEADLINES: Record<RefusalKind, string> = {
+  shard: "this instance's shard differs from the one its service's active served",
+  generation: "this instance's shards generation is lower than its service's active's",
+  list: "this instance's shard list differs from the one its service's active served",
+  map: "this instance's shard map differs from the one its service's active served",
+};
+
+/**
+ * The headline of a refusal to take over (the log line's message after
+ * "standby: refusing to take over: "), naming what differs as refusalOf
+ * decides it; the reason says it in detail.
+ */
+export function refusalHeadline(mine: HolderMap, holder: string): string {
+  return HEADLINES[refusalOf(mine, holder)?.kind ?? "map"];
 }
 
 /**

@@ -221,22 +221,20 @@ export class PgCoordinatorStore implements CoordinatorStore {
 
   async create(floor: number): Promise<CoordinatorRow | null> {
     const { service, leaseMs, block } = this.options;
-    const instance = this.holder;
     try {
-      await this.sql.unsafe(STATEMENTS.create, [service, instance, floor + block, leaseMs]);
+      await this.sql.unsafe(STATEMENTS.create, [service, this.holder, floor + block, leaseMs]);
     } catch (error) {
       if ((error as PgErrorLike).errno === "23505") return null; // another instance created it first
       throw error;
     }
-    return { epoch: 1, holder: instance, renewals: 0, tokenFloor: floor + block, leaseMs };
+    return { epoch: 1, holder: this.holder, renewals: 0, tokenFloor: floor + block, leaseMs };
   }
 
   async takeover(watched: Watched): Promise<CoordinatorRow | null> {
     const { service, leaseMs, block } = this.options;
-    const instance = this.holder;
     const rows = (await this.sql.unsafe(STATEMENTS.takeover, [
       service,
-      instance,
+      this.holder,
       block,
       leaseMs,
       watched.epoch,

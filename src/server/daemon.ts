@@ -35,7 +35,7 @@ import { AdminAuth } from "./admin.ts";
 import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer } from "./ops.ts";
 import { Roles, type RolesOptions } from "./roles.ts";
-import { advertisedOps, hostOf, isLoopbackHost } from "./coordinator-map.ts";
+import { advertisedOps, isLoopbackHost } from "./coordinator-map.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
 import { shardGuard, type ShardSettings } from "../shard-guard.ts";
 import { tokensInGeneration } from "../shard-tokens.ts";
@@ -166,11 +166,10 @@ export class Daemon {
     // The holder names the ops server's address as bound (port 0 picked one by now), or --advertise-ops.
     if (roles !== null) {
       const ops = advertisedOps(options.advertiseOps ?? null, { host: this.ops.hostname, port: this.ops.port });
-      if (ops !== null && options.advertiseOps === undefined && isLoopbackHost(hostOf(ops))) {
+      if (ops !== null && options.advertiseOps === undefined && isLoopbackHost(this.ops.hostname)) {
         // Right when every instance runs on this machine; from any other host it names that host itself.
         options.log.warn("advertising a loopback ops address: standbys on other hosts would send operators to themselves; if the instances run on several machines, set --advertise-ops (LOCKD_ADVERTISE_OPS) to the HOST:PORT others reach this one by", { ops });
-      }
-      if (ops === null) {
+      } else if (ops === null) {
         // Said once, at start, by every instance (any of them may become the active): standbys could not say where it is.
         options.log.warn("advertising no ops address: the ops listener binds a wildcard address, so when this instance is active its standbys cannot say where its /readyz and /ui answer; set --advertise-ops (LOCKD_ADVERTISE_OPS) to the HOST:PORT others reach it by", {
           ops: formatAddress({ host: this.ops.hostname, port: this.ops.port }),

@@ -35,6 +35,14 @@ function roles(shared: MemoryRow, instance: string, lines: string[], onRole?: (r
   });
 }
 
+/** roles(...), started, once its first decision is made. */
+async function started(shared: MemoryRow, instance: string, lines: string[], onRole?: (role: string) => void): Promise<Roles> {
+  const r = roles(shared, instance, lines, onRole);
+  r.start();
+  await r.started;
+  return r;
+}
+
 /** Resolves after `count` more statements named `name`. */
 function statements(shared: MemoryRow, name: string, count: number): Promise<void> {
   let seen = 0;
@@ -53,9 +61,7 @@ test("a wall clock shifted by hours, both ways, changes no role: the active keep
   a.start();
   await created;
   await a.started;
-  const b = roles(shared, "b", lines);
-  b.start();
-  await b.started;
+  const b = await started(shared, "b", lines);
   expect([a.role, b.role]).toEqual(["active", "standby"]);
   try {
     for (const shift of [3_600_000, -7_200_000, 86_400_000 * 365, -86_400_000 * 3650]) {
@@ -81,12 +87,8 @@ test("the coordinator unreachable: the active steps down, the standby cannot tak
   const lines: string[] = [];
   let steppedDown!: () => void;
   const down = new Promise<void>((resolve) => (steppedDown = resolve));
-  const a = roles(shared, "a", lines, (role) => role === "standby" && steppedDown());
-  a.start();
-  await a.started;
-  const b = roles(shared, "b", lines);
-  b.start();
-  await b.started;
+  const a = await started(shared, "a", lines, (role) => role === "standby" && steppedDown());
+  const b = await started(shared, "b", lines);
   try {
     const server = a.server!;
     shared.down = true;
@@ -149,12 +151,8 @@ test("a standby shows the service's epoch and active as it last read the row (no
 test("a standby of a plain service logs the active with the map \"none\", and a released row as released with active null (not \"(released)\")", async () => {
   const shared = new MemoryRow();
   const lines: string[] = [];
-  const a = roles(shared, "a", lines);
-  a.start();
-  await a.started;
-  const b = roles(shared, "b", lines);
-  b.start();
-  await b.started;
+  const a = await started(shared, "a", lines);
+  const b = await started(shared, "b", lines);
   try {
     const takeover = statements(shared, "takeover", 1);
     await a.stop();
