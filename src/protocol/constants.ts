@@ -47,6 +47,11 @@ export const ErrorCode = {
   FORCE_RELEASED: 0x11,
   KICKED: 0x12,
   LOCK_BUSY: 0x13,
+  /**
+   * A TRY claim while the name is held back by a lock-delay: an earlier
+   * server's holder may still believe it holds the lock (protocol.md section 5).
+   */
+  LOCK_DELAYED: 0x14,
   PROTOCOL_ERROR: 0x20,
   BAD_REQUEST: 0x21,
   UNSUPPORTED_VERSION: 0x22,
