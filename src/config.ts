@@ -89,6 +89,13 @@ export const SERVE_OPTIONS = {
     help: "live sessions from one client IP address beyond this are refused with OVERLOADED (for untrusted networks)",
     schema: offOr(count(1, 100_000_000)),
   },
+  maxLease: {
+    flag: "--max-lease",
+    env: "LOCKD_MAX_LEASE",
+    default: "off",
+    help: "an ACQUIRE with a longer lease is refused with BAD_REQUEST; bounds the lock-delay after a failover or an unclean restart (0.8 x the largest lease in use)",
+    schema: offOr(duration(1, 0xffff_ffff)),
+  },
   shutdownGrace: {
     flag: "--shutdown-grace",
     env: "LOCKD_SHUTDOWN_GRACE",

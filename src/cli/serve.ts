@@ -8,6 +8,7 @@ import { resolveAdminToken } from "./secrets.ts";
 import { Daemon, type DaemonOptions, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
 import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
+import { LeasesFile } from "../server/leases-file.ts";
 import { type CoordinatedServe, resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
 import { AddressError } from "../address.ts";
 import { shardSettings, type ShardSettings } from "../shard-guard.ts";
@@ -111,18 +112,34 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     process.stderr.write(`lockd serve: ${error.message}\n`);
     return storeExit(error);
   }
+  // The last run's lease record: what this start owes its holders (the lock-delay), read under the directory's lock.
+  let leases: LeasesFile;
+  try {
+    leases = LeasesFile.open(options.dataDir, performance.now(), (error) => {
+      // A grant whose lease is not durable could outlive a crash unseen: stop, so clients fail over.
+      log.error("cannot record the largest lease: stopping", { dataDir: options.dataDir, error: error.message });
+      process.exit(ExitCode.IO_ERROR);
+    });
+  } catch (error) {
+    tokens.abandon();
+    if (!(error instanceof TokenStoreError)) throw error;
+    process.stderr.write(`lockd serve: ${error.message}\n`);
+    return storeExit(error);
+  }
 
   let daemon: Daemon;
   try {
-    daemon = new Daemon({ ...daemonOptions({ options, admin, log, maxSessions, tls, opsTls, shards }), tokens });
+    daemon = new Daemon({ ...daemonOptions({ options, admin, log, maxSessions, tls, opsTls, shards }), tokens, leases });
   } catch (error) {
     tokens.abandon(); // nothing was reserved: the floor is as it was
     return listenFailed(error);
   }
   const unrelay = relaySignals(daemon);
-  // Only now, with both listeners bound, reserve the first block: a start that fails burns none.
+  // Only now, with both listeners bound, reserve the first block and mark the run not clean
+  // (both before the first grant): a start that fails burns none and leaves the record as it was.
   try {
     tokens.start();
+    leases.start();
   } catch (error) {
     if (!(error instanceof TokenStoreError)) throw error;
     process.stderr.write(`lockd serve: ${error.message}\n`);
@@ -144,6 +161,8 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     logLevel: options.logLevel,
     dataDir: options.dataDir,
     tokensFrom: daemon.server.engine.tokens.last + 1,
+    maxLeaseMs: options.maxLease ?? "off",
+    ...lockDelayFields(leases),
     shard: shards.shard ?? "none",
     shards: shards.shards.join(",") || "none",
     shardsGeneration: shards.generation,
@@ -164,6 +183,14 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   return ExitCode.OK;
 }
 
+/** The startup line's account of the lock-delay this start owes the last run. */
+function lockDelayFields(leases: LeasesFile): Record<string, unknown> {
+  const view = leases.delay.view(performance.now());
+  const last = leases.previous === null ? "none recorded" : leases.previous.clean ? "clean" : "not clean";
+  if (view === null) return { lastStop: last, lockDelay: "none" };
+  return { lastStop: last, lockDelayMs: view.remainingMs, lockDelayNames: view.everyName ? "every name" : view.names };
+}
+
 /** What every `lockd serve` passes to its Daemon, with or without --coordinator. */
 export function daemonOptions(c: Omit<CoordinatedServe, "url" | "limit">): DaemonOptions {
   const { options } = c;
@@ -174,6 +201,7 @@ export function daemonOptions(c: Omit<CoordinatedServe, "url" | "limit">): Daemo
     maxSessions: c.maxSessions,
     ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
     shutdownGraceMs: options.shutdownGrace,
+    ...(options.maxLease !== null ? { maxLeaseMs: options.maxLease } : {}),
     adminToken: c.admin.token,
     log: c.log,
     version: VERSION,

@@ -17,6 +17,15 @@
  * of the queue is granted and its ACQUIRED is handed to the transport in the
  * same call, before the ended session's own ERROR (if any) is written.
  *
+ * Held back: a grant may have to wait although the lock is free. During a
+ * lock-delay (delay.ts: an earlier server's holder may still believe it
+ * holds the name) and while the durable largest lease does not cover the
+ * claim's lease, the claim queues on an ownerless lock that sits in
+ * `heldBack`; the shell calls `resume` when a delay ends or a raise lands.
+ * So do a coordinated active's claims while it has no token in hand. A
+ * claim that would wait only for the durable lease gets no WAITING: its
+ * reply comes late, as the answer to its ACQUIRE.
+ *
  * Deadlines: each live session sits in the timer wheel exactly once, filed
  * no later than the earliest of its lease (lastSeen + lease), the first-frame
  * or started-frame deadline, and the write-drain deadline. A frame only
@@ -37,6 +46,7 @@ import {
   WAITING_REPLY_FRAME,
   writeToken,
 } from "../protocol/index.ts";
+import type { LockDelay } from "./delay.ts";
 import { CLOSED_BY_PEER, Lock, Session, SessionState } from "./session.ts";
 import { EngineStats, GrantPath } from "./stats.ts";
 import { MemoryTokens, type TokenSource } from "./tokens.ts";
@@ -83,10 +93,24 @@ export interface EngineOptions {
    * another shard, else null. Must be pure (no I/O, no clock).
    */
   readonly shardGuard?: (name: string) => Uint8Array | null;
+  /**
+   * The lock-delay and the durable largest lease (delay.ts): asked before
+   * every grant. Omitted: no delay, and no lease needs to be durable.
+   */
+  readonly delay?: LockDelay;
+  /** Leases above this are BAD_REQUEST (--max-lease). Omitted: no cap. */
+  readonly maxLeaseMs?: number;
 }
 
 export interface GrantGuard {
+  /** May a lock be granted now (inside the deadline, a token in hand)? */
   mayGrant(now: number): boolean;
+  /**
+   * May a heartbeat be confirmed now (inside the deadline)? A confirmation
+   * moves the holder's own deadline on, so none may outlive the server's
+   * authority: past it, heartbeats go unanswered and the server steps down.
+   */
+  mayConfirm(now: number): boolean;
 }
 
 /** The counters, without the methods that count. */
@@ -121,6 +145,8 @@ const SHUTTING_DOWN_FRAME = encodeError(ErrorCode.SHUTTING_DOWN, "server is shut
 const OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "server is at its session limit; reconnect with backoff");
 const SOURCE_OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "too many sessions from this address (--max-sessions-per-source); reconnect with backoff");
 const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
+/** Grants resumed per `resume` call: the rest goes on in the next loop turn. */
+export const RESUME_BUDGET = 1000;
 const SECOND_ACQUIRE_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "a second ACQUIRE: one connection makes one claim");
 const EARLY_HEARTBEAT_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "HEARTBEAT before ACQUIRE: the first frame must be ACQUIRE");
 const PIPELINING_FRAME = encodeError(
@@ -147,6 +173,10 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   /** Shutting down: owners that end hand nothing over. */
   private draining = false;
   private readonly shardGuard: ((name: string) => Uint8Array | null) | null;
+  private readonly delay: LockDelay | null;
+  readonly maxLeaseMs: number;
+  /** Ownerless locks whose queue waits for a grant to be allowed (see the top of this file). */
+  private readonly heldBack = new Map<string, Lock<C>>();
 
   constructor(
     private readonly transport: Transport<C>,
@@ -159,6 +189,8 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     this.tokens = options.tokens ?? new MemoryTokens();
     this.guard = options.grantGuard ?? null;
     this.shardGuard = options.shardGuard ?? null;
+    this.delay = options.delay ?? null;
+    this.maxLeaseMs = options.maxLeaseMs ?? Infinity;
     this.timers = new TimerWheel(now);
   }
 
@@ -338,9 +370,56 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     return this.draining;
   }
 
+  /**
+   * Every held name with its holder's lease (ms): what a clean stop
+   * publishes, so that the next server holds back exactly these names.
+   * At most `limit` entries; null when there are more.
+   */
+  held(limit: number): Array<[string, number]> | null {
+    const out: Array<[string, number]> = [];
+    for (const lock of this.locks.values()) {
+      if (lock.owner === null) continue;
+      if (out.length >= limit) return null;
+      out.push([lock.name, lock.owner.leaseMs]);
+    }
+    return out;
+  }
+
+  /** Claims waiting on ownerless locks until a grant is allowed (held back). */
+  get heldBackLocks(): number {
+    return this.heldBack.size;
+  }
+
+  /**
+   * Grant what may now be granted among held-back locks: a delay ended, a
+   * raise of the durable lease landed, a token block arrived. At most
+   * `budget` grants; true when that cut it short (call again in the next
+   * loop turn).
+   */
+  resume(now: number, budget: number = RESUME_BUDGET): boolean {
+    if (this.draining || this.heldBack.size === 0) return false;
+    if (this.guard !== null && !this.guard.mayGrant(now)) return false;
+    for (const [name, lock] of this.heldBack) {
+      const next = lock.head;
+      if (lock.owner !== null || next === null) {
+        this.heldBack.delete(name);
+        continue;
+      }
+      if (!this.mayGrantNow(lock, next, now)) continue;
+      this.heldBack.delete(name);
+      lock.unlink(next);
+      this.grant(lock, next, next.answered ? GrantPath.PROMOTED : GrantPath.IMMEDIATE, now);
+      if (--budget === 0) return this.heldBack.size > 0;
+      if (this.guard !== null && !this.guard.mayGrant(now)) return false;
+    }
+    return false;
+  }
+
   // --- transitions -----------------------------------------------------------
 
   private heartbeat(session: Session<C>, now: number): boolean {
+    // Past the deadline nothing is confirmed: the holder's own deadline must not move past the server's authority.
+    if (this.guard !== null && session.state !== SessionState.CONNECTED && !this.guard.mayConfirm(now)) return true;
     switch (session.state) {
       case SessionState.OWNER:
         this.stats.heartbeats++;
@@ -367,12 +446,24 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
       return false;
     }
     const request = decoded.request;
+    if (request.leaseMs > this.maxLeaseMs) {
+      this.end(session, ErrorCode.BAD_REQUEST, encodeError(ErrorCode.BAD_REQUEST, `lease_ms ${request.leaseMs} is above this server's --max-lease of ${this.maxLeaseMs}`), now);
+      return false;
+    }
     if (this.shardGuard !== null) {
       const refusal = this.shardGuard(request.name);
       if (refusal !== null) {
         this.end(session, ErrorCode.WRONG_SHARD, refusal, now);
         return false;
       }
+    }
+    const delay = this.delay;
+    const delayMs = delay === null ? 0 : delay.delayOf(request.name, now);
+    if (delayMs > 0 && request.try) {
+      this.stats.delayed++;
+      const message = `lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another ${Math.ceil(delayMs)} ms`;
+      this.end(session, ErrorCode.LOCK_DELAYED, encodeError(ErrorCode.LOCK_DELAYED, message), now);
+      return false;
     }
     let lock = this.locks.get(request.name);
     if (lock !== undefined && request.try) {
@@ -392,15 +483,34 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
       lock = new Lock<C>(request.name);
       this.locks.set(request.name, lock);
       session.lock = lock;
-      this.grant(lock, session, GrantPath.IMMEDIATE, now);
+      if (delay === null || (delayMs === 0 && delay.covers(request.leaseMs))) {
+        this.grant(lock, session, GrantPath.IMMEDIATE, now);
+        return true;
+      }
+      // Held back: by the lock-delay (answered WAITING), or only until the durable lease covers it (answered later).
+      this.setState(session, SessionState.WAITING);
+      lock.enqueue(session);
+      this.heldBack.set(lock.name, lock);
+      if (delayMs > 0) {
+        this.stats.queued++;
+        session.answered = true;
+        this.transport.send(session.conn, WAITING_REPLY_FRAME);
+      }
     } else {
       session.lock = lock;
       this.setState(session, SessionState.WAITING);
       lock.enqueue(session);
       this.stats.queued++;
+      session.answered = true;
       this.transport.send(session.conn, WAITING_REPLY_FRAME);
     }
     return true;
+  }
+
+  /** Whether `next` may be granted `lock` now: a delay over, its lease durable (the guard is asked by the caller). */
+  private mayGrantNow(lock: Lock<C>, next: Session<C>, now: number): boolean {
+    const delay = this.delay;
+    return delay === null || (delay.delayOf(lock.name, now) === 0 && delay.covers(next.leaseMs));
   }
 
   private grant(lock: Lock<C>, session: Session<C>, path: GrantPath, now: number): void {
@@ -412,7 +522,8 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     session.ackFrame = encodeAcquired(token, FLAG_REPLY);
     this.stats.granted(path, session, now);
     // The answer to ACQUIRE is the reply frame itself; a promotion is a push.
-    if (path === GrantPath.IMMEDIATE) {
+    if (!session.answered) {
+      session.answered = true;
       this.transport.send(session.conn, session.ackFrame);
     } else {
       writeToken(PUSH_FRAME, HEADER_LENGTH, token);
@@ -423,9 +534,14 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   /** The owner is gone: the head of the queue gets the lock now, or the lock is dropped. */
   private release(lock: Lock<C>, now: number): void {
     lock.owner = null;
-    const next = this.draining || (this.guard !== null && lock.head !== null && !this.guard.mayGrant(now)) ? null : lock.head;
+    const next = lock.head;
     if (next === null) {
-      if (lock.head === null) this.locks.delete(lock.name);
+      this.locks.delete(lock.name);
+      return;
+    }
+    if (this.draining) return;
+    if ((this.guard !== null && !this.guard.mayGrant(now)) || !this.mayGrantNow(lock, next, now)) {
+      this.heldBack.set(lock.name, lock); // granted by `resume` once allowed
       return;
     }
     lock.unlink(next);
@@ -459,7 +575,11 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
       this.release(lock, now);
     } else if (was === SessionState.WAITING) {
       lock.unlink(session);
-      if (lock.owner === null && lock.head === null) this.locks.delete(lock.name); // only while draining
+      if (lock.owner === null && lock.head === null) {
+        // Draining, or held back: an ownerless lock with nobody left waiting is gone.
+        this.locks.delete(lock.name);
+        this.heldBack.delete(lock.name);
+      }
     }
   }
 

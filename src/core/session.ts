@@ -46,6 +46,12 @@ export class Session<C = unknown> implements WheelEntry {
   writeDeadline = Infinity;
   /** Fencing token of the grant; 0 until granted. */
   token = 0;
+  /**
+   * Whether its ACQUIRE has been answered (WAITING or ACQUIRED with REPLY).
+   * A grant held back only for the durable largest lease is answered late,
+   * with the reply; every later grant is a push.
+   */
+  answered = false;
   /** ACQUIRED with REPLY set and this session's token: the answer to each of its heartbeats. */
   ackFrame: Uint8Array | null = null;
   /** When ACQUIRE was accepted, and when the lock was granted (monotonic ms). */

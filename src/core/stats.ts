@@ -57,6 +57,8 @@ export class EngineStats {
   grantsPromoted = 0;
   queued = 0;
   busy = 0;
+  /** TRY claims refused with LOCK_DELAYED (a lock-delay held the name back). */
+  delayed = 0;
   heartbeats = 0;
   /** Connections refused with OVERLOADED: at the session limit, and at the per-source limit. */
   refusedSessionLimit = 0;

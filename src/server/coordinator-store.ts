@@ -9,36 +9,58 @@
  * statement that decides something compares only the service, the holder,
  * the epoch and the renewal counter: `renewed_at` is written for people
  * reading the table and never read by lockd.
+ *
+ * Schema version 2 added the lock-delay's columns: `lease_max_ms` (the
+ * largest client lease the active may have granted, raised only through
+ * GREATEST), `lease_carry_ms` (the largest lease of earlier epochs still
+ * relied on) and `held` (a clean stop's published names, JSON). A version 1
+ * database is migrated in place at start (ADD COLUMN, then the version row);
+ * a row last written by a version 1 lockd has NULL in `lease_max_ms`.
  */
 import { SQL } from "bun";
+import type { HeldSet } from "../core/delay.ts";
 import type { CoordinatorRow, Watched } from "./coordinator.ts";
 
 /** The schema this lockd reads and writes. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 export const TABLE = "lockd_coordinator";
 export const SCHEMA_TABLE = "lockd_schema";
 
-const COLUMNS = "epoch, holder, renewals, token_floor, lease_ms";
+const COLUMNS = "epoch, holder, renewals, token_floor, lease_ms, lease_max_ms, lease_carry_ms, held";
 
 /** Every statement lockd sends, by name (a test reads them: no clock decides). */
 export const STATEMENTS = {
   createSchemaTable: `CREATE TABLE IF NOT EXISTS ${SCHEMA_TABLE} (component VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL)`,
   insertSchemaVersion: `INSERT INTO ${SCHEMA_TABLE} (component, version) VALUES ('coordinator', $1)`,
+  setSchemaVersion: `UPDATE ${SCHEMA_TABLE} SET version = $1 WHERE component = 'coordinator' AND version = $2`,
   readSchemaVersion: `SELECT version FROM ${SCHEMA_TABLE} WHERE component = 'coordinator'`,
   createTable:
     `CREATE TABLE IF NOT EXISTS ${TABLE} (` +
     "service VARCHAR(255) PRIMARY KEY, epoch BIGINT NOT NULL, holder VARCHAR(255) NOT NULL, renewals BIGINT NOT NULL, " +
-    "token_floor BIGINT NOT NULL, lease_ms BIGINT NOT NULL, renewed_at TIMESTAMP WITH TIME ZONE)",
+    "token_floor BIGINT NOT NULL, lease_ms BIGINT NOT NULL, renewed_at TIMESTAMP WITH TIME ZONE, " +
+    "lease_max_ms BIGINT, lease_carry_ms BIGINT, held TEXT)",
+  /** Version 1 -> 2: the lock-delay's columns. */
+  addLeaseMax: `ALTER TABLE ${TABLE} ADD COLUMN IF NOT EXISTS lease_max_ms BIGINT`,
+  addLeaseCarry: `ALTER TABLE ${TABLE} ADD COLUMN IF NOT EXISTS lease_carry_ms BIGINT`,
+  addHeld: `ALTER TABLE ${TABLE} ADD COLUMN IF NOT EXISTS held TEXT`,
   read: `SELECT ${COLUMNS} FROM ${TABLE} WHERE service = $1`,
   create:
-    `INSERT INTO ${TABLE} (service, epoch, holder, renewals, token_floor, lease_ms, renewed_at) ` +
-    "VALUES ($1, 1, $2, 0, $3, $4, CURRENT_TIMESTAMP)",
+    `INSERT INTO ${TABLE} (service, epoch, holder, renewals, token_floor, lease_ms, renewed_at, lease_max_ms, lease_carry_ms) ` +
+    "VALUES ($1, 1, $2, 0, $3, $4, CURRENT_TIMESTAMP, $5, 0)",
+  // The old maximum folds into the carried lease (never lowered here); this term starts from $8.
   takeover:
-    `UPDATE ${TABLE} SET epoch = epoch + 1, holder = $2, renewals = 0, token_floor = token_floor + $3, lease_ms = $4, renewed_at = CURRENT_TIMESTAMP ` +
+    `UPDATE ${TABLE} SET epoch = epoch + 1, holder = $2, renewals = 0, token_floor = token_floor + $3, lease_ms = $4, renewed_at = CURRENT_TIMESTAMP, ` +
+    "lease_carry_ms = GREATEST(COALESCE(lease_carry_ms, 0), COALESCE(lease_max_ms, 0)), lease_max_ms = $8, held = NULL " +
     `WHERE service = $1 AND epoch = $5 AND renewals = $6 AND holder = $7 RETURNING ${COLUMNS}`,
-  renew: `UPDATE ${TABLE} SET renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP WHERE service = $1 AND holder = $2 AND epoch = $3`,
+  renew:
+    `UPDATE ${TABLE} SET renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP, lease_carry_ms = $4 ` +
+    "WHERE service = $1 AND holder = $2 AND epoch = $3",
+  raise:
+    `UPDATE ${TABLE} SET lease_max_ms = GREATEST(COALESCE(lease_max_ms, 0), $4) WHERE service = $1 AND holder = $2 AND epoch = $3 RETURNING lease_max_ms`,
   reserve: `UPDATE ${TABLE} SET token_floor = token_floor + $4 WHERE service = $1 AND holder = $2 AND epoch = $3 RETURNING token_floor`,
-  release: `UPDATE ${TABLE} SET holder = $4, renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP WHERE service = $1 AND holder = $2 AND epoch = $3`,
+  release:
+    `UPDATE ${TABLE} SET holder = $4, renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP, lease_max_ms = $5, lease_carry_ms = $6, held = $7 ` +
+    "WHERE service = $1 AND holder = $2 AND epoch = $3",
 } as const;
 
 /** What the role shell needs from a coordinator (the PostgreSQL store, or a model in tests). */
@@ -54,13 +76,43 @@ export interface CoordinatorStore {
   create(floor: number): Promise<CoordinatorRow | null>;
   /** The compare-and-set; null when the row is no longer `watched`. */
   takeover(watched: Watched): Promise<CoordinatorRow | null>;
-  /** False when the row is no longer ours. */
-  renew(epoch: number): Promise<boolean>;
+  /** False when the row is no longer ours. `carryLeaseMs`: the carried lease to write. */
+  renew(epoch: number, carryLeaseMs: number): Promise<boolean>;
+  /** The row's largest lease after raising it to at least `leaseMs`; null when the row is no longer ours. */
+  raise(epoch: number, leaseMs: number): Promise<number | null>;
   /** The new token floor; null when the row is no longer ours. */
   reserve(epoch: number): Promise<number | null>;
-  /** False when the row was no longer ours. */
-  release(epoch: number): Promise<boolean>;
+  /** False when the row was no longer ours. Publishes the names held at the stop and the leases to carry. */
+  release(epoch: number, published: Published): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** What a clean stop writes beside the released holder. */
+export interface Published {
+  readonly held: HeldSet;
+  readonly maxLeaseMs: number;
+  readonly carryLeaseMs: number;
+}
+
+/** The `held` column's text for a published set. */
+export function encodeHeld(held: HeldSet): string {
+  return JSON.stringify(held);
+}
+
+/** A `held` column's set; null for NULL; "*" for anything that is not a well-formed set (every name waits). */
+export function decodeHeld(text: unknown): HeldSet | null {
+  if (text === null || text === undefined) return null;
+  try {
+    const value: unknown = JSON.parse(String(text));
+    if (value === "*") return "*";
+    if (!Array.isArray(value)) return "*";
+    for (const entry of value) {
+      if (!Array.isArray(entry) || entry.length !== 2 || typeof entry[0] !== "string" || !(typeof entry[1] === "number" && entry[1] >= 0)) return "*";
+    }
+    return value as Array<[string, number]>;
+  } catch {
+    return "*";
+  }
 }
 
 /** A coordinator that cannot be used: the message is one line for the operator. */
@@ -85,6 +137,8 @@ export interface PgStoreOptions {
   readonly releasedHolder?: string;
   readonly leaseMs: number;
   readonly block: number;
+  /** The largest client lease a new term holds durably from its takeover (ms; a quarter of the lease by default: such leases add no delay). */
+  readonly initialMaxLeaseMs?: number;
   /** Seconds to wait for a connection. */
   readonly connectTimeoutS?: number;
 }
@@ -107,6 +161,9 @@ function toRow(raw: Record<string, unknown>): CoordinatorRow {
     renewals: Number(raw.renewals),
     tokenFloor: Number(raw.token_floor),
     leaseMs: Number(raw.lease_ms),
+    maxLeaseMs: raw.lease_max_ms === null || raw.lease_max_ms === undefined ? null : Number(raw.lease_max_ms),
+    carryLeaseMs: Number(raw.lease_carry_ms ?? 0),
+    held: decodeHeld(raw.held),
   };
 }
 
@@ -194,7 +251,16 @@ export class PgCoordinatorStore implements CoordinatorStore {
           await sql.unsafe(STATEMENTS.insertSchemaVersion, [SCHEMA_VERSION]);
           rows = (await sql.unsafe(STATEMENTS.readSchemaVersion)) as { version: number }[];
         }
-        const version = Number(rows[0]?.version);
+        let version = Number(rows[0]?.version);
+        if (version === 1) {
+          // Version 1 -> 2 in place: three nullable columns, then the version row (only from 1, so a race does it once).
+          await sql.unsafe(STATEMENTS.createTable);
+          await sql.unsafe(STATEMENTS.addLeaseMax);
+          await sql.unsafe(STATEMENTS.addLeaseCarry);
+          await sql.unsafe(STATEMENTS.addHeld);
+          await sql.unsafe(STATEMENTS.setSchemaVersion, [SCHEMA_VERSION, 1]);
+          version = SCHEMA_VERSION;
+        }
         if (version !== SCHEMA_VERSION) {
           throw new CoordinatorConfigError(
             `the coordinator's lockd tables have schema version ${version} (${SCHEMA_TABLE}); this lockd expects version ${SCHEMA_VERSION}: ` +
@@ -219,15 +285,21 @@ export class PgCoordinatorStore implements CoordinatorStore {
     return rows.length === 0 ? null : toRow(rows[0]!);
   }
 
+  /** The largest lease a new term starts with. */
+  private get initialMaxLeaseMs(): number {
+    return this.options.initialMaxLeaseMs ?? Math.floor(this.options.leaseMs / 4);
+  }
+
   async create(floor: number): Promise<CoordinatorRow | null> {
     const { service, leaseMs, block } = this.options;
+    const maxLeaseMs = this.initialMaxLeaseMs;
     try {
-      await this.sql.unsafe(STATEMENTS.create, [service, this.holder, floor + block, leaseMs]);
+      await this.sql.unsafe(STATEMENTS.create, [service, this.holder, floor + block, leaseMs, maxLeaseMs]);
     } catch (error) {
       if ((error as PgErrorLike).errno === "23505") return null; // another instance created it first
       throw error;
     }
-    return { epoch: 1, holder: this.holder, renewals: 0, tokenFloor: floor + block, leaseMs };
+    return { epoch: 1, holder: this.holder, renewals: 0, tokenFloor: floor + block, leaseMs, maxLeaseMs, carryLeaseMs: 0, held: null };
   }
 
   async takeover(watched: Watched): Promise<CoordinatorRow | null> {
@@ -240,13 +312,19 @@ export class PgCoordinatorStore implements CoordinatorStore {
       watched.epoch,
       watched.renewals,
       watched.holder,
+      this.initialMaxLeaseMs,
     ])) as Record<string, unknown>[];
     return rows.length === 0 ? null : toRow(rows[0]!);
   }
 
-  async renew(epoch: number): Promise<boolean> {
-    const result = await this.sql.unsafe(STATEMENTS.renew, [this.options.service, this.holder, epoch]);
+  async renew(epoch: number, carryLeaseMs: number): Promise<boolean> {
+    const result = await this.sql.unsafe(STATEMENTS.renew, [this.options.service, this.holder, epoch, carryLeaseMs]);
     return (result as unknown as { count: number }).count === 1;
+  }
+
+  async raise(epoch: number, leaseMs: number): Promise<number | null> {
+    const rows = (await this.sql.unsafe(STATEMENTS.raise, [this.options.service, this.holder, epoch, leaseMs])) as Record<string, unknown>[];
+    return rows.length === 0 ? null : Number(rows[0]!.lease_max_ms);
   }
 
   async reserve(epoch: number): Promise<number | null> {
@@ -255,8 +333,16 @@ export class PgCoordinatorStore implements CoordinatorStore {
     return rows.length === 0 ? null : Number(rows[0]!.token_floor);
   }
 
-  async release(epoch: number): Promise<boolean> {
-    const result = await this.sql.unsafe(STATEMENTS.release, [this.options.service, this.holder, epoch, this.options.releasedHolder ?? ""]);
+  async release(epoch: number, published: Published): Promise<boolean> {
+    const result = await this.sql.unsafe(STATEMENTS.release, [
+      this.options.service,
+      this.holder,
+      epoch,
+      this.options.releasedHolder ?? "",
+      published.maxLeaseMs,
+      published.carryLeaseMs,
+      encodeHeld(published.held),
+    ]);
     return (result as unknown as { count: number }).count === 1;
   }
 

@@ -26,6 +26,16 @@
  *   when half the current block is used, so no grant waits on the
  *   coordinator. No token above the row's token_floor is ever issued.
  *
+ * - lock-delay: a new active grants no name while a holder of an earlier
+ *   active may still believe it holds it (core/delay.ts). The row keeps the
+ *   largest client lease the active granted (`maxLeaseMs`, raise-only: a
+ *   `raise` goes out before a grant with a larger lease), the largest of
+ *   earlier epochs still relied on (`carryLeaseMs`: a takeover folds the
+ *   old maximum into it, and renewals clear it once this term's wait is
+ *   over), and after a clean stop the exact names it held (`held`). At
+ *   activation the machine says how long every name, and each published
+ *   name, must wait (`activate.delay`).
+ *
  * Why a standby and the active never grant at once: the standby counts a
  * lease from a moment after the active sent the renewal it saw; the active
  * stops granting 0.8 x lease after sending it. The 0.2 x lease between them
@@ -34,6 +44,7 @@
  * the new active's).
  */
 
+import { delayFor, type HeldSet } from "../core/delay.ts";
 import { isReleased } from "./coordinator-map.ts";
 
 /** The coordinator row of one service, as read. */
@@ -46,6 +57,26 @@ export interface CoordinatorRow {
   readonly tokenFloor: number;
   /** The active's coordinator lease in ms. */
   readonly leaseMs: number;
+  /**
+   * The largest client lease this epoch's active granted or may grant
+   * without another raise (ms); null in a row last written by a lockd that
+   * kept none (schema version 1).
+   */
+  readonly maxLeaseMs: number | null;
+  /** The largest client lease of earlier epochs whose holders may still believe (ms; 0: none). */
+  readonly carryLeaseMs: number;
+  /** A released row: the names its clean stop held, with their leases ("*": too many to list); null otherwise. */
+  readonly held: HeldSet | null;
+}
+
+/** What a new term must wait before granting, counted from its activation (ms). */
+export interface TermDelay {
+  /** No name is granted before this many ms. */
+  readonly everyNameMs: number;
+  /** Published names (a clean stop's set): each waits its own ms. */
+  readonly names: ReadonlyArray<readonly [string, number]>;
+  /** The row could not tell the earlier active's largest lease (written by an older lockd): nothing waited for it. */
+  readonly unknown: boolean;
 }
 
 /** The values a takeover's compare-and-set requires to be unchanged. */
@@ -62,8 +93,14 @@ export type CoordinatorAction =
   | { readonly type: "create"; readonly floor: number }
   /** Compare-and-set: holder me, epoch + 1, renewals 0, token_floor + block, where the row is still `watched` (answer: `takeoverDone`). */
   | { readonly type: "takeover"; readonly watched: Watched }
-  /** renewals + 1 where holder = me and epoch = `epoch` (answer: `renewDone` with `sentAt`). */
-  | { readonly type: "renew"; readonly epoch: number; readonly sentAt: number }
+  /**
+   * renewals + 1 where holder = me and epoch = `epoch`; the row's carried
+   * lease set to `carryLeaseMs` (0 once this term's wait is over) (answer:
+   * `renewDone` with `sentAt`).
+   */
+  | { readonly type: "renew"; readonly epoch: number; readonly sentAt: number; readonly carryLeaseMs: number }
+  /** The row's largest lease raised to at least `leaseMs` where holder = me and epoch = `epoch` (answer: `raiseDone`). */
+  | { readonly type: "raise"; readonly epoch: number; readonly leaseMs: number }
   /** token_floor + block where holder = me and epoch = `epoch` (answer: `reserveDone`). */
   | { readonly type: "reserve"; readonly epoch: number }
   /** Become active: listen, and issue tokens from the machine (`nextToken`). */
@@ -74,11 +111,19 @@ export type CoordinatorAction =
       readonly why: ActivationReason;
       /** "expired": how long the row had been seen unchanged when the takeover was sent (this instance's clock). */
       readonly unchangedMs: number;
+      /** The lock-delay of this term, from now. */
+      readonly delay: TermDelay;
+      /** The largest lease the row holds durably for this term (ms). */
+      readonly maxLeaseMs: number;
     }
   /** Stop granting: every session gets SHUTTING_DOWN, the listener closes; the instance is a standby again. */
   | { readonly type: "stepDown"; readonly epoch: number; readonly reason: string }
-  /** Clean stop: mark the row released (holder = "") if it is still mine (answer: none needed). */
-  | { readonly type: "release"; readonly epoch: number };
+  /**
+   * Clean stop: mark the row released (holder = "") if it is still mine,
+   * publishing the names held at the stop (`held`, their largest lease
+   * `maxLeaseMs`) and the carried lease (answer: none needed).
+   */
+  | { readonly type: "release"; readonly epoch: number; readonly held: HeldSet; readonly maxLeaseMs: number; readonly carryLeaseMs: number };
 
 /** How a term began: this instance created the row, took a released row, or one left unchanged for a lease. */
 export type ActivationReason = "created" | "released" | "expired";
@@ -140,6 +185,10 @@ export class Coordinator {
   private watchedSince = 0;
   /** The lease to wait: the longer of ours and the row's. */
   private watchLeaseMs = 0;
+  /** The watched row as read (for a released row: its published set and carried lease). */
+  private watchedRow: CoordinatorRow | null = null;
+  /** The largest client lease any read of the watched epoch showed (a row that went back must not shorten the delay). */
+  private watchedLeaseMax = 0;
 
   // --- active -------------------------------------------------------------------------
   /** When the last confirmed renewal (or the takeover) was sent. */
@@ -152,6 +201,11 @@ export class Coordinator {
   private blockEnd = 0;
   private nextBlockEnd = 0;
   private readonly initialFloor: number;
+  /** The carried lease this term writes with its renewals, until `carryUntil` (then 0). */
+  private carryLeaseMs = 0;
+  private carryUntil = -Infinity;
+  /** The largest client lease this term holds durably in the row. */
+  private maxLeaseMs = 0;
   /**
    * The highest token floor this instance has read in the row (and the last
    * token it issued itself): no token above it can have been issued when it
@@ -208,7 +262,7 @@ export class Coordinator {
       // connection must not hold back the next (the shell bounds each in time).
       if (now >= this.nextRenewAt) {
         this.nextRenewAt = now + this.interval;
-        out.push({ type: "renew", epoch: this.epoch, sentAt: now });
+        out.push({ type: "renew", epoch: this.epoch, sentAt: now, carryLeaseMs: this.carriedAt(now) });
       }
       this.maybeReserve(now, out);
     } else if (this.role === "standby" && this.pending === null) {
@@ -261,6 +315,9 @@ export class Coordinator {
       return this.tick(now);
     }
     const seen: Watched = { epoch: row.epoch, renewals: row.renewals, holder: row.holder };
+    if (this.watchedRow === null || this.watchedRow.epoch !== row.epoch) this.watchedLeaseMax = 0;
+    this.watchedLeaseMax = Math.max(this.watchedLeaseMax, row.maxLeaseMs ?? 0, row.carryLeaseMs);
+    this.watchedRow = row;
     if (isReleased(row.holder)) {
       // Released by a clean stop: take over at once, by the same compare-and-set.
       this.watched = seen;
@@ -342,19 +399,49 @@ export class Coordinator {
     return out;
   }
 
-  /** A clean stop: release the row if active. The machine does nothing more. */
-  stop(_now: number): CoordinatorAction[] {
+  /**
+   * A grant waits for a client lease of `leaseMs` to be durable in the row:
+   * raise the row's largest lease (one statement; the shell holds the grant
+   * back until `raiseDone`).
+   */
+  raise(leaseMs: number): CoordinatorAction[] {
+    if (this.role !== "active") return [];
+    return [{ type: "raise", epoch: this.epoch, leaseMs }];
+  }
+
+  /** The answer to `raise` of term `epoch`: OK with the row's largest lease now, TAKEN (steps down), or FAILED. */
+  raiseDone(now: number, epoch: number, outcome: Outcome, maxLeaseMs = 0): CoordinatorAction[] {
+    if (this.role !== "active" || epoch !== this.epoch) return [];
+    const out: CoordinatorAction[] = [];
+    if (outcome === Outcome.TAKEN) {
+      this.stepDown(now, "raising the largest lease found the coordinator row taken by another instance", out);
+      return out;
+    }
+    if (outcome === Outcome.OK && maxLeaseMs > this.maxLeaseMs) this.maxLeaseMs = maxLeaseMs;
+    return out;
+  }
+
+  /** The largest client lease this term holds durably in the row (ms). */
+  get durableMaxLeaseMs(): number {
+    return this.maxLeaseMs;
+  }
+
+  /**
+   * A clean stop: release the row if active, publishing `held` (the names
+   * held at the stop with their leases). The machine does nothing more.
+   */
+  stop(now: number, held: HeldSet = []): CoordinatorAction[] {
     const wasActive = this.role === "active";
     this.role = "stopped";
     this.pending = null;
-    return wasActive ? [{ type: "release", epoch: this.epoch }] : [];
+    return wasActive ? [this.release(now, held)] : [];
   }
 
   /** The shell could not serve as active (e.g. the lock port is taken): give the term up at once. */
   abandon(now: number, reason: string): CoordinatorAction[] {
     const out: CoordinatorAction[] = [];
     if (this.role !== "active") return out;
-    out.push({ type: "release", epoch: this.epoch });
+    out.push(this.release(now, []));
     this.stepDown(now, reason, out);
     // Leave the released row to another standby for a lease, instead of taking it back at once.
     this.nextReadAt = now + this.leaseMs;
@@ -393,6 +480,45 @@ export class Coordinator {
 
   // --- helpers ------------------------------------------------------------------------------
 
+  /** The release of this term: the names held, their largest lease, and the carried lease if this term's wait is not over. */
+  private release(now: number, held: HeldSet): CoordinatorAction {
+    let maxLeaseMs = this.maxLeaseMs;
+    if (held !== "*") {
+      maxLeaseMs = 0;
+      for (const [, lease] of held) if (lease > maxLeaseMs) maxLeaseMs = lease;
+    }
+    return { type: "release", epoch: this.epoch, held, maxLeaseMs, carryLeaseMs: this.carriedAt(now) };
+  }
+
+  /** The carried lease to write at `now`: the earlier epochs' until this term's wait is over, then 0. */
+  private carriedAt(now: number): number {
+    return now < this.carryUntil ? this.carryLeaseMs : 0;
+  }
+
+  /**
+   * The lock-delay of a term that begins now (`why`), from the row as the
+   * takeover left it (`row`) and the row as watched before it.
+   */
+  private termDelay(why: ActivationReason, row: CoordinatorRow): TermDelay {
+    const watched = this.watchedRow;
+    if (why === "created" || watched === null) return { everyNameMs: 0, names: [], unknown: false };
+    if (why === "released") {
+      // A clean stop: only its published names wait, each for its holder; plus what it still carried.
+      const held = watched.held ?? "*";
+      const carry = watched.carryLeaseMs;
+      if (held === "*") {
+        const largest = Math.max(watched.maxLeaseMs ?? 0, carry);
+        return { everyNameMs: delayFor(largest), names: [], unknown: watched.maxLeaseMs === null && watched.held === null };
+      }
+      return { everyNameMs: delayFor(carry), names: held.map(([name, lease]) => [name, delayFor(lease)] as const), unknown: false };
+    }
+    // Expired: the old active's authority ended 0.8 x its lease after its last confirmed renewal, which was
+    // sent before the first read that showed the watched values answered; the takeover waited watchLeaseMs after that.
+    const largest = Math.max(row.carryLeaseMs, this.watchedLeaseMax);
+    const gap = this.watchLeaseMs - STEP_DOWN_SHARE * watched.leaseMs;
+    return { everyNameMs: delayFor(largest, gap), names: [], unknown: watched.maxLeaseMs === null };
+  }
+
   private send(kind: Exclude<Pending, null>, now: number): void {
     this.pending = kind;
     this.pendingSentAt = now;
@@ -421,8 +547,25 @@ export class Coordinator {
     this.blockEnd = row.tokenFloor;
     this.nextBlockEnd = 0;
     this.epochSeen = Math.max(this.epochSeen, row.epoch);
+    const delay = this.termDelay(why, row);
+    let longest = delay.everyNameMs;
+    for (const [, ms] of delay.names) if (ms > longest) longest = ms;
+    // Until this term's wait is over, the row carries what the earlier epochs' holders may rely on.
+    this.carryLeaseMs = why === "created" ? 0 : Math.max(row.carryLeaseMs, this.watchedLeaseMax);
+    this.carryUntil = longest > 0 ? now + longest : -Infinity;
+    this.maxLeaseMs = row.maxLeaseMs ?? 0;
+    this.watchedRow = null;
+    this.watchedLeaseMax = 0;
     const out: CoordinatorAction[] = [
-      { type: "activate", epoch: row.epoch, firstToken: this.tokenLast + 1, why, unchangedMs: why === "created" ? 0 : this.takeoverUnchangedMs },
+      {
+        type: "activate",
+        epoch: row.epoch,
+        firstToken: this.tokenLast + 1,
+        why,
+        unchangedMs: why === "created" ? 0 : this.takeoverUnchangedMs,
+        delay,
+        maxLeaseMs: this.maxLeaseMs,
+      },
     ];
     out.push(...this.tick(now));
     return out;

@@ -20,12 +20,18 @@
  * signal, or the same one later, is a second request.
  * Tests drive the same sequence in-process through `shutdown()`.
  *
+ * The lock-delay (core/delay.ts): a single server with a data directory
+ * gets it from the last run's lease record (leases-file.ts), and a clean
+ * stop publishes the names held at its moment there; with a coordinator,
+ * each term gets its own from the role layer.
+ *
  * With `coordinator` (lockd serve --coordinator) the lock listener belongs
  * to the role layer (roles.ts): it exists only while this instance is the
  * active of its service, step 2 is the role layer's stop (which also
  * releases the coordinator row), and readiness means "active".
  */
 import { type Address, formatAddress } from "../address.ts";
+import { type DelayView, type LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
 import type { GrantGuard } from "../core/engine.ts";
 import { CLOSED_BY_PEER, type Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
@@ -41,6 +47,7 @@ import { shardGuard, type ShardSettings } from "../shard-guard.ts";
 import { tokensInGeneration } from "../shard-tokens.ts";
 import { MemoryTokens } from "../core/tokens.ts";
 import type { FileTokens } from "./tokens-file.ts";
+import type { LeasesFile } from "./leases-file.ts";
 import { remoteOf } from "./views.ts";
 
 export interface DaemonOptions {
@@ -56,6 +63,10 @@ export interface DaemonOptions {
   readonly version: string;
   /** Durable fencing tokens; their floor is written on a clean shutdown. Omitted: tokens from memory. */
   readonly tokens?: FileTokens;
+  /** The lease record of the data directory (the lock-delay a start owes the last run). Omitted: no delay. */
+  readonly leases?: LeasesFile;
+  /** Leases above this are BAD_REQUEST (--max-lease). Omitted: no cap. */
+  readonly maxLeaseMs?: number;
   /** TLS (and mutual TLS) on the lock listener. */
   readonly tls?: ServerTls;
   /** HTTPS on the ops server. */
@@ -127,11 +138,11 @@ export class Daemon {
         ...options.coordinator,
         log: options.log,
         ioTimeoutMs: options.ioTimeoutMs,
-        listen: (tokens, guard) => this.listen(tokens, guard),
+        listen: (tokens, guard, delay) => this.listen(tokens, guard, delay),
       });
     } else {
       try {
-        this.fixedServer = this.listen(options.tokens, null);
+        this.fixedServer = this.listen(options.tokens, null, options.leases?.delay ?? null);
       } catch (error) {
         throw new ListenError("listen", options.listen, error);
       }
@@ -155,6 +166,7 @@ export class Daemon {
         version: options.version,
         shard: { shard: options.shards?.shard ?? null, shards: options.shards?.shards ?? [], generation: options.shards?.generation ?? 0 },
         isReady: () => this.ready,
+        lockDelay: () => this.lockDelay(),
         ...(roles === null ? {} : { roles }),
         ...(options.opsTls === undefined ? {} : { tls: options.opsTls }),
         ...(options.opsLimits === undefined ? {} : { limits: options.opsLimits }),
@@ -190,8 +202,16 @@ export class Daemon {
     return server;
   }
 
-  private listen(tokens: TokenSource | undefined, guard: GrantGuard | null): LockServer {
+  /** The lock-delay as it stands now (null: none runs, or not serving). */
+  lockDelay(): DelayView | null {
+    if (this.roles !== null) return this.roles.lockDelay();
+    return this.phase === "running" ? (this.options.leases?.delay.view(performance.now()) ?? null) : null;
+  }
+
+  private listen(tokens: TokenSource | undefined, guard: GrantGuard | null, delay: LockDelay | null): LockServer {
     const options = this.options;
+    const log = options.log;
+    const leases = options.leases;
     return new LockServer({
       hostname: options.listen.host,
       port: options.listen.port,
@@ -203,6 +223,14 @@ export class Daemon {
       tokens: tokensInGeneration(tokens ?? new MemoryTokens(), options.shards?.generation ?? 0),
       ...(options.shards === undefined ? {} : { shardGuard: shardGuard(options.shards) }),
       ...(guard === null ? {} : { grantGuard: guard }),
+      ...(delay === null ? {} : {
+        delay,
+        onDelayOver: () => {
+          log.info("lock-delay over: every name may be granted", { why: delay.why });
+          if (guard === null) leases?.delayOver(); // the data directory stops carrying the last run's leases
+        },
+      }),
+      ...(options.maxLeaseMs === undefined ? {} : { maxLeaseMs: options.maxLeaseMs }),
       ...(options.tls === undefined ? {} : { tls: options.tls }),
     });
   }
@@ -261,8 +289,22 @@ export class Daemon {
     await this.close();
   }
 
-  /** No more grants can happen: record the last token, so the next start skips none. */
-  private persistTokens(): void {
+  /**
+   * No more grants can happen: record the last token, so the next start
+   * skips none, and the names held at the stop (`held`), so that the next
+   * start holds back only those.
+   */
+  private persistTokens(held: Array<[string, number]> | null): void {
+    const leases = this.options.leases;
+    if (leases !== undefined) {
+      try {
+        leases.close(held ?? "*");
+        this.options.log.info("held names published for the next start", { dataDir: leases.dir, names: held === null ? "every name (too many to list)" : held.length });
+      } catch (error) {
+        // Not fatal: the record still says "not clean", so the next start holds back every name.
+        this.options.log.warn("could not publish the held names; the next start holds back every name for the largest lease", { error: (error as Error).message });
+      }
+    }
     const tokens = this.options.tokens;
     if (tokens === undefined) return;
     try {
@@ -287,8 +329,9 @@ export class Daemon {
     else log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
     if (roles !== null) await roles.stop();
     else {
+      const held = this.server.engine.held(MAX_PUBLISHED_NAMES); // before the sessions end
       await this.server.stop();
-      this.persistTokens();
+      this.persistTokens(held);
     }
     this.phase = "grace";
     if (standby) log.info("a standby served no sessions: stopping without the grace period", { graceMs: this.options.shutdownGraceMs });

@@ -21,6 +21,7 @@ import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
 import { openFileLimit } from "./limits.ts";
 import type { CoordinatorMetrics } from "./roles.ts";
+import type { DelayView } from "../core/delay.ts";
 
 /** Counters of the ops server itself. */
 export class OpsStats {
@@ -51,6 +52,8 @@ export interface MetricsInput {
   readonly opsConnections: OpsConnections;
   /** With --coordinator: the instance's role and the coordinator's figures. */
   readonly coordinator?: CoordinatorMetrics;
+  /** The lock-delay as it stands (null: none). */
+  readonly lockDelay?: DelayView | null;
   /** This server's shard ("" for none) and the map's generation (lockd_shard_info). */
   readonly shard?: { readonly shard: string | null; readonly generation: number };
 }
@@ -95,6 +98,10 @@ export function renderMetrics(input: MetricsInput): string {
   for (const [code, reason] of END_REASONS) out.sample("lockd_session_ends_total", stats.ends[code]!, { reason });
 
   out.single("lockd_heartbeats_total", "counter", "HEARTBEAT frames answered.", stats.heartbeats);
+  const delay = input.lockDelay ?? null;
+  out.single("lockd_lock_delay_seconds", "gauge", "The longest lock-delay left: no grant of a held-back name before an earlier server's holders are past their deadlines (0: none).", delay === null ? 0 : delay.remainingMs / 1000);
+  out.single("lockd_lock_delay_names", "gauge", "Names still held back one by one (published by the last clean stop); 0 while every name waits, or none.", delay === null ? 0 : delay.names);
+  out.single("lockd_lock_delayed_total", "counter", "TRY claims refused with LOCK_DELAYED during a lock-delay.", stats.delayed);
   out.single("lockd_fencing_token_last", "gauge", "The last fencing token issued (0 before the first grant).", engine.tokens.last);
 
   // Session capacity, and what was refused or cut to keep it (lock port; see limits.ts and conn.ts).

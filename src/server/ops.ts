@@ -36,6 +36,7 @@ import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonR
 import { SliceQueue } from "./ops-slices.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
 import type { Roles } from "./roles.ts";
+import type { DelayView } from "../core/delay.ts";
 import type { LockServer } from "./server.ts";
 import type { Lock } from "../core/session.ts";
 import type { Conn } from "./conn.ts";
@@ -61,6 +62,8 @@ export interface OpsOptions {
   readonly shard?: { readonly shard: string | null; readonly shards?: readonly string[]; readonly generation: number };
   /** False from the first moment of shutdown. */
   readonly isReady: () => boolean;
+  /** The lock-delay as it stands (null: none runs): /readyz, /metrics and the page show it. */
+  readonly lockDelay?: () => DelayView | null;
   /** Serve HTTPS with this PEM certificate chain and key. */
   readonly tls?: { readonly cert: string; readonly key: string };
   /** Defaults: DEFAULT_OPS_LIMITS. */
@@ -182,6 +185,7 @@ export class OpsServer {
       version: options.version,
       shard: this.shardView,
       ...(roles === undefined ? {} : { role: () => roles.view() }),
+      ...(options.lockDelay === undefined ? {} : { lockDelay: options.lockDelay }),
     });
     this.http = new HttpServer({
       hostname: options.hostname,
@@ -270,7 +274,9 @@ export class OpsServer {
     const ready = this.options.isReady();
     const roles = this.options.roles?.view();
     const shard = this.shardView;
-    if (roles === undefined) return ready ? json(200, { status: "ready", shard }) : json(503, { status: "shutting_down", shard });
+    // Ready during a lock-delay too: claims queue here, so clients must be sent here; the field says what remains.
+    const lockDelay = this.options.lockDelay?.() ?? null;
+    if (roles === undefined) return ready ? json(200, { status: "ready", shard, lockDelay }) : json(503, { status: "shutting_down", shard, lockDelay: null });
     const status = ready ? "ready" : roles.role === "standby" ? "standby" : "shutting_down";
     return json(ready ? 200 : 503, {
       status,
@@ -280,6 +286,7 @@ export class OpsServer {
       activeOps: roles.activeOps,
       service: roles.service,
       shard,
+      lockDelay: ready ? lockDelay : null,
       // A standby that will not take over (its map differs from the active's): why.
       ...(roles.refusal === undefined ? {} : { refusal: roles.refusal }),
     });
@@ -326,6 +333,7 @@ export class OpsServer {
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
       opsConnections: this.connections,
+      lockDelay: this.options.lockDelay?.() ?? null,
       ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
       ...(this.options.shard === undefined ? {} : { shard: this.options.shard }),
     }));

@@ -17,6 +17,11 @@
  *   released so a standby, if one runs, takes over at its next read (the
  *   active cannot see its standbys: the row names only the active).
  *
+ * - lock-delay: each term's LockServer gets a LockDelay (core/delay.ts) made
+ *   from the machine's `activate.delay`; a grant whose lease the row does
+ *   not cover yet waits for the machine's `raise`, and the server resumes
+ *   held-back grants when it lands (or a token block does).
+ *
  * Every statement is bounded by a timeout (half the coordinator lease): one
  * that does not answer in time counts as failed, whatever it does later. The
  * machine is built so that a late effect is safe (a renewal or reservation
@@ -25,10 +30,11 @@
  */
 import { formatAddress } from "../address.ts";
 import type { Logger } from "../log.ts";
+import { type DelayView, LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
 import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "./conn.ts";
-import { Coordinator, type CoordinatorAction, Outcome } from "./coordinator.ts";
+import { Coordinator, type CoordinatorAction, Outcome, type TermDelay } from "./coordinator.ts";
 import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
 import type { CoordinatorStore } from "./coordinator-store.ts";
 import type { LockServer } from "./server.ts";
@@ -49,7 +55,7 @@ export interface RolesOptions {
   readonly map?: HolderMap;
   readonly log: Logger;
   /** Open the lock listener for a term; throws when it cannot listen. */
-  readonly listen: (tokens: TokenSource, guard: GrantGuard) => LockServer;
+  readonly listen: (tokens: TokenSource, guard: GrantGuard, delay: LockDelay) => LockServer;
   /** io-timeout, for the idle engine shown by the ops server while standby. */
   readonly ioTimeoutMs: number;
   /** Called when this instance becomes active (listening) or stops being active. */
@@ -127,6 +133,8 @@ export class Roles implements GrantGuard, TokenSource {
   private rowSeen: { readonly epoch: number; readonly holder: string } | null = null;
   /** The ops address this instance advertises when active (start's argument). */
   private ops: string | null = null;
+  /** The current term's lock-delay (null while standby). */
+  private delay: LockDelay | null = null;
 
   constructor(private readonly options: RolesOptions) {
     const map = options.map ?? { generation: 0, shard: null, map: null };
@@ -199,6 +207,19 @@ export class Roles implements GrantGuard, TokenSource {
     return false;
   }
 
+  /** Before every heartbeat's answer: inside the deadline (the event's time: read just now by the shell). */
+  mayConfirm(now: number): boolean {
+    const m = this.machine;
+    if (m.role === "active" && now < m.deadline) return true;
+    this.queuePump(); // past the deadline: the machine steps down on its next turn
+    return false;
+  }
+
+  /** The current term's lock-delay as it stands now; null when none runs (or standby). */
+  lockDelay(): DelayView | null {
+    return this.machine.role === "active" ? (this.delay?.view(this.now()) ?? null) : null;
+  }
+
   next(): number {
     const token = this.machine.nextToken();
     if (this.machine.wantsReserve()) this.queuePump();
@@ -217,18 +238,25 @@ export class Roles implements GrantGuard, TokenSource {
     this.stopping = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
-    const actions = this.machine.stop(this.now());
+    // The names held at this moment are published with the release: only they wait at the next active.
+    const held = this.server?.engine.held(MAX_PUBLISHED_NAMES) ?? [];
+    const actions = this.machine.stop(this.now(), held ?? "*");
     const server = this.server;
     this.server = null;
     if (server !== null) await server.stop();
     await this.lastStop;
     for (const action of actions) {
       if (action.type !== "release") continue;
-      const released = await this.bounded(this.options.store.release(action.epoch), 2 * this.statementTimeoutMs);
+      const released = await this.bounded(this.options.store.release(action.epoch, action), 2 * this.statementTimeoutMs);
       // The active cannot see its standbys (the row names only the active): say what happens if one runs.
       if (released === true) {
         this.rowSeen = null; // the row names no active now: the view shows this instance's last term
-        this.options.log.info("coordinator row released: a standby, if one is running, takes over at its next read", { service: this.options.service, epoch: action.epoch });
+        this.options.log.info("coordinator row released: a standby, if one is running, takes over at its next read", {
+          service: this.options.service,
+          epoch: action.epoch,
+          // The next active holds back these names for their holders' leases (a holder cut off now never saw SHUTTING_DOWN).
+          published: action.held === "*" ? "every name (too many to list)" : action.held.length,
+        });
       } else {
         this.options.log.warn("could not release the coordinator row: a standby, if one is running, takes over after the lease", { service: this.options.service, epoch: action.epoch });
       }
@@ -319,26 +347,47 @@ export class Roles implements GrantGuard, TokenSource {
         });
         return;
       case "renew":
-        this.ask(store.renew(action.epoch), (ok) => {
+        this.ask(store.renew(action.epoch, action.carryLeaseMs), (ok) => {
           if (ok === undefined) log.warn("coordinator renewal failed", { service, epoch: action.epoch, failed: m.renewalsFailed + 1 });
+          else if (ok) this.delay?.retry(); // a raise that failed is asked again while the coordinator answers
           return m.renewDone(this.now(), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN);
         });
         return;
+      case "raise": {
+        const delay = this.delay;
+        this.ask(store.raise(action.epoch, action.leaseMs), (max) => {
+          const outcome = max === undefined ? Outcome.FAILED : max === null ? Outcome.TAKEN : Outcome.OK;
+          const actions = m.raiseDone(this.now(), action.epoch, outcome, max ?? 0);
+          if (delay !== null && delay === this.delay) {
+            if (outcome === Outcome.OK) {
+              delay.raised(max!);
+              this.server?.resume();
+            } else if (outcome === Outcome.FAILED) {
+              log.warn("could not raise the coordinator row's largest lease: claims with that lease wait", { service, epoch: action.epoch, leaseMs: action.leaseMs });
+              delay.raiseFailed();
+            }
+          }
+          return actions;
+        });
+        return;
+      }
       case "reserve":
-        this.ask(store.reserve(action.epoch), (floor) =>
-          m.reserveDone(this.now(), action.epoch, floor === undefined ? Outcome.FAILED : floor === null ? Outcome.TAKEN : Outcome.OK, floor ?? 0),
-        );
+        this.ask(store.reserve(action.epoch), (floor) => {
+          const actions = m.reserveDone(this.now(), action.epoch, floor === undefined ? Outcome.FAILED : floor === null ? Outcome.TAKEN : Outcome.OK, floor ?? 0);
+          if (typeof floor === "number") queueMicrotask(() => this.server?.resume()); // claims held back for want of a token
+          return actions;
+        });
         return;
       case "activate":
         this.resolveStarted();
-        void this.activate(action.epoch, action.why, action.unchangedMs);
+        void this.activate(action.epoch, action.why, action.unchangedMs, action.delay, action.maxLeaseMs);
         return;
       case "stepDown":
         this.rowSeen = null; // the row it last saw named itself: the view shows its term until the next read
         this.stepDown(action.epoch, action.reason);
         return;
       case "release":
-        void this.bounded(store.release(action.epoch), this.statementTimeoutMs);
+        void this.bounded(store.release(action.epoch, action), this.statementTimeoutMs);
         return;
     }
   }
@@ -387,13 +436,26 @@ export class Roles implements GrantGuard, TokenSource {
     }
   }
 
-  private async activate(epoch: number, why: string, unchangedMs: number): Promise<void> {
+  private async activate(epoch: number, why: string, unchangedMs: number, termDelay: TermDelay, maxLeaseMs: number): Promise<void> {
     await this.lastStop;
     const m = this.machine;
     if (this.stopping || m.role !== "active" || m.epoch !== epoch) return;
+    // The delay counts from now, after the last term's stop: later than the machine's activation, so never shorter.
+    const now = this.now();
+    const delay = new LockDelay({
+      why: why === "released" ? "released" : "takeover",
+      until: now + termDelay.everyNameMs,
+      names: new Map(termDelay.names.map(([name, ms]) => [name, now + ms])),
+      durableMaxMs: maxLeaseMs,
+      raise: (leaseMs) => {
+        this.run(m.raise(leaseMs));
+        return false;
+      },
+    });
+    this.delay = delay;
     let server: LockServer;
     try {
-      server = this.options.listen(this, this);
+      server = this.options.listen(this, this, delay);
     } catch (error) {
       this.options.log.error("active, but cannot listen: giving the term up", { service: this.options.service, epoch, error: (error as Error).message });
       this.run(m.abandon(this.now(), "cannot listen"));
@@ -411,13 +473,31 @@ export class Roles implements GrantGuard, TokenSource {
       advertisedOps: this.ops,
       // As clients see it: the server's token source wraps the machine's counter in the map's generation.
       tokensFrom: server.engine.tokens.last + 1,
+      ...(delay.over(now) ? {} : { lockDelayMs: Math.ceil(delay.endsAt - now), lockDelayNames: termDelay.everyNameMs > 0 ? "every name" : termDelay.names.length }),
     });
+    if (termDelay.unknown) {
+      this.options.log.warn("the coordinator row was last written by a lockd that kept no largest lease: this term cannot know how long the earlier active's holders may still believe, and holds no name back for them", {
+        service: this.options.service,
+        epoch,
+      });
+    }
+    if (!delay.over(now)) {
+      this.options.log.info("lock-delay: holding back grants while an earlier active's holders may still believe they hold their locks", {
+        service: this.options.service,
+        epoch,
+        why,
+        everyNameMs: termDelay.everyNameMs,
+        names: termDelay.names.length,
+        untilMs: Math.ceil(delay.endsAt - now),
+      });
+    }
     this.options.onRole?.("active", epoch);
   }
 
   private stepDown(epoch: number, reason: string): void {
     const server = this.server;
     this.server = null;
+    this.delay = null;
     this.options.log.warn("stepping down: ending every session with SHUTTING_DOWN, closing the listener", {
       service: this.options.service,
       epoch,

@@ -18,12 +18,20 @@
  * Frames for other connections (a promotion pushed because this
  * connection's owner session ended) are written at once.
  *
+ * A lock-delay (core/delay.ts) holds grants back; a second timer, armed
+ * only while one runs, calls Engine.resume when a delay ends, and so does
+ * `resume()` when a raise of the durable lease or a token block lands.
+ * Each call grants at most RESUME_BUDGET claims; the rest go on in the next
+ * loop turn (setImmediate), so a crowd of held-back claims never stalls
+ * the loop.
+ *
  * Release happens on the first of `end`, `close` or `error`; the engine
  * makes the second call a no-op. Bun may call `close` synchronously from
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
 import { Engine, type EngineView, type GrantGuard, type Session, SessionState, type Transport } from "../core/index.ts";
+import type { LockDelay } from "../core/delay.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
 import { HEADER_LENGTH, MAX_ERROR_MESSAGE_LENGTH, PIPELINE_LIMIT, ReadResult, TOKEN_LENGTH } from "../protocol/index.ts";
@@ -48,6 +56,12 @@ export interface ServerOptions {
   readonly grantGuard?: GrantGuard;
   /** The shard guard: refuses ACQUIREs for names of other shards (EngineOptions.shardGuard). */
   readonly shardGuard?: ((name: string) => Uint8Array | null) | null;
+  /** The lock-delay and the durable largest lease (EngineOptions.delay). */
+  readonly delay?: LockDelay;
+  /** Called once when the lock-delay is over (the data directory clears what it carried). */
+  readonly onDelayOver?: () => void;
+  /** Leases above this are BAD_REQUEST (--max-lease). */
+  readonly maxLeaseMs?: number;
   /** Serve TLS instead of plain TCP. */
   readonly tls?: ServerTls;
   /** Session lifecycle callbacks (logging). Off the hot path: once per session. */
@@ -111,6 +125,10 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
   private connections = 0;
   private allClosed: (() => void) | null = null;
   private stopping: Promise<void> | null = null;
+  private readonly delay: LockDelay | null;
+  private delayTimer: ReturnType<typeof setTimeout> | null = null;
+  private resumeQueued = false;
+  private onDelayOver: (() => void) | null;
 
   constructor(options: ServerOptions) {
     this.outboxLimit = options.outboxLimit ?? 64 * 1024;
@@ -124,10 +142,17 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         tokens: options.tokens,
         grantGuard: options.grantGuard,
         ...(options.shardGuard == null ? {} : { shardGuard: options.shardGuard }),
+        ...(options.delay === undefined ? {} : { delay: options.delay }),
+        ...(options.maxLeaseMs === undefined ? {} : { maxLeaseMs: options.maxLeaseMs }),
       },
       performance.now(),
     );
     this.engine.setDriver(this);
+    this.delay = options.delay ?? null;
+    const now = performance.now();
+    // A delay over before it began (nothing owed) is not reported as ending.
+    this.onDelayOver = this.delay === null || this.delay.over(now) ? null : (options.onDelayOver ?? null);
+    this.armDelay(now);
     const tls = options.tls;
     this.listener = Bun.listen<Conn>({
       hostname: options.hostname,
@@ -182,7 +207,50 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     this.listener.stop(true);
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    if (this.delayTimer !== null) clearTimeout(this.delayTimer);
+    this.delayTimer = null;
     this.engine.setDriver(null);
+  }
+
+  /**
+   * Grant what the lock-delay, the durable lease or the token supply held
+   * back and now allows; at most RESUME_BUDGET per loop turn.
+   */
+  resume(): void {
+    if (this.stopping !== null) return;
+    const now = performance.now();
+    const promoted = this.engine.stats.grantsPromoted;
+    const more = this.engine.resume(now);
+    this.handedOver(promoted, now);
+    if (more && !this.resumeQueued) {
+      this.resumeQueued = true;
+      setImmediate(() => {
+        this.resumeQueued = false;
+        this.resume();
+      });
+    }
+    this.armDelay(now);
+  }
+
+  /** The timer for the next end of a delay (none when no delay runs). */
+  private armDelay(now: number): void {
+    if (this.delayTimer !== null) clearTimeout(this.delayTimer);
+    this.delayTimer = null;
+    const delay = this.delay;
+    if (delay === null || this.stopping !== null) return;
+    const at = delay.nextChange(now);
+    if (at === Infinity) {
+      if (delay.over(now) && this.onDelayOver !== null) {
+        const over = this.onDelayOver;
+        this.onDelayOver = null;
+        over();
+      }
+      return;
+    }
+    this.delayTimer = setTimeout(() => {
+      this.delayTimer = null;
+      this.resume();
+    }, Math.min(MAX_TIMER_DELAY, Math.max(0, Math.ceil(at - now))));
   }
 
   /** The engine, read-only: what ops, metrics, views and the /ui board look at. */

@@ -18,6 +18,7 @@ describe("serve options: flags beat env beat defaults", () => {
       ioTimeout: 5000,
       maxSessions: null, // auto: from the open-file limit
       maxSessionsPerSource: null, // off
+      maxLease: null, // off
       shutdownGrace: 5000,
       adminToken: undefined,
       adminTokenFile: undefined,
@@ -72,6 +73,7 @@ describe("serve options: flags beat env beat defaults", () => {
       LOCKD_SERVICE: "env-service",
       LOCKD_COORDINATOR_LEASE: "3s",
       LOCKD_ADVERTISE_OPS: "lockd-env.internal:8001",
+      LOCKD_MAX_LEASE: "30s",
     };
     const fromEnv = parse([], env);
     expect(fromEnv.options).toEqual({
@@ -80,6 +82,7 @@ describe("serve options: flags beat env beat defaults", () => {
       ioTimeout: 2000,
       maxSessions: 50,
       maxSessionsPerSource: 20,
+      maxLease: 30_000,
       shutdownGrace: 250,
       adminToken: "env-token",
       adminTokenFile: "/env/file",
@@ -130,6 +133,7 @@ describe("serve options: flags beat env beat defaults", () => {
       "--service", "flag-service",
       "--coordinator-lease", "2s",
       "--advertise-ops", "[fd00::5]:9001",
+      "--max-lease", "1m",
     ];
     const fromFlags = parse(flags, env);
     expect(fromFlags.options).toEqual({
@@ -138,6 +142,7 @@ describe("serve options: flags beat env beat defaults", () => {
       ioTimeout: 60_000,
       maxSessions: 7,
       maxSessionsPerSource: 3,
+      maxLease: 60_000,
       shutdownGrace: 0,
       adminToken: "flag-token",
       adminTokenFile: "/flag/file",

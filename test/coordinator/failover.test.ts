@@ -9,6 +9,8 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LockClient } from "../../src/client/index.ts";
+import { delayFor } from "../../src/core/delay.ts";
+import { SCHEMA_VERSION } from "../../src/server/coordinator-store.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { FencedResource } from "../faults/fence.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
@@ -76,8 +78,8 @@ describe("two instances", () => {
     expect((await b.line("lockd started")).activeOps).toBe(activeAt);
     expect((await b.line("standby: the coordinator row names the active")).activeOps).toBe(activeAt);
     const standby = await readyz(standbyOps);
-    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD } });
-    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD } });
+    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD, lockDelay: null } });
+    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD, lockDelay: null } });
     // The role in lockd status and /metrics.
     expect((await runCli(["status", "--ops", `127.0.0.1:${activeOps}`])).out).toContain(`service ${service}: active, epoch 1\n`);
     const lone = await runCli(["status", "--ops", `127.0.0.1:${standbyOps}`]);
@@ -188,7 +190,7 @@ describe("two instances", () => {
     expect(await refusedConnection(portA)).toBe(true);
   });
 
-  test("a clean stop of the active hands over at once (the row is released; no lease to wait)", async () => {
+  test("a clean stop of the active hands over at once: names not held at the stop are granted at once, a held one after its holder's deadline", async () => {
     const service = nextService();
     const port = await freePort();
     // The standby reads every lease/4 and takes a released row at its next read, not a lease later.
@@ -205,10 +207,23 @@ describe("two instances", () => {
     const token = first.token;
     a.proc.kill("SIGTERM");
     expect(await a.exit(15_000)).toBe(0);
-    expect(a.lines.some((l) => l.msg === "coordinator row released: a standby, if one is running, takes over at its next read")).toBe(true);
+    expect(a.lines.find((l) => l.msg === "coordinator row released: a standby, if one is running, takes over at its next read")?.published).toBe(1);
     const took = await b.line("active: listening", 15_000);
     expect(took.why).toBe("released");
+    const since = performance.now();
+    // A name nobody held at the stop: at once (the handover stays one reconnect).
+    const other = await client.acquire("other", { lease: 5000, wait: 15_000, try: true });
+    expect(other.token).toBeGreaterThan(token);
+    await other.release();
+    // "k" was held: its holder, had it been cut off, would believe until 0.8 x 5 s after the stop.
+    const asked = performance.now();
+    const delay = (await readyz(await opsPort(b))).body.lockDelay as { names: number; remainingMs: number; everyName: boolean } | null;
+    expect(delay).toMatchObject({ names: 1, everyName: false, why: "released" });
+    expect(delay!.remainingMs).toBeLessThanOrEqual(delayFor(5000));
     const next = await client.acquire("k", { lease: 5000, wait: 15_000 });
+    // Not before the delay the ops server showed has run out (it ends no earlier than `asked` + remainingMs).
+    expect(performance.now()).toBeGreaterThanOrEqual(asked + delay!.remainingMs - 2);
+    expect(performance.now() - since).toBeLessThan(15_000);
     expect(next.token).toBeGreaterThan(token);
     await next.release();
   });
@@ -262,10 +277,10 @@ describe("bad configuration: one line, a non-zero exit", () => {
   });
 
   test("tables of another schema version", async () => {
-    const { code, err } = await serve(await pg.databaseAtSchema(`schema_${process.pid}`, 2));
+    const { code, err } = await serve(await pg.databaseAtSchema(`schema_${process.pid}`, SCHEMA_VERSION + 1));
     expect(code).toBe(65);
     expect(err.trim().split("\n")).toHaveLength(1);
-    expect(err).toContain("schema version 2");
+    expect(err).toContain(`schema version ${SCHEMA_VERSION + 1}`);
   });
 
   test("an --advertise-ops too long for the coordinator row", async () => {
@@ -291,7 +306,9 @@ describe("the coordinator goes away", () => {
     const { a, b } = await pair(service, port);
     await using _a = a;
     await using _b = b;
-    const peer = await WirePeer.claim(port, "k", 60_000);
+    // A lease long enough to outlast the step-down (the peer does not heartbeat), short enough that the
+    // takeover's lock-delay (0.8 x the largest lease, less 0.2 x the coordinator lease) fits the test.
+    const peer = await WirePeer.claim(port, "k", 6_000);
     expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
 
     await pg.stop();

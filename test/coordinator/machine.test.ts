@@ -10,7 +10,7 @@ const LEASE = 2000;
 const BLOCK = 10;
 
 function row(epoch: number, renewals: number, holder = "other", tokenFloor = 100, leaseMs = LEASE): CoordinatorRow {
-  return { epoch, holder, renewals, tokenFloor, leaseMs };
+  return { epoch, holder, renewals, tokenFloor, leaseMs, maxLeaseMs: leaseMs / 4, carryLeaseMs: 0, held: holder === "" ? [] : null };
 }
 
 function types(actions: readonly CoordinatorAction[]): string[] {
@@ -33,7 +33,7 @@ describe("standby", () => {
     expect(m.start(0)).toEqual([{ type: "read" }]);
     expect(m.readDone(5, null)).toEqual([{ type: "create", floor: 40 }]);
     const actions = m.createDone(8, row(1, 0, "me", 50));
-    expect(actions[0]).toEqual({ type: "activate", epoch: 1, firstToken: 41, why: "created", unchangedMs: 0 });
+    expect(actions[0]).toMatchObject({ type: "activate", epoch: 1, firstToken: 41, why: "created", unchangedMs: 0 });
     expect(m.role).toBe("active");
     expect(m.epoch).toBe(1);
   });
@@ -129,16 +129,16 @@ describe("active", () => {
     m.start(0);
     m.readDone(0, row(1, 0, ""));
     const actions = m.takeoverDone(40, row(2, 0, "me", 110));
-    expect(actions[0]).toEqual({ type: "activate", epoch: 2, firstToken: 101, why: "released", unchangedMs: 0 });
+    expect(actions[0]).toMatchObject({ type: "activate", epoch: 2, firstToken: 101, why: "released", unchangedMs: 0 });
     expect(m.nextToken()).toBe(101);
     expect(m.tick(LEASE / 4 - 1)).toEqual([]);
-    expect(m.tick(LEASE / 4)).toEqual([{ type: "renew", epoch: 2, sentAt: LEASE / 4 }]);
+    expect(m.tick(LEASE / 4)).toEqual([{ type: "renew", epoch: 2, sentAt: LEASE / 4, carryLeaseMs: 0 }]);
   });
 
   test("the lease runs from when the confirmed renewal was SENT, and the grant check reads the clock", () => {
     const m = active(0);
     const renew = m.tick(500);
-    expect(renew).toEqual([{ type: "renew", epoch: 2, sentAt: 500 }]);
+    expect(renew).toEqual([{ type: "renew", epoch: 2, sentAt: 500, carryLeaseMs: 0 }]);
     m.renewDone(1400, 2, 500, Outcome.OK); // answered late: still counts from 500
     expect(m.deadline).toBe(500 + 0.8 * LEASE);
     expect(m.mayGrant(500 + 0.8 * LEASE - 1)).toBe(true);
@@ -166,8 +166,8 @@ describe("active", () => {
   test("an unanswered renewal does not hold back the next, nor stop the deadline", () => {
     const m = active(0);
     m.tick(500); // renewal in flight, never answered
-    expect(m.tick(1000)).toEqual([{ type: "renew", epoch: 2, sentAt: 1000 }]); // on schedule all the same
-    expect(m.tick(1500)).toEqual([{ type: "renew", epoch: 2, sentAt: 1500 }]);
+    expect(m.tick(1000)).toEqual([{ type: "renew", epoch: 2, sentAt: 1000, carryLeaseMs: 0 }]); // on schedule all the same
+    expect(m.tick(1500)).toEqual([{ type: "renew", epoch: 2, sentAt: 1500, carryLeaseMs: 0 }]);
     expect(m.nextWake()).toBe(0.8 * LEASE);
     expect(types(m.tick(0.8 * LEASE))).toEqual(["stepDown"]);
   });
@@ -205,7 +205,7 @@ describe("active", () => {
 
   test("a clean stop releases the row; a standby's stop releases nothing", () => {
     const m = active(0);
-    expect(m.stop(10)).toEqual([{ type: "release", epoch: 2 }]);
+    expect(m.stop(10, [["a", 900]])).toEqual([{ type: "release", epoch: 2, held: [["a", 900]], maxLeaseMs: 900, carryLeaseMs: 0 }]);
     expect(m.mayGrant(11)).toBe(false);
     const s = new Coordinator({ leaseMs: LEASE, block: BLOCK });
     s.start(0);

@@ -227,7 +227,7 @@ describe("a standby's words for the row's map", () => {
 
 describe("the role machine with a refusal", () => {
   const LEASE = 1000;
-  const row = (holder: string, renewals = 0): CoordinatorRow => ({ epoch: 1, holder, renewals, tokenFloor: 100, leaseMs: LEASE });
+  const row = (holder: string, renewals = 0): CoordinatorRow => ({ epoch: 1, holder, renewals, tokenFloor: 100, leaseMs: LEASE, maxLeaseMs: LEASE / 4, carryLeaseMs: 0, held: null });
   const mine = map("alpha", ["alpha", "beta"], 2);
   const machine = () => new Coordinator({ leaseMs: LEASE, block: 100, refuse: (holder) => takeoverRefusal(mine, holder) });
 

@@ -5,7 +5,7 @@
  * statement fail as an unreachable coordinator would.
  */
 import type { CoordinatorRow, Watched } from "../../src/server/coordinator.ts";
-import type { CoordinatorStore } from "../../src/server/coordinator-store.ts";
+import type { CoordinatorStore, Published } from "../../src/server/coordinator-store.ts";
 
 export class MemoryRow {
   row: CoordinatorRow | null = null;
@@ -47,7 +47,16 @@ export class MemoryStore implements CoordinatorStore {
   create(floor: number): Promise<CoordinatorRow | null> {
     return this.run("create", () => {
       if (this.shared.row !== null) return null;
-      this.shared.row = { epoch: 1, holder: this.instance, renewals: 0, tokenFloor: floor + this.block, leaseMs: this.leaseMs };
+      this.shared.row = {
+        epoch: 1,
+        holder: this.instance,
+        renewals: 0,
+        tokenFloor: floor + this.block,
+        leaseMs: this.leaseMs,
+        maxLeaseMs: Math.floor(this.leaseMs / 4),
+        carryLeaseMs: 0,
+        held: null,
+      };
       return this.shared.row;
     });
   }
@@ -56,7 +65,17 @@ export class MemoryStore implements CoordinatorStore {
     return this.run("takeover", () => {
       const r = this.shared.row;
       if (r === null || r.epoch !== w.epoch || r.renewals !== w.renewals || r.holder !== w.holder) return null;
-      this.shared.row = { epoch: r.epoch + 1, holder: this.instance, renewals: 0, tokenFloor: r.tokenFloor + this.block, leaseMs: this.leaseMs };
+      // As the SQL: the old maximum folds into the carried lease, the new term starts from a quarter of its lease.
+      this.shared.row = {
+        epoch: r.epoch + 1,
+        holder: this.instance,
+        renewals: 0,
+        tokenFloor: r.tokenFloor + this.block,
+        leaseMs: this.leaseMs,
+        maxLeaseMs: Math.floor(this.leaseMs / 4),
+        carryLeaseMs: Math.max(r.carryLeaseMs, r.maxLeaseMs ?? 0),
+        held: null,
+      };
       return this.shared.row;
     });
   }
@@ -66,12 +85,21 @@ export class MemoryStore implements CoordinatorStore {
     return r !== null && r.holder === this.instance && r.epoch === epoch ? r : null;
   }
 
-  renew(epoch: number): Promise<boolean> {
+  renew(epoch: number, carryLeaseMs: number): Promise<boolean> {
     return this.run("renew", () => {
       const r = this.mine(epoch);
       if (r === null) return false;
-      this.shared.row = { ...r, renewals: r.renewals + 1 };
+      this.shared.row = { ...r, renewals: r.renewals + 1, carryLeaseMs };
       return true;
+    });
+  }
+
+  raise(epoch: number, leaseMs: number): Promise<number | null> {
+    return this.run("raise", () => {
+      const r = this.mine(epoch);
+      if (r === null) return null;
+      this.shared.row = { ...r, maxLeaseMs: Math.max(r.maxLeaseMs ?? 0, leaseMs) };
+      return this.shared.row.maxLeaseMs;
     });
   }
 
@@ -84,11 +112,18 @@ export class MemoryStore implements CoordinatorStore {
     });
   }
 
-  release(epoch: number): Promise<boolean> {
+  release(epoch: number, published: Published): Promise<boolean> {
     return this.run("release", () => {
       const r = this.mine(epoch);
       if (r === null) return false;
-      this.shared.row = { ...r, holder: this.released, renewals: r.renewals + 1 };
+      this.shared.row = {
+        ...r,
+        holder: this.released,
+        renewals: r.renewals + 1,
+        maxLeaseMs: published.maxLeaseMs,
+        carryLeaseMs: published.carryLeaseMs,
+        held: published.held,
+      };
       return true;
     });
   }

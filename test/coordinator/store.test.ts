@@ -20,23 +20,69 @@ describe("statements", () => {
     const service = `svc-${++serial}`;
     await using a = await openStore(options("a", service));
     await using b = await openStore(options("b", service));
+    const lease = { maxLeaseMs: 500, carryLeaseMs: 0, held: null }; // a new term starts from a quarter of the 2 s lease
     expect(await a.read()).toBeNull();
-    expect(await a.create(40)).toEqual({ epoch: 1, holder: "a", renewals: 0, tokenFloor: 140, leaseMs: 2000 });
+    expect(await a.create(40)).toEqual({ epoch: 1, holder: "a", renewals: 0, tokenFloor: 140, leaseMs: 2000, ...lease });
     expect(await b.create(0)).toBeNull(); // exists
-    expect(await a.renew(1)).toBe(true);
-    expect(await a.renew(1)).toBe(true);
-    expect(await b.read()).toEqual({ epoch: 1, holder: "a", renewals: 2, tokenFloor: 140, leaseMs: 2000 });
+    expect(await a.renew(1, 0)).toBe(true);
+    expect(await a.renew(1, 0)).toBe(true);
+    expect(await b.read()).toEqual({ epoch: 1, holder: "a", renewals: 2, tokenFloor: 140, leaseMs: 2000, ...lease });
     // A takeover on stale values changes nothing.
     expect(await b.takeover({ epoch: 1, renewals: 1, holder: "a" })).toBeNull();
-    expect(await b.takeover({ epoch: 1, renewals: 2, holder: "a" })).toEqual({ epoch: 2, holder: "b", renewals: 0, tokenFloor: 240, leaseMs: 2000 });
-    // The deposed active can neither renew, reserve, nor release.
-    expect(await a.renew(1)).toBe(false);
+    expect(await b.takeover({ epoch: 1, renewals: 2, holder: "a" })).toEqual({ epoch: 2, holder: "b", renewals: 0, tokenFloor: 240, leaseMs: 2000, maxLeaseMs: 500, carryLeaseMs: 500, held: null });
+    // The deposed active can neither renew, reserve, raise, nor release.
+    expect(await a.renew(1, 0)).toBe(false);
     expect(await a.reserve(1)).toBeNull();
-    expect(await a.release(1)).toBe(false);
+    expect(await a.raise(1, 90_000)).toBeNull();
+    expect(await a.release(1, { held: [], maxLeaseMs: 0, carryLeaseMs: 0 })).toBe(false);
     expect(await b.reserve(2)).toBe(340);
-    expect(await b.release(2)).toBe(true);
-    expect(await a.read()).toEqual({ epoch: 2, holder: "", renewals: 1, tokenFloor: 340, leaseMs: 2000 });
-    expect(await a.takeover({ epoch: 2, renewals: 1, holder: "" })).toEqual({ epoch: 3, holder: "a", renewals: 0, tokenFloor: 440, leaseMs: 2000 });
+    expect(await b.release(2, { held: [["x", 700]], maxLeaseMs: 700, carryLeaseMs: 500 })).toBe(true);
+    expect(await a.read()).toEqual({ epoch: 2, holder: "", renewals: 1, tokenFloor: 340, leaseMs: 2000, maxLeaseMs: 700, carryLeaseMs: 500, held: [["x", 700]] });
+    expect(await a.takeover({ epoch: 2, renewals: 1, holder: "" })).toEqual({ epoch: 3, holder: "a", renewals: 0, tokenFloor: 440, leaseMs: 2000, maxLeaseMs: 500, carryLeaseMs: 700, held: null });
+  });
+
+  test("the largest lease: raised only through GREATEST, folded into the carried lease at a takeover, cleared by a renewal", async () => {
+    const service = `svc-${++serial}`;
+    await using a = await openStore(options("a", service));
+    await using b = await openStore(options("b", service));
+    await a.create(0);
+    expect(await a.raise(1, 20_000)).toBe(20_000);
+    expect(await a.raise(1, 3_000)).toBe(20_000); // a late or reordered raise never lowers it
+    expect((await b.read())!.maxLeaseMs).toBe(20_000);
+    const taken = await b.takeover({ epoch: 1, renewals: 0, holder: "a" });
+    // The old active's holders may still believe: its maximum is carried into the new epoch.
+    expect(taken).toMatchObject({ epoch: 2, maxLeaseMs: 500, carryLeaseMs: 20_000 });
+    expect(await b.renew(2, 20_000)).toBe(true);
+    expect((await a.read())!.carryLeaseMs).toBe(20_000);
+    // Once this term's wait is over, its renewals carry nothing.
+    expect(await b.renew(2, 0)).toBe(true);
+    expect((await a.read())!.carryLeaseMs).toBe(0);
+  });
+
+  test("a version 1 database is migrated in place: its row keeps working and has no largest lease until a takeover writes one", async () => {
+    const url = await pg.databaseAtSchema(`v1_${process.pid}_${++serial}`, 1);
+    const old = new Bun.SQL({ url, adapter: "postgres", max: 1 });
+    try {
+      await old.unsafe(
+        "CREATE TABLE lockd_coordinator (service VARCHAR(255) PRIMARY KEY, epoch BIGINT NOT NULL, holder VARCHAR(255) NOT NULL, renewals BIGINT NOT NULL, " +
+          "token_floor BIGINT NOT NULL, lease_ms BIGINT NOT NULL, renewed_at TIMESTAMP WITH TIME ZONE)",
+      );
+      await old.unsafe("INSERT INTO lockd_coordinator VALUES ('s', 4, 'old', 9, 700, 2000, CURRENT_TIMESTAMP)");
+    } finally {
+      await old.close();
+    }
+    await using a = await openStore(options("a", "s", { url }));
+    expect(await a.read()).toEqual({ epoch: 4, holder: "old", renewals: 9, tokenFloor: 700, leaseMs: 2000, maxLeaseMs: null, carryLeaseMs: 0, held: null });
+    expect(await a.takeover({ epoch: 4, renewals: 9, holder: "old" })).toMatchObject({ epoch: 5, maxLeaseMs: 500, carryLeaseMs: 0 });
+    const check = new Bun.SQL({ url, adapter: "postgres", max: 1 });
+    try {
+      expect(((await check.unsafe("SELECT version FROM lockd_schema")) as { version: number }[])[0]!.version).toBe(SCHEMA_VERSION);
+    } finally {
+      await check.close();
+    }
+    // A second start finds version 2 and changes nothing.
+    await using b = await openStore(options("b", "s", { url }));
+    expect((await b.read())!.epoch).toBe(5);
   });
 
   test("two instances racing to create: exactly one wins", async () => {
@@ -69,7 +115,7 @@ describe("statements", () => {
       const where = /\bWHERE\b([\s\S]*?)(?:\bRETURNING\b|$)/i.exec(text)?.[1];
       if (where === undefined) continue;
       const columns = [...where.matchAll(/([a-z_]+)\s*=/gi)].map((m) => m[1]!.toLowerCase());
-      expect({ name, columns: columns.filter((c) => !["service", "holder", "epoch", "renewals", "component"].includes(c)) }).toEqual({ name, columns: [] });
+      expect({ name, columns: columns.filter((c) => !["service", "holder", "epoch", "renewals", "component", "version"].includes(c)) }).toEqual({ name, columns: [] });
       expect(where).not.toMatch(/renewed_at|now\(|current_timestamp|clock_|interval|<|>/i);
     }
     // renewed_at is written, never read.

@@ -5,7 +5,13 @@ import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { Harness } from "../helpers/engine.ts";
 
 function guarded() {
-  const guard = { open: true, asked: [] as number[], mayGrant(now: number) { this.asked.push(now); return this.open; } };
+  const guard = {
+    open: true,
+    confirm: true,
+    asked: [] as number[],
+    mayGrant(now: number) { this.asked.push(now); return this.open; },
+    mayConfirm(_now: number) { return this.confirm; },
+  };
   return { h: new Harness({ grantGuard: guard }), guard };
 }
 

@@ -36,7 +36,7 @@ describe("health and readiness", () => {
     await using ops = startDaemon();
     const response = await ops.get("/readyz");
     expect(response.status).toBe(200);
-    expect(await body(response)).toEqual({ status: "ready", shard: { name: null, shards: [], generation: 0 } });
+    expect(await body(response)).toEqual({ status: "ready", shard: { name: null, shards: [], generation: 0 }, lockDelay: null });
   });
 
   test("metrics has the exposition content type", async () => {

@@ -31,7 +31,7 @@ describe("controlled shutdown, in process", () => {
     // The grace window: probes and scrapes still answer.
     const ready = await ops.get("/readyz");
     expect(ready.status).toBe(503);
-    expect(await body(ready)).toEqual({ status: "shutting_down", shard: { name: null, shards: [], generation: 0 } });
+    expect(await body(ready)).toEqual({ status: "shutting_down", shard: { name: null, shards: [], generation: 0 }, lockDelay: null });
     expect((await ops.get("/livez")).status).toBe(200);
     const metrics = parseExposition(await (await ops.get("/metrics")).text());
     expect(valueOf(metrics, "lockd_ready", "lockd_ready")).toBe(0);

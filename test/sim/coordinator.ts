@@ -216,7 +216,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
           "create",
           () => {
             if (row !== null) return null;
-            row = { epoch: 1, holder: x.id, renewals: 0, tokenFloor: action.floor + block, leaseMs };
+            row = { epoch: 1, holder: x.id, renewals: 0, tokenFloor: action.floor + block, leaseMs, maxLeaseMs: leaseMs / 4, carryLeaseMs: 0, held: null };
             return row;
           },
           (r) => m.createDone(local(x), r ?? null),
@@ -230,7 +230,16 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
             const w: Watched = action.watched;
             if (row === null) return null;
             if (selfTest !== "no-compare" && (row.epoch !== w.epoch || row.renewals !== w.renewals || row.holder !== w.holder)) return null;
-            row = { epoch: row.epoch + 1, holder: x.id, renewals: 0, tokenFloor: row.tokenFloor + block, leaseMs };
+            row = {
+              epoch: row.epoch + 1,
+              holder: x.id,
+              renewals: 0,
+              tokenFloor: row.tokenFloor + block,
+              leaseMs,
+              maxLeaseMs: leaseMs / 4,
+              carryLeaseMs: Math.max(row.carryLeaseMs, row.maxLeaseMs ?? 0),
+              held: null,
+            };
             return row;
           },
           (r) => m.takeoverDone(local(x), r ?? null),
@@ -242,7 +251,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
           "renew",
           () => {
             if (!mine(x, action.epoch)) return false;
-            row = { ...row!, renewals: row!.renewals + 1 };
+            row = { ...row!, renewals: row!.renewals + 1, carryLeaseMs: action.carryLeaseMs };
             return true;
           },
           (ok) => m.renewDone(local(x), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN),
@@ -266,10 +275,22 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
           "release",
           () => {
             if (!mine(x, action.epoch)) return false;
-            row = { ...row!, holder: "", renewals: row!.renewals + 1 };
+            row = { ...row!, holder: "", renewals: row!.renewals + 1, maxLeaseMs: action.maxLeaseMs, carryLeaseMs: action.carryLeaseMs, held: action.held };
             return true;
           },
           () => [],
+        );
+        return;
+      case "raise":
+        statement(
+          x,
+          "raise",
+          () => {
+            if (!mine(x, action.epoch)) return null;
+            row = { ...row!, maxLeaseMs: Math.max(row!.maxLeaseMs ?? 0, action.leaseMs) };
+            return row.maxLeaseMs;
+          },
+          (max) => m.raiseDone(local(x), action.epoch, max === undefined ? Outcome.FAILED : max === null ? Outcome.TAKEN : Outcome.OK, max ?? 0),
         );
         return;
       case "activate":

@@ -26,6 +26,7 @@
  * A lock's queue and the actions are the existing /v1 endpoints (a capped
  * view, and force-release and kick with the admin token as a bearer header).
  */
+import type { DelayView } from "../../core/delay.ts";
 import { SessionState } from "../../core/session.ts";
 import type { EngineView } from "../../core/engine.ts";
 import type { Histogram } from "../../core/stats.ts";
@@ -288,6 +289,8 @@ export interface BoardOptions {
   readonly role?: () => RoleView | undefined;
   /** Which shard of which map this server is: the `shard` of /readyz (default: no shards, generation 0). */
   readonly shard?: ShardView;
+  /** The lock-delay as it stands (the `lockDelay` of /readyz); omitted: none. */
+  readonly lockDelay?: () => DelayView | null;
 }
 
 export class Board {
@@ -433,6 +436,8 @@ export class Board {
         },
         role: snapshot.role,
         shard: this.options.shard ?? NO_SHARD,
+        // Read for each answer (not the snapshot's): the page counts it down.
+        lockDelay: this.options.lockDelay?.() ?? null,
       }),
     );
   }
