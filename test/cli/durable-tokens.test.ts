@@ -22,6 +22,8 @@ afterEach(() => {
 });
 
 const BLOCK = 3;
+/** The claims' lease: short, so that the lock-delay after a SIGKILL is short too (unheartbeated, it outlives each claim). */
+const LEASE = 300;
 
 function serve(dataDir: string): ChildServer {
   return ChildServer.spawn(
@@ -30,12 +32,16 @@ function serve(dataDir: string): ChildServer {
   );
 }
 
-/** Take and release a lock `count` times; the tokens granted. */
+/**
+ * Take and release a lock `count` times; the tokens granted. After an
+ * unclean stop the first claims wait out the lock-delay (0.8 x the 300 ms
+ * lease, plus margin): WAITING, then the ACQUIRED push.
+ */
 async function grants(port: number, count: number): Promise<bigint[]> {
   const tokens: bigint[] = [];
   for (let i = 0; i < count; i++) {
-    const peer = await WirePeer.claim(port, `lock-${i % 2}`, 60_000);
-    const frame = peer.frames[0]!;
+    const peer = await WirePeer.claim(port, `lock-${i % 2}`, LEASE);
+    const frame = peer.frames[0]!.type === FrameType.WAITING ? await peer.frame(1) : peer.frames[0]!;
     expect(frame.type).toBe(FrameType.ACQUIRED);
     tokens.push(frame.token!);
     peer.end();
