@@ -277,7 +277,7 @@ export const RUN_OPTIONS = {
   conflictExitCode: {
     flag: "--conflict-exit-code",
     default: "1",
-    help: "exit code when --try finds the lock held",
+    help: "exit code when --try finds the lock held or held back by a lock-delay",
     schema: count(0, 255),
   },
   owner: {

@@ -49,7 +49,7 @@ type Client struct {
 type Options struct {
 	Lease time.Duration // default 5 s; heartbeats go every ~Lease/4
 	Wait  time.Duration // > 0: give up waiting after this (WAIT_TIMEOUT); 0: no limit
-	Try   bool          // do not queue: LOCK_BUSY if held
+	Try   bool          // do not queue: LOCK_BUSY if held, LOCK_DELAYED if held back by a lock-delay
 	Owner string        // overrides the client's owner
 }
 

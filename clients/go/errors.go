@@ -7,7 +7,7 @@ import "fmt"
 // "server" (a server condition; later may work), "lock" (the lock rules
 // said no), "client" (the request is wrong, or the caller cancelled).
 type Error struct {
-	Code  string // LOCK_BUSY, WAIT_TIMEOUT, LOCK_LOST, SERVER_UNAVAILABLE, ABORTED, PROTOCOL_VIOLATION, or a server code name (KICKED, BAD_REQUEST, ...)
+	Code  string // LOCK_BUSY, LOCK_DELAYED, WAIT_TIMEOUT, LOCK_LOST, SERVER_UNAVAILABLE, ABORTED, PROTOCOL_VIOLATION, or a server code name (KICKED, BAD_REQUEST, ...)
 	Class string // "server", "lock", "client"
 	// Why the lock was lost (Code LOCK_LOST): "server-error", "closed", "unconfirmed", "protocol" (the server broke the protocol), "aborted", "released".
 	Why string
@@ -55,6 +55,11 @@ var (
 	ErrBadRequest        = &Error{Code: "BAD_REQUEST"}
 	// ErrWrongShard: the server serves another shard than this client's map says (the maps differ; fix the map, do not retry).
 	ErrWrongShard = &Error{Code: "WRONG_SHARD"}
+	// ErrLockDelayed: Try, and the server holds the name back by a lock-delay (it started
+	// serving after a failover or a restart, and a holder an earlier server granted may still
+	// believe it holds the lock). ServerMessage says how many ms remain; trying again after
+	// that can succeed. Class "lock"; not retried.
+	ErrLockDelayed = &Error{Code: "LOCK_DELAYED"}
 )
 
 // ClassOfCode maps an ERROR code to its class by the high nibble; classes

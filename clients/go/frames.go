@@ -31,6 +31,7 @@ const (
 	CodeForceReleased      = 0x11
 	CodeKicked             = 0x12
 	CodeLockBusy           = 0x13
+	CodeLockDelayed        = 0x14 // a TRY while the name is held back by a lock-delay (after a failover or restart)
 	CodeProtocolError      = 0x20
 	CodeBadRequest         = 0x21
 	CodeUnsupportedVersion = 0x22
@@ -40,7 +41,7 @@ const (
 
 var codeNames = map[byte]string{
 	CodeShuttingDown: "SHUTTING_DOWN", CodeOverloaded: "OVERLOADED", CodeLeaseExpired: "LEASE_EXPIRED",
-	CodeForceReleased: "FORCE_RELEASED", CodeKicked: "KICKED", CodeLockBusy: "LOCK_BUSY",
+	CodeForceReleased: "FORCE_RELEASED", CodeKicked: "KICKED", CodeLockBusy: "LOCK_BUSY", CodeLockDelayed: "LOCK_DELAYED",
 	CodeProtocolError: "PROTOCOL_ERROR", CodeBadRequest: "BAD_REQUEST", CodeUnsupportedVersion: "UNSUPPORTED_VERSION",
 	CodeIOTimeout: "IO_TIMEOUT", CodeWrongShard: "WRONG_SHARD",
 }

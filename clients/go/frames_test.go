@@ -52,6 +52,7 @@ func TestDecodeVectors(t *testing.T) {
 		{"82 01 00 00", Frame{Type: TypeWaiting, Flags: FlagReply}},
 		{"ff 00 00 0d 13 6c 6f 63 6b 20 69 73 20 68 65 6c 64", Frame{Type: TypeError, Code: CodeLockBusy, Message: "lock is held"}},
 		{"ff 00 00 0c 24 73 68 61 72 64 20 67 61 6d 6d 61", Frame{Type: TypeError, Code: CodeWrongShard, Message: "shard gamma"}},
+		{"ff 00 00 0b 14 6c 6f 63 6b 2d 64 65 6c 61 79", Frame{Type: TypeError, Code: CodeLockDelayed, Message: "lock-delay"}},
 		{"81 00 00 08 00 00 01 00 00 00 00 05", Frame{Type: TypeAcquired, Token: 1<<40 + 5}},
 	}
 	for _, c := range cases {

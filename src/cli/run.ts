@@ -20,6 +20,7 @@ import { DEFAULT_RECONNECT_MS, LockClient } from "../client/client.ts";
 import {
   LockAbortedError,
   LockBusyError,
+  LockDelayedError,
   LockError,
   LockLostError,
   LockRequestError,
@@ -67,7 +68,7 @@ Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
 ${aliases([
   ["-w DURATION", "same as --wait"],
-  ["-n, --try", "do not wait: exit at once if the lock is held"],
+  ["-n, --try", "do not wait: exit at once if the lock is held (or held back by a lock-delay)"],
   ["-E N", "same as --conflict-exit-code"],
   ["--tls", "connect with TLS, trusting the system CAs (implied by --tls-ca and --tls-cert)"],
   ["-h, --help", "this text"],
@@ -75,7 +76,8 @@ ${aliases([
 
 Exit status:
   COMMAND's own   COMMAND ran and exited (128+N if it died of signal N)
-  1               --try and the lock is held (change with -E)
+  1               --try and the lock is held, or held back by a lock-delay after
+                  a failover or restart of the server (change with -E)
   64              bad usage: options, lock name, owner, lease; or WRONG_SHARD:
                   the --server map is not the servers' map
   66              a file an option names (certificate, key) cannot be read
@@ -366,6 +368,10 @@ function claimFailed(error: unknown, conflictExitCode: number, interrupted: Node
     process.stderr.write(`lockd run: ${error.tls.what}: ${TLS_FIX[error.tls.kind]}\n`);
     return ExitCode.UNAVAILABLE;
   }
+  if (error instanceof LockDelayedError) {
+    process.stderr.write(`lockd run: ${delayedLine(error)}\n`);
+    return conflictExitCode;
+  }
   process.stderr.write(`lockd run: ${error.message}\n`);
   if (error instanceof LockBusyError) return conflictExitCode;
   if (error instanceof WaitTimeoutError) return error.unavailable === undefined ? ExitCode.TEMPFAIL : ExitCode.UNAVAILABLE;
@@ -377,6 +383,20 @@ function claimFailed(error: unknown, conflictExitCode: number, interrupted: Node
     return error.class === "lock" ? ExitCode.CLAIM_ENDED : ExitCode.USAGE;
   }
   return ExitCode.FAILURE;
+}
+
+/**
+ * `--try` on a name the server holds back by a lock-delay: what it is, how
+ * long the server says it still runs (the "N ms" of its message; the whole
+ * message when it has no such number), and that a later run can get it.
+ */
+export function delayedLine(error: LockDelayedError): string {
+  const remaining = /(\d+) ?ms\b/.exec(error.serverMessage);
+  const when =
+    remaining !== null
+      ? `no grant for another ${remaining[1]} ms, the server says: it can be retried then`
+      : `${error.serverMessage !== "" ? `the server says: ${error.serverMessage}; ` : ""}it can be retried later`;
+  return `lock ${JSON.stringify(error.lock)} is held back by a lock-delay after a failover or restart of the lock server (a holder an earlier server granted may still believe it holds it); ${when}`;
 }
 
 /** The flags that fix each TLS set-up problem. */

@@ -57,7 +57,10 @@ export interface AcquireOptions {
   readonly lease?: number;
   /** Give up waiting after this many ms (WaitTimeoutError). Default: wait as long as it takes. */
   readonly wait?: number;
-  /** Do not queue: reject with LockBusyError if the lock is held (protocol TRY). */
+  /**
+   * Do not queue: reject with LockBusyError if the lock is held (protocol TRY),
+   * or LockDelayedError if the server holds the name back by a lock-delay.
+   */
   readonly try?: boolean;
   /** Owner label shown to operators (default the client's, else "HOST/pid-PID"). */
   readonly owner?: string;
@@ -118,8 +121,9 @@ export class LockClient {
 
   /**
    * Claim `name` and resolve once the server grants it (ACQUIRED). Rejects
-   * with LockBusyError (`try`), WaitTimeoutError (`wait`), LockAbortedError
-   * (`signal`), ServerUnavailableError, or LockRequestError.
+   * with LockBusyError or LockDelayedError (`try`), WaitTimeoutError
+   * (`wait`), LockAbortedError (`signal`), ServerUnavailableError, or
+   * LockRequestError.
    *
    * @example
    * await using lock = await client.acquire("db/migrate", { lease: 5000, wait: 60_000 });

@@ -6,10 +6,10 @@
  *
  *     class "server": a server condition (shutting down, overloaded,
  *                     unreachable); trying again later may work.
- *     class "lock":   the lock rules said no (busy, wait timed out, lost).
+ *     class "lock":   the lock rules said no (busy, delayed, wait timed out, lost).
  *     class "client": the request itself is wrong, or the caller aborted.
  */
-import { ErrorClass, errorClassOf, errorCodeName } from "../protocol/constants.ts";
+import { ErrorClass, ErrorCode, errorClassOf, errorCodeName } from "../protocol/constants.ts";
 import { TlsSetupError, type TlsProblem } from "./tls-problem.ts";
 
 export type LockErrorClass = "server" | "lock" | "client";
@@ -57,6 +57,31 @@ export class LockBusyError extends LockError {
   readonly class = "lock";
   constructor(readonly lock: string, cause?: unknown) {
     super(`lock ${JSON.stringify(lock)} is held`, { cause });
+  }
+}
+
+/**
+ * `try` was set and the name is held back by a lock-delay (server ERROR
+ * LOCK_DELAYED): the server started serving after a failover or a restart,
+ * and a holder that an earlier server granted may still believe it holds
+ * the lock, so nobody is granted it until that belief has run out. Not
+ * "held" (LockBusyError): nobody may hold it, but nobody can be sure, and
+ * the delay ends by itself. The message carries the server's, which says how
+ * many ms remain; trying again after that can succeed.
+ */
+export class LockDelayedError extends LockError {
+  override readonly name = "LockDelayedError";
+  readonly code = "LOCK_DELAYED";
+  readonly class = "lock";
+  /** The ERROR code byte, ErrorCode.LOCK_DELAYED (0x14). */
+  readonly serverCode = ErrorCode.LOCK_DELAYED;
+  constructor(
+    readonly lock: string,
+    /** The server's message for humans (how long the delay still runs, in ms). */
+    readonly serverMessage: string,
+    cause?: unknown,
+  ) {
+    super(`lock ${JSON.stringify(lock)} is held back by a lock-delay${serverMessage ? `: ${serverMessage}` : ""}`, { cause });
   }
 }
 

@@ -11,6 +11,7 @@ export { DEFAULT_LEASE_MS, DEFAULT_RECONNECT_MS, DEFAULT_SERVER, LockClient, typ
 export {
   LockAbortedError,
   LockBusyError,
+  LockDelayedError,
   LockError,
   LockLostError,
   LockRequestError,

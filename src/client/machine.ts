@@ -45,7 +45,7 @@
  * close, or an unconfirmed deadline, for at most `reconnectMs` of
  * consecutive trouble (and never past `wait`). A held lock never does: it
  * is lost, and the caller decides whether to claim again. KICKED and the
- * other refusals end the claim.
+ * other refusals (LOCK_BUSY, LOCK_DELAYED to a TRY) end the claim.
  *
  * Addresses and pacing (failover): every failure moves on to the NEXT
  * address of the list. Within a round (addresses not yet tried since a
@@ -75,6 +75,7 @@ import { formatAddress, formatAddressList, type Address } from "../address.ts";
 import {
   LockAbortedError,
   LockBusyError,
+  LockDelayedError,
   LockLostError,
   LockRequestError,
   ServerErrorFrame,
@@ -390,12 +391,14 @@ export class ClaimMachine implements FrameSink {
     // Not held yet: a server condition (0x0_), or a lease that expired while
     // this process was stalled (nothing was held, so claiming again at the
     // tail is what the caller asked for), is retried within `reconnectMs`
-    // and `wait`. KICKED is an operator's decision: it is not retried.
+    // and `wait`. KICKED is an operator's decision: it is not retried; nor is
+    // LOCK_DELAYED, the answer to a TRY (the caller asked not to wait).
     if (errorClassOf(frame.code) === ErrorClass.SERVER || frame.code === ErrorCode.LEASE_EXPIRED) {
       this.trouble(this.now, error.message, error);
       return;
     }
     if (frame.code === ErrorCode.LOCK_BUSY) this.fail(new LockBusyError(name, error));
+    else if (frame.code === ErrorCode.LOCK_DELAYED) this.fail(new LockDelayedError(name, frame.message, error));
     else this.fail(new LockRequestError(error.codeName, `claim on lock ${JSON.stringify(name)} refused: ${error.message}`, error));
   }
 

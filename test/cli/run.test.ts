@@ -8,6 +8,10 @@ import { Wakeup } from "../helpers/events.ts";
 import { startServer } from "../helpers/wire.ts";
 import { alive } from "../helpers/pids.ts";
 import { freePort, freePorts } from "../helpers/ports.ts";
+import { FakeServer } from "../client/fake-server.ts";
+import { delayedLine } from "../../src/cli/run.ts";
+import { LockDelayedError } from "../../src/client/errors.ts";
+import { ErrorCode, FrameType, OPTION_TRY, WAITING_REPLY_FRAME, encodeError } from "../../src/protocol/index.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const MAIN = resolve(ROOT, "src/cli/main.ts");
@@ -170,6 +174,34 @@ test("a second run with --try exits with the busy code (1, or -E N); -w gives up
   holder.proc.kill("SIGTERM"); // forwarded: the child prints SIGTERM and exits 42
   await holder.line((l) => l === "SIGTERM");
   expect(await holder.exit()).toBe(42);
+});
+
+test("--try on a name held back by a lock-delay exits with the busy code (1, or -E N) and one line saying so, with the server's remaining time", async () => {
+  // A server inside a lock-delay (after a failover or restart): TRY gets LOCK_DELAYED, a claim without TRY would queue.
+  using server = new FakeServer((conn, frame) => {
+    if (frame.type === FrameType.ACQUIRE && (frame.body[1]! & OPTION_TRY) !== 0) {
+      conn.socket.end(encodeError(ErrorCode.LOCK_DELAYED, "lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another 1800 ms"));
+    } else {
+      conn.socket.write(WAITING_REPLY_FRAME);
+    }
+  });
+  const delayed = lockdRun(server.port, ["--try", "jobs/delayed", ...child("exit", "0")]);
+  expect(await delayed.exit()).toBe(1);
+  expect(delayed.lines).toEqual([]); // the command never ran
+  expect(delayed.stderr).toBe(
+    'lockd run: lock "jobs/delayed" is held back by a lock-delay after a failover or restart of the lock server (a holder an earlier server granted may still believe it holds it); no grant for another 1800 ms, the server says: it can be retried then\n',
+  );
+  const delayedE = lockdRun(server.port, ["-n", "-E", "3", "jobs/delayed", ...child("exit", "0")]);
+  expect(await delayedE.exit()).toBe(3);
+  expect(delayedE.lines).toEqual([]);
+  expect(server.conns).toHaveLength(2); // one claim each, not retried
+});
+
+test("the lock-delay line quotes a server message without a number of ms whole, and says retry later", () => {
+  const start = 'lock "x" is held back by a lock-delay after a failover or restart of the lock server (a holder an earlier server granted may still believe it holds it); ';
+  expect(delayedLine(new LockDelayedError("x", "lock-delay: wait a little"))).toBe(`${start}the server says: lock-delay: wait a little; it can be retried later`);
+  expect(delayedLine(new LockDelayedError("x", ""))).toBe(`${start}it can be retried later`);
+  expect(delayedLine(new LockDelayedError("x", "no grant for another 12345 ms"))).toBe(`${start}no grant for another 12345 ms, the server says: it can be retried then`);
 });
 
 test("a waiting run gets the lock when the holder's command ends", async () => {
@@ -525,6 +557,7 @@ test("--help documents every exit code", async () => {
   expect(help.exitCode).toBe(0);
   const text = help.stdout.toString();
   for (const code of ["1 ", "64", "69", "75", "76", "79", "127", "130"]) expect(text).toContain(`  ${code}`);
+  expect(text).toContain("held back by a lock-delay"); // 1 is also --try's exit for a lock-delay
   for (const flag of ["--lease", "--wait", "-w", "-n, --try", "-E", "--conflict-exit-code", "--owner", "--kill-after", "--server", "LOCKD_SERVER"]) {
     expect(text).toContain(flag);
   }

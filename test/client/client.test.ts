@@ -5,6 +5,8 @@ import {
   LockAbortedError,
   LockBusyError,
   LockClient,
+  LockDelayedError,
+  LockError,
   LockLostError,
   LockRequestError,
   ServerUnavailableError,
@@ -12,7 +14,7 @@ import {
   type Connector,
 } from "../../src/client/index.ts";
 import { connectBun } from "../../src/client/bun-transport.ts";
-import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
+import { ErrorCode, FrameType, OPTION_TRY, encodeError } from "../../src/protocol/index.ts";
 import { LockServer } from "../../src/server/index.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 import { FakeServer, aborted, eventually } from "./fake-server.ts";
@@ -393,4 +395,27 @@ test("a waiting claim that is KICKED is not retried: the operator's decision sta
   const error = await client.acquire("kicked", { lease: 2000 }).then(() => null, (e: unknown) => e as { code: string });
   expect(error?.code).toBe("KICKED");
   expect(server.conns.length).toBe(1);
+});
+
+test("a try answered with LOCK_DELAYED rejects with LockDelayedError, the server's message in it; the next address is not tried", async () => {
+  const message = "lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another 1800 ms";
+  using delayed = new FakeServer((conn, frame) => {
+    if (frame.type === FrameType.ACQUIRE) conn.socket.end(encodeError(ErrorCode.LOCK_DELAYED, message));
+  });
+  using next = new FakeServer((conn) => conn.socket.write(new Uint8Array([FrameType.ACQUIRED, 1, 0, 8, 0, 0, 0, 0, 0, 0, 0, 9])));
+  const client = new LockClient({ servers: `127.0.0.1:${delayed.port},127.0.0.1:${next.port}` });
+  const error = await client.acquire("c/delayed", { lease: 2000, try: true }).then(() => null, (e: unknown) => e);
+  expect(error).toBeInstanceOf(LockDelayedError);
+  expect(error).toBeInstanceOf(LockError);
+  const e = error as LockDelayedError;
+  expect([e.code, e.class, e.lock, e.serverMessage]).toEqual(["LOCK_DELAYED", "lock", "c/delayed", message]);
+  expect(e.message).toContain("no grant for another 1800 ms");
+  // The claim was a TRY (options bit 0), and it ended there: one connection, nothing at the next address.
+  expect(delayed.conns.map((c) => c.frames[0]!.body[1]! & OPTION_TRY)).toEqual([OPTION_TRY]);
+  expect(next.conns).toHaveLength(0);
+  // withLock: the same error, fn never runs.
+  let ran = false;
+  const viaWithLock = await client.withLock("c/delayed", () => (ran = true), { lease: 2000, try: true }).catch((x: unknown) => x);
+  expect(viaWithLock).toBeInstanceOf(LockDelayedError);
+  expect(ran).toBe(false);
 });

@@ -7,7 +7,7 @@
  * the shell and the kernel around it.)
  */
 import { describe, expect, test } from "bun:test";
-import { LockAbortedError, LockBusyError, LockLostError, LockRequestError, ServerUnavailableError, WaitTimeoutError } from "../../src/client/errors.ts";
+import { LockAbortedError, LockBusyError, LockDelayedError, LockError, LockLostError, LockRequestError, ServerUnavailableError, WaitTimeoutError } from "../../src/client/errors.ts";
 import { backoff, heartbeatInterval, nextAddressPause, smoothRtt } from "../../src/client/schedule.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { ManualClaim } from "./manual-claim.ts";
@@ -327,6 +327,31 @@ describe("before the grant", () => {
     const m = new ManualClaim().open();
     m.error(ErrorCode.LOCK_BUSY);
     expect((m.ending as { error: unknown }).error).toBeInstanceOf(LockBusyError);
+  });
+
+  test("LOCK_DELAYED for a try: LockDelayedError with the server's message, lock class, not retried on the next address", () => {
+    const message = "lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another 1200 ms";
+    const m = new ManualClaim({ addresses: [A, B], retryFirstConnect: true }).open();
+    m.error(ErrorCode.LOCK_DELAYED, message);
+    const error = (m.ending as { error: unknown }).error as LockDelayedError;
+    expect(error).toBeInstanceOf(LockDelayedError);
+    expect(error).toBeInstanceOf(LockError);
+    expect(error).not.toBeInstanceOf(LockBusyError);
+    expect([error.code, error.class, error.serverCode, error.lock, error.serverMessage]).toEqual(["LOCK_DELAYED", "lock", 0x14, "m/lock", message]);
+    expect(error.message).toBe(`lock "m/lock" is held back by a lock-delay: ${message}`);
+    expect(m.of("retry")).toEqual([]);
+    expect(m.of("connect")).toHaveLength(1);
+    // A server that says nothing more: the message still names the lock-delay.
+    const bare = new ManualClaim().open();
+    bare.error(ErrorCode.LOCK_DELAYED, "");
+    expect(((bare.ending as { error: unknown }).error as LockDelayedError).message).toBe(`lock "m/lock" is held back by a lock-delay`);
+  });
+
+  test("LOCK_DELAYED to a held lock (no server sends it there): lost, server-error, lock class", () => {
+    const m = held();
+    m.error(ErrorCode.LOCK_DELAYED, "lock-delay");
+    const lost = m.of("lost")[0]!.error;
+    expect([lost.why, lost.serverCode, lost.class]).toEqual(["server-error", 0x14, "lock"]);
   });
 
   test("before any server answered: each address once, no pauses, then unavailable; retryFirstConnect retries", () => {

@@ -183,10 +183,18 @@ const WRONG_SHARD = (() => {
   frame.set(msg, 5);
   return frame;
 })();
+/** What a server answers a TRY claim on a name held back by a lock-delay (after a failover or restart). */
+const LOCK_DELAYED = (() => {
+  const msg = new TextEncoder().encode("lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another 1800 ms");
+  const frame = new Uint8Array(5 + msg.length);
+  frame.set([0xff, 0x00, 0, 1 + msg.length, 0x14]);
+  frame.set(msg, 5);
+  return frame;
+})();
 const FAKE_TOKEN = 9;
 const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
 
-const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero"] as const;
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero", "lock-delayed"] as const;
 type FakeMode = (typeof FAKE_MODES)[number];
 
 /**
@@ -202,7 +210,9 @@ type FakeMode = (typeof FAKE_MODES)[number];
  * - late-grant: answers every frame with WAITING, and pushes ACQUIRED (token 9) on push();
  * - waiting-after-grant: grants token 9, answers every HEARTBEAT with WAITING (a broken server);
  * - waiting-then-close: answers the ACQUIRE with WAITING, then closes (an answer, then trouble);
- * - token-zero: answers the ACQUIRE with ACQUIRED token 0, which no server issues (a broken server).
+ * - token-zero: answers the ACQUIRE with ACQUIRED token 0, which no server issues (a broken server);
+ * - lock-delayed: a server inside a lock-delay: a TRY ACQUIRE gets ERROR LOCK_DELAYED (0x14) and the
+ *   close, an ACQUIRE without TRY gets WAITING (queued until the delay ends, which it never does here).
  */
 class FakeServer {
   readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
@@ -231,7 +241,7 @@ class FakeServer {
         data(socket, chunk: Uint8Array) {
           const { list, rest } = frames(concat(socket.data.buf, chunk));
           socket.data.buf = rest;
-          for (const _ of list) {
+          for (const frame of list) {
             const n = socket.data.frames++;
             switch (mode) {
               case "grant":
@@ -270,6 +280,14 @@ class FakeServer {
                 break;
               case "token-zero":
                 socket.write(new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0]));
+                break;
+              case "lock-delayed":
+                if (frame.type === 0x01 && (frame.body[1]! & 0x01) !== 0) {
+                  socket.write(LOCK_DELAYED);
+                  socket.end();
+                } else {
+                  socket.write(new Uint8Array([0x82, 0x01, 0, 0]));
+                }
                 break;
             }
             fake.answered++;
@@ -494,6 +512,9 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "expect error": {
           const e = await driver.until(outcome(id, "acquired", "error"), `${id} error ${step.code}`);
           expect({ event: e.event, code: e.code, class: e.class }, where).toEqual({ event: "error", code: step.code, class: step.class });
+          // Optional: the ERROR code the server sent, and a text the error's message carries (the server's).
+          if (step.serverCode !== undefined) expect(e.serverCode, where).toBe(step.serverCode);
+          if (step.messageIncludes !== undefined) expect(String(e.message), where).toContain(step.messageIncludes as string);
           break;
         }
         case "expect lost": {

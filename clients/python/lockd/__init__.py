@@ -17,6 +17,7 @@ from .client import DEFAULT_LEASE, DEFAULT_RECONNECT, DEFAULT_SERVER, Client, Lo
 from .errors import (
     LockAbortedError,
     LockBusyError,
+    LockDelayedError,
     LockError,
     LockLostError,
     LockRequestError,
@@ -29,7 +30,7 @@ from .schedule import base_interval, client_timeout, heartbeat_interval, smooth_
 
 __all__ = [
     "Client", "Lock", "parse_addresses", "DEFAULT_LEASE", "DEFAULT_RECONNECT", "DEFAULT_SERVER",
-    "LockError", "LockBusyError", "WaitTimeoutError", "LockLostError", "ServerUnavailableError", "LockRequestError", "LockAbortedError", "WrongShardError",
+    "LockError", "LockBusyError", "LockDelayedError", "WaitTimeoutError", "LockLostError", "ServerUnavailableError", "LockRequestError", "LockAbortedError", "WrongShardError",
     "ServerMap", "Shard", "parse_server_map", "place_index", "weight",
     "base_interval", "client_timeout", "heartbeat_interval", "smooth_rtt",
 ]

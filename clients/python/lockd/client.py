@@ -333,9 +333,10 @@ class Client:
         cancel: threading.Event | None = None,
     ) -> Lock:
         """Claim ``name``; return the Lock once granted. ``wait``: give up after this many
-        seconds (WaitTimeoutError); ``try_``: LockBusyError if held; ``cancel``: an Event
-        that aborts the wait (LockAbortedError); WrongShardError if the server serves
-        another shard than this client's map says."""
+        seconds (WaitTimeoutError); ``try_``: LockBusyError if held (LockDelayedError if
+        held back by a lock-delay); ``cancel``: an Event that aborts the wait
+        (LockAbortedError); WrongShardError if the server serves another shard than this
+        client's map says."""
         shard = self.map.shard_of(name)
         try:
             return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel)

@@ -21,6 +21,15 @@ class LockBusyError(LockError):
     error_class = "lock"
 
 
+class LockDelayedError(LockError):
+    """``try_=True`` and the server holds the name back by a lock-delay (ERROR LOCK_DELAYED, 0x14):
+    it started serving after a failover or a restart, and a holder an earlier server granted may
+    still believe it holds the lock. ``server_message`` (also in the text) says how many ms remain;
+    trying again after that can succeed. Not retried."""
+    code = "LOCK_DELAYED"
+    error_class = "lock"
+
+
 class WaitTimeoutError(LockError):
     """``wait`` passed before the grant."""
     code = "WAIT_TIMEOUT"
@@ -81,4 +90,7 @@ def server_error(lock: str, code: int, message: str) -> LockError:
     """The error for an ERROR frame that ended a claim before the grant."""
     if code == 0x13:
         return LockBusyError(f"lock {lock!r} is held", lock=lock, server_code=code, server_message=message)
+    if code == 0x14:
+        text = f"lock {lock!r} is held back by a lock-delay" + (f": {message}" if message else "")
+        return LockDelayedError(text, lock=lock, server_code=code, server_message=message)
     return LockRequestError(code_name(code), f"server sent ERROR {code_name(code)}: {message}", lock=lock, server_code=code, server_message=message)

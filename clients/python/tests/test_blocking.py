@@ -4,7 +4,7 @@ import socket
 import threading
 import unittest
 
-from lockd import Client, LockLostError, ServerUnavailableError
+from lockd import Client, LockBusyError, LockDelayedError, LockError, LockLostError, ServerUnavailableError
 
 
 def silent_after_grant():
@@ -33,6 +33,42 @@ def silent_after_grant():
 
     threading.Thread(target=serve, daemon=True).start()
     return listener, heartbeats
+
+
+def answers_every_acquire(answer: bytes):
+    """Answer each connection's ACQUIRE with ``answer`` and close; report each ACQUIRE's options byte (bit 0: TRY)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    options: queue.Queue = queue.Queue()
+
+    def serve_one(conn: socket.socket) -> None:
+        with conn:
+            buf = b""
+            while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[2:4], "big"):
+                try:
+                    chunk = conn.recv(4096)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                buf += chunk
+            options.put(buf[5])
+            conn.sendall(answer)
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, options
+
+
+def error_frame(code: int, message: str) -> bytes:
+    body = bytes([code]) + message.encode()
+    return bytes([0xFF, 0]) + len(body).to_bytes(2, "big") + body
 
 
 # Long enough that the first HEARTBEAT (at lease/4) goes out before the loss (at
@@ -66,6 +102,23 @@ class Blocking(unittest.TestCase):
         s.close()
         with self.assertRaises(ServerUnavailableError):
             Client(f"127.0.0.1:{port},127.0.0.1:{port}").acquire("x")
+
+    def test_lock_delayed_ends_a_try_claim_and_is_not_retried(self):
+        message = "lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another 1800 ms"
+        delayed, options = answers_every_acquire(error_frame(0x14, message))
+        self.addCleanup(delayed.close)
+        granting, _ = answers_every_acquire(bytes.fromhex("81 01 00 08 00 00 00 00 00 00 00 09"))
+        self.addCleanup(granting.close)
+        servers = f"127.0.0.1:{delayed.getsockname()[1]},127.0.0.1:{granting.getsockname()[1]}"
+        client = Client(servers, retry_first_connect=True)
+        with self.assertRaises(LockDelayedError) as caught:
+            client.acquire("jobs/delayed", lease=2, try_=True).release()  # a grant: it moved on to the next address
+        e = caught.exception
+        self.assertIsInstance(e, LockError)
+        self.assertNotIsInstance(e, LockBusyError)
+        self.assertEqual((e.code, e.error_class, e.server_code, e.server_message, e.lock), ("LOCK_DELAYED", "lock", 0x14, message, "jobs/delayed"))
+        self.assertIn("no grant for another 1800 ms", str(e))
+        self.assertEqual(options.get(timeout=5) & 0x01, 0x01, "the ACQUIRE was not a TRY")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The codec on the test vectors of docs/protocol.md sections 9 and 10, and the schedule's worked numbers."""
 import unittest
 
-from lockd.errors import LockBusyError, LockRequestError, server_error
+from lockd.errors import LockBusyError, LockDelayedError, LockError, LockRequestError, server_error
 from lockd.frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, Frame, ProtocolViolation, Reader, SpeaksHTTP, SpeaksTLS, class_of_code, encode_acquire
 from lockd.schedule import client_timeout, heartbeat_interval, smooth_rtt
 
@@ -29,6 +29,7 @@ class Vectors(unittest.TestCase):
             ("82 01 00 00", Frame(WAITING, 1)),
             ("ff 00 00 0d 13 6c 6f 63 6b 20 69 73 20 68 65 6c 64", Frame(ERROR, 0, code=0x13, message="lock is held")),
             ("ff 00 00 0c 24 73 68 61 72 64 20 67 61 6d 6d 61", Frame(ERROR, 0, code=0x24, message="shard gamma")),
+            ("ff 00 00 0b 14 6c 6f 63 6b 2d 64 65 6c 61 79", Frame(ERROR, 0, code=0x14, message="lock-delay")),
             ("81 00 00 08 00 00 01 00 00 00 00 05", Frame(ACQUIRED, 0, token=2**40 + 5)),
         ]
         for hexa, want in cases:
@@ -65,6 +66,13 @@ class Schedule(unittest.TestCase):
     def test_classes(self):
         self.assertEqual([class_of_code(c) for c in (0x01, 0x12, 0x21, 0x35)], ["server", "lock", "client", "client"])
         self.assertIsInstance(server_error("x", 0x13, "lock is held"), LockBusyError)
+        delayed = server_error("x", 0x14, "lock-delay: no grant for another 1800 ms")
+        self.assertIsInstance(delayed, LockDelayedError)
+        self.assertIsInstance(delayed, LockError)
+        self.assertNotIsInstance(delayed, LockBusyError)
+        self.assertEqual((delayed.code, delayed.error_class, delayed.server_code, delayed.server_message), ("LOCK_DELAYED", "lock", 0x14, "lock-delay: no grant for another 1800 ms"))
+        self.assertEqual(str(delayed), "lock 'x' is held back by a lock-delay: lock-delay: no grant for another 1800 ms")
+        self.assertEqual(str(server_error("x", 0x14, "")), "lock 'x' is held back by a lock-delay")
         kicked = server_error("x", 0x12, "removed")
         self.assertIsInstance(kicked, LockRequestError)
         self.assertEqual((kicked.code, kicked.error_class), ("KICKED", "lock"))
