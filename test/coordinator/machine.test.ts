@@ -322,3 +322,90 @@ test("the machine has no clock: every time is an argument", async () => {
   const code = source.replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "");
   expect(code).not.toMatch(/Date\b|performance\.now|setTimeout|setInterval|Bun\.nanoseconds|process\.hrtime/);
 });
+
+describe("the lock-delay of a new term", () => {
+  /** A standby that watched `watched` unchanged for a lease and took over; the takeover answered `taken`. */
+  function takeOver(watched: CoordinatorRow, taken: CoordinatorRow, at = 0): { m: Coordinator; activate: Extract<CoordinatorAction, { type: "activate" }> } {
+    const m = new Coordinator({ leaseMs: LEASE, block: BLOCK });
+    m.start(at);
+    m.readDone(at, watched);
+    if (watched.holder !== "") expect(types(m.tick(at + LEASE))).toEqual(["takeover"]);
+    const actions = m.takeoverDone(at + (watched.holder === "" ? 1 : LEASE + 1), taken);
+    const activate = actions.find((a) => a.type === "activate") as Extract<CoordinatorAction, { type: "activate" }>;
+    return { m, activate };
+  }
+
+  test("after an expired row: every name waits 0.8 x the largest lease less the 0.2 x lease the takeover already waited, plus 2 %", () => {
+    const watched = { ...row(3, 7, "other"), maxLeaseMs: 20_000 };
+    // The takeover folds the old maximum into the carried lease (coordinator-store.ts).
+    const { activate } = takeOver(watched, { ...row(4, 0, "me"), maxLeaseMs: LEASE / 4, carryLeaseMs: 20_000 });
+    expect(activate.delay).toEqual({ everyNameMs: Math.ceil(0.8 * 20_000 - 0.2 * LEASE + 0.02 * 20_000), names: [], unknown: false });
+    expect(activate.maxLeaseMs).toBe(LEASE / 4);
+  });
+
+  test("client leases up to a quarter of the coordinator lease cost a takeover nothing", () => {
+    const { activate } = takeOver({ ...row(3, 7, "other"), maxLeaseMs: LEASE / 4 }, { ...row(4, 0, "me"), carryLeaseMs: LEASE / 4 });
+    expect(activate.delay.everyNameMs).toBe(0);
+  });
+
+  test("a row that went back (lost commits) does not shorten the delay: the largest lease any read of the epoch showed counts", () => {
+    const m = new Coordinator({ leaseMs: LEASE, block: BLOCK });
+    m.start(0);
+    m.readDone(0, { ...row(3, 7, "other"), maxLeaseMs: 30_000 });
+    m.tick(LEASE / 4);
+    m.readDone(LEASE / 4, { ...row(3, 7, "other"), maxLeaseMs: 5_000 }); // the same values, a lower lease: a replica behind
+    expect(types(m.tick(LEASE))).toEqual(["takeover"]);
+    const activate = m.takeoverDone(LEASE + 1, { ...row(4, 0, "me"), carryLeaseMs: 5_000 }).find((a) => a.type === "activate")!;
+    expect((activate as { delay: { everyNameMs: number } }).delay.everyNameMs).toBe(Math.ceil(0.8 * 30_000 - 0.2 * LEASE + 0.02 * 30_000));
+  });
+
+  test("after a clean stop: only the published names wait, each 0.82 x its holder's lease; what the stopped term still carried, every name", () => {
+    const released = { ...row(5, 9, ""), held: [["a", 10_000], ["b", 1000]] as [string, number][], maxLeaseMs: 10_000, carryLeaseMs: 0 };
+    const { activate } = takeOver(released, { ...row(6, 0, "me"), carryLeaseMs: 10_000 });
+    expect(activate.why).toBe("released");
+    expect(activate.delay).toEqual({ everyNameMs: 0, names: [["a", 8200], ["b", 820]], unknown: false });
+    const carried = takeOver({ ...released, carryLeaseMs: 4000 }, { ...row(6, 0, "me"), carryLeaseMs: 10_000 }).activate;
+    expect(carried.delay.everyNameMs).toBe(Math.ceil(0.82 * 4000));
+    const tooMany = takeOver({ ...released, held: "*" }, { ...row(6, 0, "me"), carryLeaseMs: 10_000 }).activate;
+    expect(tooMany.delay.everyNameMs).toBe(8200);
+  });
+
+  test("a row that records no largest lease (an older lockd's) is flagged unknown", () => {
+    const { activate } = takeOver({ ...row(3, 7, "other"), maxLeaseMs: null }, { ...row(4, 0, "me"), carryLeaseMs: 0 });
+    expect(activate.delay).toMatchObject({ everyNameMs: 0, unknown: true });
+  });
+
+  test("renewals carry the earlier epochs' lease until the term's wait is over, then 0; the release publishes the held names and the carry", () => {
+    const { m } = takeOver({ ...row(3, 7, "other"), maxLeaseMs: 20_000 }, { ...row(4, 0, "me"), carryLeaseMs: 20_000 });
+    const start = LEASE + 1;
+    const wait = Math.ceil(0.8 * 20_000 - 0.2 * LEASE + 0.02 * 20_000);
+    const renew = m.tick(start + LEASE / 4).find((a) => a.type === "renew") as { carryLeaseMs: number; sentAt: number };
+    expect(renew.carryLeaseMs).toBe(20_000);
+    expect(m.stop(start + LEASE / 4 + 1, [["x", 900]])).toEqual([{ type: "release", epoch: 4, held: [["x", 900]], maxLeaseMs: 900, carryLeaseMs: 20_000 }]);
+    // Another term, renewing past its wait: nothing carried.
+    const other = takeOver({ ...row(3, 7, "other"), maxLeaseMs: 20_000 }, { ...row(4, 0, "me"), carryLeaseMs: 20_000 }).m;
+    let t = start;
+    let last: { carryLeaseMs: number } | undefined;
+    while (t < start + wait + LEASE) {
+      t += LEASE / 4;
+      const r = other.tick(t).find((a) => a.type === "renew") as { carryLeaseMs: number; sentAt: number } | undefined;
+      if (r !== undefined) {
+        other.renewDone(t, 4, r.sentAt, Outcome.OK);
+        last = r;
+        if (t < start + wait) expect(r.carryLeaseMs).toBe(20_000);
+      }
+    }
+    expect(last!.carryLeaseMs).toBe(0);
+  });
+
+  test("raise: a statement of this term; TAKEN steps down, OK records the durable value, an answer of another term is ignored", () => {
+    const m = active(0);
+    expect(m.raise(30_000)).toEqual([{ type: "raise", epoch: 2, leaseMs: 30_000 }]);
+    expect(m.raiseDone(5, 1, Outcome.OK, 30_000)).toEqual([]);
+    expect(m.durableMaxLeaseMs).toBe(LEASE / 4);
+    m.raiseDone(5, 2, Outcome.OK, 30_720);
+    expect(m.durableMaxLeaseMs).toBe(30_720);
+    expect(types(m.raiseDone(6, 2, Outcome.TAKEN))).toEqual(["stepDown"]);
+    expect(m.raise(40_000)).toEqual([]); // a standby raises nothing
+  });
+});
