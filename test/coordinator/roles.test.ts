@@ -10,6 +10,8 @@ import { activeHolder, type HolderMap, ownMapOf, releasedHolder } from "../../sr
 import { Roles } from "../../src/server/roles.ts";
 import { LockServer } from "../../src/server/server.ts";
 import { MemoryRow, MemoryStore } from "./memory-store.ts";
+import { FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
+import { WirePeer } from "../helpers/wire.ts";
 
 // 2 s: both roles run in this process on real timers, and an active that confirms no
 // renewal for 0.8 x lease steps down; with 1 s, a stall of ~550 ms of this process (a
@@ -174,5 +176,45 @@ test("lockd's coordinator code reads only the monotonic clock", async () => {
     const source = await Bun.file(new URL(`../../src/server/${file}`, import.meta.url)).text();
     const code = source.replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "");
     expect({ file, wall: /\bDate\b|hrtime|Bun\.nanoseconds/.test(code) }).toEqual({ file, wall: false });
+  }
+});
+
+test("a grant whose lease the row does not cover yet is answered only after the raise landed (made durable before the grant)", async () => {
+  const shared = new MemoryRow();
+  const lines: string[] = [];
+  const raised: number[] = [];
+  let listening!: () => void;
+  const active = new Promise<void>((resolve) => (listening = resolve));
+  const r = new Roles({
+    onRole: (role) => role === "active" && listening(),
+    store: new MemoryStore(shared, "a", LEASE, 1000),
+    service: "svc",
+    instance: "a",
+    leaseMs: LEASE,
+    block: 1000,
+    ioTimeoutMs: 5000,
+    log: new Logger("info", (line) => lines.push(line)),
+    listen: (tokens, guard, delay) => new LockServer({ hostname: "127.0.0.1", port: 0, ioTimeoutMs: 5000, tokens, grantGuard: guard, delay }),
+  });
+  shared.onStatement = (name) => {
+    if (name === "raise") raised.push(shared.row!.maxLeaseMs!);
+  };
+  r.start();
+  await r.started;
+  try {
+    await active; // listening, and the server set
+    const covered = await WirePeer.claim(r.server!.port, "small", LEASE / 4);
+    expect(covered.frames[0]!.type).toBe(FrameType.ACQUIRED);
+    expect(raised).toEqual([]); // a quarter of the coordinator lease is covered from the takeover on
+    const peer = await WirePeer.claim(r.server!.port, "big", 20_000);
+    const frame = peer.frames[0]!;
+    expect(frame).toMatchObject({ type: FrameType.ACQUIRED, flags: FLAG_REPLY });
+    // By the time the reply was written, the row held a largest lease covering it.
+    expect(raised).toHaveLength(1);
+    expect(raised[0]!).toBeGreaterThanOrEqual(20_000);
+    covered.end();
+    peer.end();
+  } finally {
+    await r.stop();
   }
 });
