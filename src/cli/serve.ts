@@ -41,7 +41,11 @@ Admin endpoints (force-release, kick) need a token: without one they answer
 on the same level (two flags, or two variables) is an error.
 
 The data directory holds the fencing-token floor: keep it across restarts
-(tokens continue above it). A running server holds it exclusively (a lock
+(tokens continue above it). It also records the largest lease granted and,
+at a clean stop, the names held: after a restart, no name is granted while
+a holder of the last run may still believe it holds it (the lock-delay:
+every name for 0.82 x the largest lease after a crash, only the names held
+at a clean stop after one). --max-lease bounds it. A running server holds it exclusively (a lock
 the kernel drops when the process dies): a second server on the same
 directory exits with 75. See docs/operations.md.
 
@@ -52,8 +56,8 @@ and standbys of --service: a standby has no lock listener (its /readyz is
 data directory. See docs/operations.md, "Running two or three instances".
 
 Exit codes: 0 stopped cleanly; 64 bad options (or a --coordinator URL that
-is not PostgreSQL); 65 the token floor is corrupt, or the coordinator's
-tables are another schema version; 66 a certificate or key file cannot be
+is not PostgreSQL); 65 the token floor or the lease record is corrupt, or
+the coordinator's tables are another schema version; 66 a certificate or key file cannot be
 read; 69 cannot listen, or the coordinator cannot be reached or refuses the login;
 70 stopped by a second signal; 73 the data directory cannot be created or
 written (a file in the way, no permission, read-only); 74 the token floor
