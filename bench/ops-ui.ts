@@ -31,9 +31,9 @@ import type { Socket } from "bun";
 import { Engine, SessionState, type Transport } from "../src/core/index.ts";
 import { FrameType, encodeAcquire } from "../src/protocol/index.ts";
 import { Logger } from "../src/log.ts";
-import { AdminAuth } from "../src/server/admin.ts";
+import { AdminAuth } from "../src/ops/admin.ts";
 import type { Conn } from "../src/server/conn.ts";
-import { OpsServer } from "../src/server/ops.ts";
+import { OpsServer } from "../src/ops/server.ts";
 import { pct, sorted, table } from "./lib/stats.ts";
 
 function arg(name: string, fallback: number): number {

@@ -1,5 +1,5 @@
 /**
- * bench:shards: how evenly the placement (src/shard.ts) spreads lock names
+ * bench:shards: how evenly the placement (src/shard/placement.ts) spreads lock names
  * over 2, 4, 8 and 16 shards, and how many move when one shard is added.
  * Counts, not timings: the figures are the same on any machine.
  *
@@ -13,7 +13,7 @@
  * SHA-256 weight, weightBytes); the shard among the first N is the largest
  * of the first N weights, so every N and N+1 come from the same weights.
  */
-import { Placement, weightBytes } from "../src/shard.ts";
+import { Placement, weightBytes } from "../src/shard/placement.ts";
 import { HEADER_LENGTH } from "../src/protocol/constants.ts";
 import { decodeAcquire, encodeAcquire } from "../src/protocol/frames.ts";
 

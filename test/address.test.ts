@@ -1,9 +1,9 @@
 // One grammar for every address a user types: the library's `servers`,
 // lockd run --server, status/admin --ops, serve --listen, and LOCKD_* variables.
 import { describe, expect, test } from "bun:test";
-import { AddressError, formatAddress, parseAddress, parseAddressList } from "../src/address.ts";
+import { AddressError, formatAddress, parseAddress, parseAddressList } from "../src/net/address.ts";
 import { parseOptions } from "../src/cli/options/argv.ts";
-import { ADMIN_OPTIONS, RUN_OPTIONS, SERVE_OPTIONS, STATUS_OPTIONS } from "../src/config.ts";
+import { ADMIN_OPTIONS, RUN_OPTIONS, SERVE_OPTIONS, STATUS_OPTIONS } from "../src/cli/config.ts";
 import { LockClient } from "../src/client/index.ts";
 
 function problem(run: () => unknown): string {

@@ -94,7 +94,7 @@ test("the compiled binary serves, hands over, runs, reports and stops cleanly", 
       const page = await fetch(`http://${ops}${path}`, { signal: AbortSignal.timeout(10_000) });
       expect(page.status).toBe(200);
       expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
-      expect(await page.text()).toBe(readFileSync(join(ROOT, "src/server/ui", file), "utf8"));
+      expect(await page.text()).toBe(readFileSync(join(ROOT, "src/ops/ui", file), "utf8"));
     }
     expect(start.ui).toBe(`http://${ops}/ui`);
 

@@ -7,9 +7,9 @@
 import { Logger } from "../../src/log.ts";
 import { CLOSED_BY_PEER } from "../../src/core/session.ts";
 import { ErrorCode } from "../../src/protocol/index.ts";
-import { AdminAuth } from "../../src/server/admin.ts";
+import { AdminAuth } from "../../src/ops/admin.ts";
 import { LockServer } from "../../src/server/index.ts";
-import { OpsServer } from "../../src/server/ops.ts";
+import { OpsServer } from "../../src/ops/server.ts";
 import { BENCH_ADMIN_TOKEN } from "./admin-token.ts";
 import { ready, serveRequests } from "./child.ts";
 

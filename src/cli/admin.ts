@@ -2,14 +2,14 @@
 import { readOptionFile } from "./files.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { ADMIN_OPTIONS } from "../config.ts";
+import { ADMIN_OPTIONS } from "./config.ts";
 import { resolveAdminToken } from "./secrets.ts";
-import type { HolderView, WaiterView } from "../server/views.ts";
+import type { HolderView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 import { errorMessage, expectOk, humanMs, isNotActive, lockQuery, opsRequest, withoutStandbys } from "./ops-client.ts";
-import type { Address, ServerMap } from "../address.ts";
-import { placementOf } from "../shard.ts";
+import type { Address, ServerMap } from "../net/address.ts";
+import { placementOf } from "../shard/placement.ts";
 
 const COMMON = `Options (flag, then environment, then default):
 ${optionsHelp(ADMIN_OPTIONS)}

@@ -3,19 +3,19 @@
  * admin token), the instance id, and the store opened and checked before
  * anything listens. Every problem is one line and an exit code.
  */
-import { formatAddress } from "../address.ts";
+import { formatAddress } from "../net/address.ts";
 import { hostname } from "node:os";
 import { ConfigError, type OptionSource, type Options } from "./options/argv.ts";
-import type { SERVE_OPTIONS } from "../config.ts";
+import type { SERVE_OPTIONS } from "./config.ts";
 import { type CoordinatorFlags, type ReadFile, resolveCoordinatorSource } from "./secrets.ts";
 import type { Logger } from "../log.ts";
-import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../server/coordinator-store.ts";
+import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../failover/store.ts";
 import { Daemon } from "../server/daemon.ts";
 import type { openFileLimit } from "../server/limits.ts";
 import type { ServerTls } from "../server/server.ts";
-import { NO_SHARDS, type ShardSettings } from "../shard-guard.ts";
-import { activeHolder, type HolderMap, holderMapOf, MAX_ADVERTISED_OPS, ownMapOf, releasedHolder } from "../server/coordinator-map.ts";
-import { readFloor, TokenStoreError } from "../server/tokens-file.ts";
+import { NO_SHARDS, type ShardSettings } from "../shard/guard.ts";
+import { activeHolder, type HolderMap, holderMapOf, MAX_ADVERTISED_OPS, ownMapOf, releasedHolder } from "../failover/holder.ts";
+import { readFloor, TokenStoreError } from "../tokens/file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
@@ -112,7 +112,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     process.stderr.write(`lockd serve: ${error.message}\n`);
     return ExitCode.DATA_ERROR;
   }
-  // The active names its ops address in the row (coordinator-map.ts advertisedOps), which keeps room for the instance id and map.
+  // The active names its ops address in the row (failover/holder.ts advertisedOps), which keeps room for the instance id and map.
   const advertiseOps = options.advertiseOps === undefined ? undefined : formatAddress(options.advertiseOps);
   if (advertiseOps !== undefined && advertiseOps.length > MAX_ADVERTISED_OPS) {
     process.stderr.write(`lockd serve: --advertise-ops: ${JSON.stringify(advertiseOps)} is longer than ${MAX_ADVERTISED_OPS} characters (the coordinator row keeps room for the instance id and shard map): give a shorter name or an IP address\n`);

@@ -1,9 +1,9 @@
 /** `lockd floor`: show or raise the fencing-token floor in a data directory (the server must be stopped). */
-import { FLOOR_OPTIONS } from "../config.ts";
+import { FLOOR_OPTIONS } from "./config.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { DirLock } from "../server/dir-lock.ts";
-import { TokenStoreError, lockDataDir, readFloor, writeFloor } from "../server/tokens-file.ts";
+import { DirLock } from "../tokens/dir-lock.ts";
+import { TokenStoreError, lockDataDir, readFloor, writeFloor } from "../tokens/file.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 

@@ -3,9 +3,9 @@
  * answer, and the failures mapped to exit codes (unreachable 69, refused
  * token 77, nothing to do 1).
  */
-import { formatAddress } from "../address.ts";
+import { formatAddress } from "../net/address.ts";
 import { tlsConnectProblem } from "../client/tls-problem.ts";
-import type { Address as HostPort } from "../address.ts";
+import type { Address as HostPort } from "../net/address.ts";
 import { CliError } from "./errors.ts";
 import { ExitCode } from "./exit.ts";
 

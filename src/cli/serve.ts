@@ -1,17 +1,17 @@
 /** `lockd serve`: run the lock server and its ops server until SIGINT or SIGTERM. */
-import { formatAddress } from "../address.ts";
+import { formatAddress } from "../net/address.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { SERVE_OPTIONS } from "../config.ts";
+import { SERVE_OPTIONS } from "./config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import { Daemon, type DaemonOptions, ListenError } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
-import { FileTokens, TokenStoreError } from "../server/tokens-file.ts";
-import { LeasesFile } from "../server/leases-file.ts";
+import { FileTokens, TokenStoreError } from "../tokens/file.ts";
+import { LeasesFile } from "../tokens/leases.ts";
 import { type CoordinatedServe, resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
-import { AddressError } from "../address.ts";
-import { shardSettings, type ShardSettings } from "../shard-guard.ts";
+import { AddressError } from "../net/address.ts";
+import { shardSettings, type ShardSettings } from "../shard/guard.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";

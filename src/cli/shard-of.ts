@@ -1,9 +1,9 @@
 /** `lockd shard-of NAME...`: the shard each lock name belongs to in a server map, for scripts. */
-import { formatAddressList } from "../address.ts";
-import { RUN_OPTIONS } from "../config.ts";
+import { formatAddressList } from "../net/address.ts";
+import { RUN_OPTIONS } from "./config.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { placementOf } from "../shard.ts";
+import { placementOf } from "../shard/placement.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 

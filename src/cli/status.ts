@@ -2,15 +2,15 @@
 import { readOptionFile } from "./files.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { STATUS_OPTIONS } from "../config.ts";
-import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../server/views.ts";
+import { STATUS_OPTIONS } from "./config.ts";
+import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 import { expectOk, humanMs, isNotActive, lockQuery, type OpsAnswer, opsRequest, OpsUnreachable } from "./ops-client.ts";
-import { hostOf, isLoopbackHost } from "../server/coordinator-map.ts";
-import { type Address, formatAddress } from "../address.ts";
-import { describeShards, Placement, placementOf } from "../shard.ts";
-import { NO_SHARDS } from "../shard-guard.ts";
+import { hostOf, isLoopbackHost } from "../failover/holder.ts";
+import { type Address, formatAddress } from "../net/address.ts";
+import { describeShards, Placement, placementOf } from "../shard/placement.ts";
+import { NO_SHARDS } from "../shard/guard.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 

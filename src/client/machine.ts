@@ -71,7 +71,7 @@ import {
   errorClassOf,
   type FrameSink,
 } from "../protocol/index.ts";
-import { formatAddress, formatAddressList, type Address } from "../address.ts";
+import { formatAddress, formatAddressList, type Address } from "../net/address.ts";
 import {
   LockAbortedError,
   LockBusyError,

@@ -8,7 +8,7 @@
  * order; it must never drop the tail of a short write.
  */
 
-import type { Address } from "../address.ts";
+import type { Address } from "../net/address.ts";
 export type { Address };
 
 /** TLS for the lock connection: `true` for system CAs, or the usual knobs. */
@@ -43,5 +43,5 @@ export interface Transport {
 /** Opens a connection; rejects if it cannot be established. */
 export type Connector = (address: Address, tls: TlsSettings | undefined, events: TransportEvents) => Promise<Transport>;
 
-/** One address or a list of them: the grammar every lockd command shares (src/address.ts). */
-export { AddressError, formatAddress, parseAddress, parseAddressList } from "../address.ts";
+/** One address or a list of them: the grammar every lockd command shares (src/net/address.ts). */
+export { AddressError, formatAddress, parseAddress, parseAddressList } from "../net/address.ts";

@@ -87,7 +87,7 @@ export interface EngineOptions {
    */
   readonly grantGuard?: GrantGuard;
   /**
-   * The shard guard (src/shard-guard.ts): called with the name of every
+   * The shard guard (src/shard/guard.ts): called with the name of every
    * well-formed ACQUIRE before the lock rules see it; returns the ERROR
    * WRONG_SHARD frame that ends the session when the name belongs to
    * another shard, else null. Must be pure (no I/O, no clock).

@@ -21,34 +21,34 @@
  * Tests drive the same sequence in-process through `shutdown()`.
  *
  * The lock-delay (core/delay.ts): a single server with a data directory
- * gets it from the last run's lease record (leases-file.ts), and a clean
+ * gets it from the last run's lease record (tokens/leases.ts), and a clean
  * stop publishes the names held at its moment there; with a coordinator,
  * each term gets its own from the role layer.
  *
  * With `coordinator` (lockd serve --coordinator) the lock listener belongs
- * to the role layer (roles.ts): it exists only while this instance is the
+ * to the role layer (failover/shell.ts): it exists only while this instance is the
  * active of its service, step 2 is the role layer's stop (which also
  * releases the coordinator row), and readiness means "active".
  */
-import { type Address, formatAddress } from "../address.ts";
+import { type Address, formatAddress } from "../net/address.ts";
 import { type DelayView, type LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
 import type { GrantGuard } from "../core/engine.ts";
 import { CLOSED_BY_PEER, type Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
 import { type Logger, RateLimit } from "../log.ts";
-import { AdminAuth } from "./admin.ts";
+import { AdminAuth } from "../ops/admin.ts";
 import type { Conn } from "./conn.ts";
-import { type OpsLimits, OpsServer } from "./ops.ts";
-import { Roles, type RolesOptions } from "./roles.ts";
-import { advertisedOps, isLoopbackHost } from "./coordinator-map.ts";
+import { type OpsLimits, OpsServer } from "../ops/server.ts";
+import { Roles, type RolesOptions } from "../failover/shell.ts";
+import { advertisedOps, isLoopbackHost } from "../failover/holder.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
-import { shardGuard, type ShardSettings } from "../shard-guard.ts";
-import { tokensInGeneration } from "../shard-tokens.ts";
+import { shardGuard, type ShardSettings } from "../shard/guard.ts";
+import { tokensInGeneration } from "../shard/tokens.ts";
 import { MemoryTokens } from "../core/tokens.ts";
-import type { FileTokens } from "./tokens-file.ts";
-import type { LeasesFile } from "./leases-file.ts";
-import { remoteOf } from "./views.ts";
+import type { FileTokens } from "../tokens/file.ts";
+import type { LeasesFile } from "../tokens/leases.ts";
+import { remoteOf } from "../ops/views.ts";
 
 export interface DaemonOptions {
   readonly listen: Address;
@@ -74,7 +74,7 @@ export interface DaemonOptions {
   /** Connection limit, idle timeout and /metrics reuse of the ops server (defaults: DEFAULT_OPS_LIMITS). */
   readonly opsLimits?: Partial<OpsLimits>;
   /**
-   * Run as one instance of a coordinated service (roles.ts): no lock
+   * Run as one instance of a coordinated service (failover/shell.ts): no lock
    * listener until this instance is active; tokens from the coordinator.
    */
   readonly coordinator?: Omit<RolesOptions, "listen" | "log" | "ioTimeoutMs">;
@@ -82,10 +82,10 @@ export interface DaemonOptions {
    * With `coordinator`: the ops address (HOST:PORT) this instance names in
    * the row while active, for its standbys to show (--advertise-ops).
    * Omitted: the ops server's bound address, unless it is a wildcard
-   * (coordinator-map.ts advertisedOps).
+   * (failover/holder.ts advertisedOps).
    */
   readonly advertiseOps?: string;
-  /** This server's shard of a map, and the generation tokens carry (src/shard-guard.ts). Omitted: no shards, generation 0. */
+  /** This server's shard of a map, and the generation tokens carry (src/shard/guard.ts). Omitted: no shards, generation 0. */
   readonly shards?: ShardSettings;
   /**
    * The first stop signal repeated within this many ms (monotonic clock) is

@@ -9,7 +9,7 @@ import { expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeFloor } from "../../src/server/tokens-file.ts";
+import { writeFloor } from "../../src/tokens/file.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { freePort, Postgres, suitePostgres } from "../coordinator/pg.ts";
 

@@ -3,7 +3,7 @@
 import { expect, test } from "bun:test";
 import { resolveCoordinatorUrl } from "../../src/cli/coordinator.ts";
 import { ConfigError, parseOptions } from "../../src/cli/options/argv.ts";
-import { SERVE_OPTIONS } from "../../src/config.ts";
+import { SERVE_OPTIONS } from "../../src/cli/config.ts";
 import { runCli } from "../fixtures/ops-child.ts";
 
 const files: Record<string, string> = { "/run/url": "postgres://lockd:pw@db/lockd\n", "/run/two-lines": "postgres://a\npostgres://b\n" };

@@ -6,7 +6,7 @@ import { afterEach, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readFloor } from "../../src/server/tokens-file.ts";
+import { readFloor } from "../../src/tokens/file.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");

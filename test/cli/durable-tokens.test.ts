@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FrameType } from "../../src/protocol/index.ts";
-import { readFloor } from "../../src/server/tokens-file.ts";
+import { readFloor } from "../../src/tokens/file.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
 

@@ -7,7 +7,7 @@ import { SERVE_HELP } from "../../src/cli/serve.ts";
 import { STATUS_HELP } from "../../src/cli/status.ts";
 import { placeholderOf } from "../../src/cli/options/values.ts";
 import { parseOptions, type OptionTable } from "../../src/cli/options/argv.ts";
-import { ADMIN_OPTIONS, RUN_OPTIONS, SERVE_OPTIONS, STATUS_OPTIONS } from "../../src/config.ts";
+import { ADMIN_OPTIONS, RUN_OPTIONS, SERVE_OPTIONS, STATUS_OPTIONS } from "../../src/cli/config.ts";
 
 const HELPS = { SERVE_HELP, RUN_HELP, STATUS_HELP, KICK_HELP, FORCE_RELEASE_HELP, FLOOR_HELP };
 

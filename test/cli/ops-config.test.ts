@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, parseOptions } from "../../src/cli/options/argv.ts";
-import { ADMIN_OPTIONS, SERVE_OPTIONS, STATUS_OPTIONS } from "../../src/config.ts";
+import { ADMIN_OPTIONS, SERVE_OPTIONS, STATUS_OPTIONS } from "../../src/cli/config.ts";
 import { SERVE_HELP } from "../../src/cli/serve.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 

@@ -14,10 +14,10 @@
 import { afterEach, expect, test } from "bun:test";
 import { CliError } from "../../src/cli/errors.ts";
 import { status } from "../../src/cli/status.ts";
-import type { ShardView } from "../../src/server/views.ts";
-import { activeHolder, holderMapOf, ownMapOf, takeoverRefusal } from "../../src/server/coordinator-map.ts";
-import { NO_SHARDS as NO_SHARD_SETTINGS } from "../../src/shard-guard.ts";
-import { Placement } from "../../src/shard.ts";
+import type { ShardView } from "../../src/ops/views.ts";
+import { activeHolder, holderMapOf, ownMapOf, takeoverRefusal } from "../../src/failover/holder.ts";
+import { NO_SHARDS as NO_SHARD_SETTINGS } from "../../src/shard/guard.ts";
+import { Placement } from "../../src/shard/placement.ts";
 
 interface Fake {
   readonly at: string;

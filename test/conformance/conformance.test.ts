@@ -7,7 +7,7 @@
  * (SHUTTING_DOWN at accept; a grant followed by SHUTTING_DOWN). A client
  * whose toolchain is missing is skipped, and the output says so and why.
  */
-import { Placement } from "../../src/shard.ts";
+import { Placement } from "../../src/shard/placement.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Socket, TCPSocketListener } from "bun";
 import { readdirSync, readFileSync } from "node:fs";

@@ -10,7 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LockClient } from "../../src/client/index.ts";
 import { delayFor } from "../../src/core/delay.ts";
-import { SCHEMA_VERSION } from "../../src/server/coordinator-store.ts";
+import { SCHEMA_VERSION } from "../../src/failover/store.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { FencedResource } from "../faults/fence.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";

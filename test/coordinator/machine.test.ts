@@ -4,7 +4,7 @@
  * before a grant, token blocks), with `now` as a plain number.
  */
 import { describe, expect, test } from "bun:test";
-import { Coordinator, type CoordinatorAction, type CoordinatorRow, Outcome } from "../../src/server/coordinator.ts";
+import { Coordinator, type CoordinatorAction, type CoordinatorRow, Outcome } from "../../src/failover/machine.ts";
 
 const LEASE = 2000;
 const BLOCK = 10;
@@ -318,7 +318,7 @@ describe("a coordinator that lost data (the row went back)", () => {
 });
 
 test("the machine has no clock: every time is an argument", async () => {
-  const source = await Bun.file(new URL("../../src/server/coordinator.ts", import.meta.url)).text();
+  const source = await Bun.file(new URL("../../src/failover/machine.ts", import.meta.url)).text();
   const code = source.replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "");
   expect(code).not.toMatch(/Date\b|performance\.now|setTimeout|setInterval|Bun\.nanoseconds|process\.hrtime/);
 });
@@ -337,7 +337,7 @@ describe("the lock-delay of a new term", () => {
 
   test("after an expired row: every name waits 0.8 x the largest lease less the 0.2 x lease the takeover already waited, plus 2 %", () => {
     const watched = { ...row(3, 7, "other"), maxLeaseMs: 20_000 };
-    // The takeover folds the old maximum into the carried lease (coordinator-store.ts).
+    // The takeover folds the old maximum into the carried lease (failover/store.ts).
     const { activate } = takeOver(watched, { ...row(4, 0, "me"), maxLeaseMs: LEASE / 4, carryLeaseMs: 20_000 });
     expect(activate.delay).toEqual({ everyNameMs: Math.ceil(0.8 * 20_000 - 0.2 * LEASE + 0.02 * 20_000), names: [], unknown: false });
     expect(activate.maxLeaseMs).toBe(LEASE / 4);

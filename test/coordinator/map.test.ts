@@ -1,10 +1,10 @@
 /**
- * The shard map in the coordinator row's holder (src/server/coordinator-map.ts),
+ * The shard map in the coordinator row's holder (src/failover/holder.ts),
  * and the role machine refusing to take over a row whose map this instance
  * must not follow.
  */
 import { describe, expect, test } from "bun:test";
-import { Coordinator, type CoordinatorRow } from "../../src/server/coordinator.ts";
+import { Coordinator, type CoordinatorRow } from "../../src/failover/machine.ts";
 import {
   hostOf,
   isLoopbackHost,
@@ -23,7 +23,7 @@ import {
   releasedHolder,
   takeoverChangesMap,
   takeoverRefusal,
-} from "../../src/server/coordinator-map.ts";
+} from "../../src/failover/holder.ts";
 
 const map = (shard: string | null, shards: string[], generation: number) => holderMapOf({ shard, shards, generation });
 

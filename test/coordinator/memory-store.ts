@@ -1,11 +1,11 @@
 /**
  * The coordinator row in memory, with the statements' semantics of
- * coordinator-store.ts (compare-and-set on service, holder, epoch and
+ * src/failover/store.ts (compare-and-set on service, holder, epoch and
  * renewals). For in-process tests of the role shell; `down` makes every
  * statement fail as an unreachable coordinator would.
  */
-import type { CoordinatorRow, Watched } from "../../src/server/coordinator.ts";
-import type { CoordinatorStore, Published } from "../../src/server/coordinator-store.ts";
+import type { CoordinatorRow, Watched } from "../../src/failover/machine.ts";
+import type { CoordinatorStore, Published } from "../../src/failover/store.ts";
 
 export class MemoryRow {
   row: CoordinatorRow | null = null;
@@ -21,7 +21,7 @@ export class MemoryStore implements CoordinatorStore {
     private instance: string,
     private readonly leaseMs: number,
     private readonly block: number,
-    /** The holder a release writes (coordinator-map.ts releasedHolder). */
+    /** The holder a release writes (failover/holder.ts releasedHolder). */
     private readonly released = "",
   ) {}
 

@@ -1,13 +1,13 @@
 /**
- * The role shell (roles.ts) in-process, with the row in memory: the wall
+ * The role shell (src/failover/shell.ts) in-process, with the row in memory: the wall
  * clock lockd's process sees is shifted by hours forwards and backwards
  * while an active renews and a standby watches, and nothing happens (no
  * step-down, no takeover); lockd's coordinator code reads no wall clock.
  */
 import { afterEach, expect, setSystemTime, test } from "bun:test";
 import { Logger } from "../../src/log.ts";
-import { activeHolder, type HolderMap, ownMapOf, releasedHolder } from "../../src/server/coordinator-map.ts";
-import { Roles } from "../../src/server/roles.ts";
+import { activeHolder, type HolderMap, ownMapOf, releasedHolder } from "../../src/failover/holder.ts";
+import { Roles } from "../../src/failover/shell.ts";
 import { LockServer } from "../../src/server/server.ts";
 import { MemoryRow, MemoryStore } from "./memory-store.ts";
 import { FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
@@ -172,8 +172,10 @@ test("a standby of a plain service logs the active with the map \"none\", and a 
 });
 
 test("lockd's coordinator code reads only the monotonic clock", async () => {
-  for (const file of ["coordinator.ts", "coordinator-store.ts", "roles.ts"]) {
-    const source = await Bun.file(new URL(`../../src/server/${file}`, import.meta.url)).text();
+  const files = [...new Bun.Glob("*.ts").scanSync(new URL("../../src/failover/", import.meta.url).pathname)];
+  expect(files.length).toBeGreaterThanOrEqual(4);
+  for (const file of files) {
+    const source = await Bun.file(new URL(`../../src/failover/${file}`, import.meta.url)).text();
     const code = source.replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "");
     expect({ file, wall: /\bDate\b|hrtime|Bun\.nanoseconds/.test(code) }).toEqual({ file, wall: false });
   }

@@ -4,7 +4,7 @@
  * one-line start errors.
  */
 import { describe, expect, test } from "bun:test";
-import { CoordinatorConfigError, PgCoordinatorStore, type PgStoreOptions, SCHEMA_VERSION, STATEMENTS } from "../../src/server/coordinator-store.ts";
+import { CoordinatorConfigError, PgCoordinatorStore, type PgStoreOptions, SCHEMA_VERSION, STATEMENTS } from "../../src/failover/store.ts";
 import { freePort, Postgres, suitePostgres } from "./pg.ts";
 
 let pg: Postgres;

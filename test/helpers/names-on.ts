@@ -1,4 +1,4 @@
-import type { Placement } from "../../src/shard.ts";
+import type { Placement } from "../../src/shard/placement.ts";
 
 /** The first `count` names `lock/0`, `lock/1`, ... that `placement` puts on `shard`. */
 export function namesOn(placement: Placement, shard: string, count: number, where: (name: string) => boolean = () => true): string[] {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ErrorCode, FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
-import { AdminAuth, AuthResult } from "../../src/server/admin.ts";
+import { AdminAuth, AuthResult } from "../../src/ops/admin.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { body, startDaemon } from "./harness.ts";
 

@@ -1,5 +1,5 @@
 /**
- * The ops listener (src/server/ops-http.ts) as an attacker and a picky HTTP
+ * The ops listener (src/ops/http.ts) as an attacker and a picky HTTP
  * client see it: framing that a proxy in front could read differently
  * (smuggling), malformed heads, pipelining and half-close, the bounds on
  * connections, the shape of every answer, the admin check, and a real Node
@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import net from "node:net";
 import tls from "node:tls";
 import { FrameType } from "../../src/protocol/index.ts";
-import { MAX_HEAD } from "../../src/server/ops-http.ts";
+import { MAX_HEAD } from "../../src/ops/http.ts";
 import { suiteCerts, hasOpenssl } from "../helpers/certs.ts";
 import { Wakeup } from "../helpers/events.ts";
 import { WirePeer } from "../helpers/wire.ts";

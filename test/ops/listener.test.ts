@@ -4,7 +4,7 @@ import type { Socket } from "bun";
 import net from "node:net";
 import { reservedFds } from "../../src/server/limits.ts";
 import { FrameType } from "../../src/protocol/index.ts";
-import { MAX_HEAD } from "../../src/server/ops-http.ts";
+import { MAX_HEAD } from "../../src/ops/http.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { Wakeup } from "../helpers/events.ts";
 import { WirePeer } from "../helpers/wire.ts";

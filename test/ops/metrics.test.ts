@@ -2,7 +2,7 @@ import { describe, expect, spyOn, test } from "bun:test";
 import * as fs from "node:fs";
 import { Histogram } from "../../src/core/stats.ts";
 import { ErrorCode } from "../../src/protocol/index.ts";
-import { Exposition, escapeLabelValue } from "../../src/server/exposition.ts";
+import { Exposition, escapeLabelValue } from "../../src/ops/exposition.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { body, startDaemon, type TestDaemon } from "./harness.ts";
 import { parseExposition, valueOf, type Family } from "./promtext.ts";

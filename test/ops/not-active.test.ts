@@ -7,9 +7,9 @@
  */
 import { afterEach, expect, test } from "bun:test";
 import { Logger } from "../../src/log.ts";
-import { AdminAuth } from "../../src/server/admin.ts";
-import { OpsServer } from "../../src/server/ops.ts";
-import type { CoordinatorMetrics, RoleView } from "../../src/server/roles.ts";
+import { AdminAuth } from "../../src/ops/admin.ts";
+import { OpsServer } from "../../src/ops/server.ts";
+import type { CoordinatorMetrics, RoleView } from "../../src/failover/shell.ts";
 import { startServer, WirePeer } from "../helpers/wire.ts";
 import { runCli } from "../fixtures/ops-child.ts";
 

@@ -1,10 +1,10 @@
 // The ops server's walk machinery: the queue that runs every walk over the
-// lock table a slice per turn (src/server/ops-slices.ts), alone and as the
+// lock table a slice per turn (src/ops/slices.ts), alone and as the
 // ops server shares it, and the top-k selection that picks a page or a view
 // from what a walk offers (views.ts).
 import { expect, test } from "bun:test";
-import { SliceQueue } from "../../src/server/ops-slices.ts";
-import { TopK } from "../../src/server/views.ts";
+import { SliceQueue } from "../../src/ops/slices.ts";
+import { TopK } from "../../src/ops/views.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { startDaemon } from "./harness.ts";
 

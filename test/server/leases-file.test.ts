@@ -5,8 +5,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { delayFor, roundLease } from "../../src/core/delay.ts";
-import { LeasesFile, readLeases, startDelay, writeLeases } from "../../src/server/leases-file.ts";
-import { TokenStoreError } from "../../src/server/tokens-file.ts";
+import { LeasesFile, readLeases, startDelay, writeLeases } from "../../src/tokens/leases.ts";
+import { TokenStoreError } from "../../src/tokens/file.ts";
 
 const dirs: string[] = [];
 function tempDir(): string {

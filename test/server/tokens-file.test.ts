@@ -4,8 +4,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DirLock } from "../../src/server/dir-lock.ts";
-import { FileTokens, TokenStoreError, readFloor, writeFloor } from "../../src/server/tokens-file.ts";
+import { DirLock } from "../../src/tokens/dir-lock.ts";
+import { FileTokens, TokenStoreError, readFloor, writeFloor } from "../../src/tokens/file.ts";
 
 const dirs: string[] = [];
 function tempDir(): string {

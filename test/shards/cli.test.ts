@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { LockClient } from "../../src/client/client.ts";
-import { Placement } from "../../src/shard.ts";
+import { Placement } from "../../src/shard/placement.ts";
 import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 
 const two = new Placement(["alpha", "beta"]);

@@ -6,9 +6,9 @@
 import { expect, test } from "bun:test";
 import { MemoryTokens } from "../../src/core/tokens.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/constants.ts";
-import { Placement } from "../../src/shard.ts";
-import { shardGuard } from "../../src/shard-guard.ts";
-import { GENERATION_UNIT, GenerationTokens, tokensInGeneration } from "../../src/shard-tokens.ts";
+import { Placement } from "../../src/shard/placement.ts";
+import { shardGuard } from "../../src/shard/guard.ts";
+import { GENERATION_UNIT, GenerationTokens, tokensInGeneration } from "../../src/shard/tokens.ts";
 import { Harness } from "../helpers/engine.ts";
 import { rawAcquireFrame } from "../helpers/raw-acquire.ts";
 

@@ -1,13 +1,13 @@
 /**
- * The placement (src/shard.ts) on the spec's vectors (test/conformance/
+ * The placement (src/shard/placement.ts) on the spec's vectors (test/conformance/
  * placement.json, which the Go and Python clients check too), the server
- * map syntax (src/address.ts) on the same file's map strings, and the
+ * map syntax (src/net/address.ts) on the same file's map strings, and the
  * property that makes rendezvous hashing worth having: adding a shard
  * moves only names that now land on the new shard.
  */
 import { describe, expect, test } from "bun:test";
-import { AddressError, formatAddress, formatServerMap, parseServerMap } from "../../src/address.ts";
-import { Placement, placementOf, weightHex } from "../../src/shard.ts";
+import { AddressError, formatAddress, formatServerMap, parseServerMap } from "../../src/net/address.ts";
+import { Placement, placementOf, weightHex } from "../../src/shard/placement.ts";
 import vectors from "../conformance/placement.json";
 
 describe("placement vectors", () => {

@@ -13,8 +13,8 @@ import { WrongShardError, type LockError } from "../../src/client/errors.ts";
 import type { Lock } from "../../src/client/lock.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/constants.ts";
 import { encodeAcquire } from "../../src/protocol/frames.ts";
-import { Placement } from "../../src/shard.ts";
-import { GENERATION_UNIT } from "../../src/shard-tokens.ts";
+import { Placement } from "../../src/shard/placement.ts";
+import { GENERATION_UNIT } from "../../src/shard/tokens.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { namesOn } from "../helpers/names-on.ts";
 

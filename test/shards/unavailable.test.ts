@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import { freePort } from "../helpers/ports.ts";
 import { LockClient, ServerUnavailableError } from "../../src/client/index.ts";
-import { Placement } from "../../src/shard.ts";
+import { Placement } from "../../src/shard/placement.ts";
 
 test("a claim on a shard whose servers are down fails with SERVER_UNAVAILABLE naming the shard", async () => {
   const three = new Placement(["alpha", "beta", "gamma"]);

@@ -21,7 +21,7 @@
  *   never go back), and not above the row's token floor.
  * The `selfTest` variants break the rules on purpose to show the checks fail.
  */
-import { Coordinator, type CoordinatorAction, type CoordinatorRow, Outcome, type Watched } from "../../src/server/coordinator.ts";
+import { Coordinator, type CoordinatorAction, type CoordinatorRow, Outcome, type Watched } from "../../src/failover/machine.ts";
 import { Rng } from "./prng.ts";
 
 /** no-deadline-check: a grant trusts the step-down timer instead of reading the clock; no-compare: the takeover is a plain write. */

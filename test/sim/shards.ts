@@ -1,7 +1,7 @@
 /**
  * Shards under seeded random schedules: several engines, each one shard of
- * a map with its guard (src/shard-guard.ts) and its tokens in the map's
- * generation (src/shard-tokens.ts) over a counter of its own that survives
+ * a map with its guard (src/shard/guard.ts) and its tokens in the map's
+ * generation (src/shard/tokens.ts) over a counter of its own that survives
  * restarts (as a data directory's floor does), and clients whose maps lag
  * behind the servers' by random amounts. The map changes (a shard added or
  * removed, the generation raised) the way docs/operations.md says to roll
@@ -23,9 +23,9 @@
  */
 import { Engine, type Session, type Transport } from "../../src/core/index.ts";
 import { encodeAcquire, FrameType, HEADER_LENGTH } from "../../src/protocol/index.ts";
-import { Placement } from "../../src/shard.ts";
-import { shardGuard } from "../../src/shard-guard.ts";
-import { GenerationTokens } from "../../src/shard-tokens.ts";
+import { Placement } from "../../src/shard/placement.ts";
+import { shardGuard } from "../../src/shard/guard.ts";
+import { GenerationTokens } from "../../src/shard/tokens.ts";
 import { Rng } from "./prng.ts";
 import { JumpingTokens } from "./world.ts";
 

@@ -5,11 +5,11 @@
 import { afterEach, expect, test } from "bun:test";
 import type { Engine } from "../../src/core/index.ts";
 import { Logger } from "../../src/log.ts";
-import { AdminAuth } from "../../src/server/admin.ts";
+import { AdminAuth } from "../../src/ops/admin.ts";
 import type { Conn } from "../../src/server/conn.ts";
-import { OpsServer } from "../../src/server/ops.ts";
-import type { CoordinatorMetrics, RoleView } from "../../src/server/roles.ts";
-import { Board } from "../../src/server/ui/board.ts";
+import { OpsServer } from "../../src/ops/server.ts";
+import type { CoordinatorMetrics, RoleView } from "../../src/failover/shell.ts";
+import { Board } from "../../src/ops/ui/board.ts";
 import { Harness } from "../helpers/engine.ts";
 import { startServer, WirePeer } from "../helpers/wire.ts";
 

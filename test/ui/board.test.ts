@@ -4,8 +4,8 @@
 import { afterEach, expect, test } from "bun:test";
 import type { Engine } from "../../src/core/index.ts";
 import type { Conn } from "../../src/server/conn.ts";
-import type { HttpReply } from "../../src/server/ops-http.ts";
-import { Board, DEFAULT_ROWS, INTERVAL_MS, MAX_ROWS, SAMPLES } from "../../src/server/ui/board.ts";
+import type { HttpReply } from "../../src/ops/http.ts";
+import { Board, DEFAULT_ROWS, INTERVAL_MS, MAX_ROWS, SAMPLES } from "../../src/ops/ui/board.ts";
 import { type FakeConn, Harness } from "../helpers/engine.ts";
 
 const boards: Board[] = [];

@@ -11,10 +11,10 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
 import { Logger } from "../../src/log.ts";
-import { AdminAuth } from "../../src/server/admin.ts";
+import { AdminAuth } from "../../src/ops/admin.ts";
 import type { LockServer } from "../../src/server/server.ts";
-import { OpsServer } from "../../src/server/ops.ts";
-import type { CoordinatorMetrics, RoleView } from "../../src/server/roles.ts";
+import { OpsServer } from "../../src/ops/server.ts";
+import type { CoordinatorMetrics, RoleView } from "../../src/failover/shell.ts";
 import { startServer, WirePeer } from "../helpers/wire.ts";
 
 const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser", Bun.which("chromium") ?? ""].find((p) => p !== "" && existsSync(p));

@@ -4,9 +4,9 @@
  * Each factory also sets the placeholder `--help` shows for its kind.
  */
 import { z } from "zod";
-import { AddressError, parseAddress, parseAddressList, parseServerMap } from "../../address.ts";
+import { AddressError, parseAddress, parseAddressList, parseServerMap } from "../../net/address.ts";
 import { isLogLevel, LOG_LEVEL_NAMES } from "../../log.ts";
-import { isWildcardHost } from "../../server/coordinator-map.ts";
+import { isWildcardHost } from "../../failover/holder.ts";
 import { MAX_OWNER_LENGTH } from "../../protocol/constants.ts";
 import type { OptionSpec } from "./argv.ts";
 
@@ -115,7 +115,7 @@ export const listenAddress = addressSchema("HOST:PORT", (text) => parseAddress(t
 /** Addresses to try in order: HOST:PORT[,HOST:PORT...]. */
 export const hostPortList = addressSchema("HOST:PORT[,...]", (text) => parseAddressList(text));
 
-/** A server map: an address list (one shard), or [gen=N;]NAME=LIST;NAME=LIST (src/address.ts). */
+/** A server map: an address list (one shard), or [gen=N;]NAME=LIST;NAME=LIST (src/net/address.ts). */
 export const serverMap = addressSchema("HOST:PORT[,...]|MAP", (text) => parseServerMap(text));
 
 export const count = (min: number, max: number) =>

@@ -5,10 +5,10 @@
  * section 12.2), and the generation tokens are issued in. Pure: the
  * engine calls the guard once per ACQUIRE (never per heartbeat).
  */
-import { AddressError, parseGeneration, parseServerMap } from "./address.ts";
-import { encodeError } from "./protocol/frames.ts";
-import { ErrorCode } from "./protocol/constants.ts";
-import { describeShards, Placement } from "./shard.ts";
+import { AddressError, parseGeneration, parseServerMap } from "../net/address.ts";
+import { encodeError } from "../protocol/frames.ts";
+import { ErrorCode } from "../protocol/constants.ts";
+import { describeShards, Placement } from "./placement.ts";
 
 /** What `lockd serve` was told about the map. */
 export interface ShardSettings {
@@ -16,7 +16,7 @@ export interface ShardSettings {
   readonly shard: string | null;
   /** Every shard's name (empty when `shard` is null). */
   readonly shards: readonly string[];
-  /** The map's generation: the high bits of every token (src/shard-tokens.ts). */
+  /** The map's generation: the high bits of every token (src/shard/tokens.ts). */
   readonly generation: number;
 }
 

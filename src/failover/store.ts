@@ -19,7 +19,7 @@
  */
 import { SQL } from "bun";
 import type { HeldSet } from "../core/delay.ts";
-import type { CoordinatorRow, Watched } from "./coordinator.ts";
+import type { CoordinatorRow, Watched } from "./machine.ts";
 
 /** The schema this lockd reads and writes. */
 export const SCHEMA_VERSION = 2;
@@ -66,9 +66,9 @@ export const STATEMENTS = {
 /** What the role shell needs from a coordinator (the PostgreSQL store, or a model in tests). */
 export interface CoordinatorStore {
   /**
-   * The holder this instance writes as active from now on (coordinator-map.ts
+   * The holder this instance writes as active from now on (holder.ts
    * activeHolder: with the ops address, known once the ops server is bound).
-   * Set before the first statement (roles.ts start); never during a term.
+   * Set before the first statement (shell.ts start); never during a term.
    */
   setHolder(holder: string): void;
   read(): Promise<CoordinatorRow | null>;
@@ -131,9 +131,9 @@ export class CoordinatorConfigError extends Error {
 export interface PgStoreOptions {
   readonly url: string;
   readonly service: string;
-  /** Written as holder: the instance id, with the map it serves (coordinator-map.ts activeHolder); setHolder replaces it. */
+  /** Written as holder: the instance id, with the map it serves (holder.ts activeHolder); setHolder replaces it. */
   readonly instance: string;
-  /** Written as holder by a clean stop: "" (the default), or "(released) TAG" naming the map (coordinator-map.ts releasedHolder). */
+  /** Written as holder by a clean stop: "" (the default), or "(released) TAG" naming the map (holder.ts releasedHolder). */
   readonly releasedHolder?: string;
   readonly leaseMs: number;
   readonly block: number;

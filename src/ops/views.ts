@@ -6,8 +6,8 @@
  */
 import type { EngineView } from "../core/engine.ts";
 import { type Lock, type Session, SessionState } from "../core/session.ts";
-import type { Conn } from "./conn.ts";
-import { peerOf } from "./peer.ts";
+import type { Conn } from "../server/conn.ts";
+import { peerOf } from "../net/peer.ts";
 
 export interface SessionView {
   readonly session: number;

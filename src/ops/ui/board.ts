@@ -18,7 +18,7 @@
  *   its row limit, once per snapshot and query (pages asking the same thing
  *   within an interval get the same built body); only the rows it shows
  *   get their labels formatted (address, token), once per snapshot;
- * - both walks go through the ops server's queue of walks (ops-slices.ts),
+ * - both walks go through the ops server's queue of walks (slices.ts),
  *   with the /v1/locks listings: one slice of `scanSlice` in all per turn
  *   of the event loop, however many pages and queries, so lock traffic runs
  *   between slices.
@@ -31,10 +31,10 @@ import { SessionState } from "../../core/session.ts";
 import type { EngineView } from "../../core/engine.ts";
 import type { Histogram } from "../../core/stats.ts";
 import { ErrorCode, MAX_NAME_LENGTH } from "../../protocol/constants.ts";
-import { errorReply, type HttpReply, JSON_HEADERS } from "../ops-http.ts";
-import { SliceQueue } from "../ops-slices.ts";
-import type { Conn } from "../conn.ts";
-import type { RoleView } from "../roles.ts";
+import { errorReply, type HttpReply, JSON_HEADERS } from "../http.ts";
+import { SliceQueue } from "../slices.ts";
+import type { Conn } from "../../server/conn.ts";
+import type { RoleView } from "../../failover/shell.ts";
 import { rowComparator, RowOrder, shownRow, type ShardView, type SnapshotRow, snapshotRow, sessionCounts, TopK } from "../views.ts";
 import pageHtml from "./index.html" with { type: "text" };
 import pageJs from "./ops-ui.js" with { type: "text" };
@@ -53,7 +53,7 @@ const MAX_VIEWS = 64;
 /**
  * Sent with every /ui answer: no inline script or style (everything the page
  * runs is /ui/ops-ui.js from this server), no framing, no referrer, no
- * caching. (No content sniffing: ops-http.ts sends nosniff with every answer.)
+ * caching. (No content sniffing: http.ts sends nosniff with every answer.)
  */
 export const UI_SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "content-security-policy":

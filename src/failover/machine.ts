@@ -1,9 +1,9 @@
 /**
  * Coordinator: the role machine of an instance of a lockd service run as
  * one active and standbys, without I/O and without a clock (like
- * core/engine.ts). The shell (ha.ts) feeds it events with the current
+ * core/engine.ts). The shell (shell.ts) feeds it events with the current
  * monotonic time in ms and carries out the actions it returns against the
- * coordinator row (a PostgreSQL table, coordinator-store.ts).
+ * coordinator row (a PostgreSQL table, store.ts).
  *
  * The row: (epoch, holder, renewals, token_floor, lease_ms). No timestamp of
  * any machine decides anything; expiry is judged by how long this instance
@@ -45,12 +45,12 @@
  */
 
 import { delayFor, type HeldSet } from "../core/delay.ts";
-import { isReleased } from "./coordinator-map.ts";
+import { isReleased } from "./holder.ts";
 
 /** The coordinator row of one service, as read. */
 export interface CoordinatorRow {
   readonly epoch: number;
-  /** Instance id of the active (with the map it serves, coordinator-map.ts); "" or "(released) ..." when released. */
+  /** Instance id of the active (with the map it serves, holder.ts); "" or "(released) ..." when released. */
   readonly holder: string;
   readonly renewals: number;
   /** No token above it has been issued. */
@@ -150,7 +150,7 @@ export interface CoordinatorOptions {
   /**
    * Why this instance must not take over a row held (or released) by
    * `holder`; null when it may. Checked at every read; a refused row is
-   * neither watched nor taken (coordinator-map.ts: the shard map).
+   * neither watched nor taken (holder.ts: the shard map).
    */
   readonly refuse?: (holder: string) => string | null;
 }

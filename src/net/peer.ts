@@ -1,4 +1,4 @@
-import { bracketHost } from "../address.ts";
+import { bracketHost } from "./address.ts";
 
 /**
  * A socket's peer as `host:port` (an IPv6 host in brackets), for logs and

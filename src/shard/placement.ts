@@ -21,7 +21,7 @@
  * arithmetic is needed.
  */
 import { createHash } from "node:crypto";
-import { AddressError, shardNameProblem, type ServerMap } from "./address.ts";
+import { AddressError, shardNameProblem, type ServerMap } from "../net/address.ts";
 
 const encoder = new TextEncoder();
 

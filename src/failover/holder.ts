@@ -27,7 +27,7 @@
  * what the map guarantees (`takeoverRefusal`). Pure: no I/O, no clock.
  */
 import { createHash } from "node:crypto";
-import type { ShardSettings } from "../shard-guard.ts";
+import type { ShardSettings } from "../shard/guard.ts";
 
 /** The holder of a row released by a clean stop starts with this (or is ""). */
 export const RELEASED = "(released)";

@@ -1,5 +1,5 @@
 /**
- * Roles: the shell around the coordinator role machine (coordinator.ts) for
+ * Roles: the shell around the coordinator role machine (machine.ts) for
  * `lockd serve --coordinator`. It carries the machine's actions out against
  * the store (PostgreSQL), feeds the answers back with `performance.now()`,
  * and arms one timer for the machine's next wake-up. The daemon calls it;
@@ -28,16 +28,16 @@
  * that lands late changes nothing that matters, and a takeover that lands
  * late is taken over again after a lease).
  */
-import { formatAddress } from "../address.ts";
+import { formatAddress } from "../net/address.ts";
 import type { Logger } from "../log.ts";
 import { type DelayView, LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
 import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
-import type { Conn } from "./conn.ts";
-import { Coordinator, type CoordinatorAction, Outcome, type TermDelay } from "./coordinator.ts";
-import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, takeoverChangesMap, takeoverRefusal } from "./coordinator-map.ts";
-import type { CoordinatorStore } from "./coordinator-store.ts";
-import type { LockServer } from "./server.ts";
+import type { Conn } from "../server/conn.ts";
+import { Coordinator, type CoordinatorAction, Outcome, type TermDelay } from "./machine.ts";
+import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
+import type { CoordinatorStore } from "./store.ts";
+import type { LockServer } from "../server/server.ts";
 
 export interface RolesOptions {
   readonly store: CoordinatorStore;
@@ -48,7 +48,7 @@ export interface RolesOptions {
   /** Creating the service's row: tokens start above this (a data directory's floor). */
   readonly initialFloor?: number;
   /**
-   * The shard map this instance serves (coordinator-map.ts): it refuses to
+   * The shard map this instance serves (holder.ts): it refuses to
    * take over a row whose holder served a map it must not follow. Omitted:
    * no shards, generation 0.
    */
@@ -66,7 +66,7 @@ export interface RolesOptions {
 
 /**
  * What the ops server shows about roles. Display only: the role machine
- * decides on its own state (coordinator.ts), never on this.
+ * decides on its own state (machine.ts), never on this.
  */
 export interface RoleView {
   readonly role: "standby" | "active" | "stopped";
@@ -86,7 +86,7 @@ export interface RoleView {
   readonly active: string | null;
   /**
    * The ops address (HOST:PORT) the service's active advertises in the row
-   * (`ops=`, coordinator-map.ts), where its /readyz and /ui answer: its own
+   * (`ops=`, holder.ts), where its /readyz and /ui answer: its own
    * advertised address when active; null when unknown (no active, or an
    * active that advertises none: an older lockd, or a wildcard --ops
    * without --advertise-ops).
@@ -189,7 +189,7 @@ export class Roles implements GrantGuard, TokenSource {
   /**
    * Begin: read the row (and take or create it as the machine decides).
    * `ops` is the ops address this instance advertises when active (the
-   * daemon's, coordinator-map.ts advertisedOps; null: none), written into
+   * daemon's, holder.ts advertisedOps; null: none), written into
    * its holder.
    */
   start(ops: string | null = null): void {

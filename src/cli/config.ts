@@ -6,9 +6,9 @@
  * (src/cli/options/help.ts).
  */
 import { z } from "zod";
-import { MAX_LEASE_MS } from "./protocol/constants.ts";
-import { MAX_GENERATION } from "./address.ts";
-import type { OptionSpec, OptionTable } from "./cli/options/argv.ts";
+import { MAX_LEASE_MS } from "../protocol/constants.ts";
+import { MAX_GENERATION } from "../net/address.ts";
+import type { OptionSpec, OptionTable } from "./options/argv.ts";
 import {
   advertisedAddress,
   autoOr,
@@ -25,7 +25,7 @@ import {
   secret,
   serverMap,
   serviceName,
-} from "./cli/options/values.ts";
+} from "./options/values.ts";
 
 /** Where `lockd serve` puts its ops server. */
 const OPS_LISTEN = {

@@ -22,12 +22,12 @@
  * this start; after a clean stop only the published names wait, each for
  * its own holder's lease. The state is marked not clean (`start`) before
  * the first grant. Writes happen under the data directory's lock, which the
- * token store (tokens-file.ts) holds.
+ * token store (file.ts) holds.
  */
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { delayFor, type HeldSet, LockDelay } from "../core/delay.ts";
-import { TokenStoreError } from "./tokens-file.ts";
+import { TokenStoreError } from "./file.ts";
 
 const FILE = "leases";
 const FORMAT = /^lockd-leases v1 (.*) crc=([0-9a-f]{8})\n?$/s;

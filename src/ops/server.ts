@@ -1,7 +1,7 @@
 /**
  * The ops server: health, readiness, metrics, a JSON view of the locks,
  * the two admin actions, and the operator's page (/ui, in ui/board.ts), over
- * the connection-limited HTTP/1.1 listener of ops-http.ts.
+ * the connection-limited HTTP/1.1 listener of http.ts.
  * docs/operations.md is its reference.
  *
  * It shares the event loop with every lock session, so no request does
@@ -10,7 +10,7 @@
  * /v1/locks is at most MAX_PAGE locks, a lock view shows at most MAX_PAGE
  * waiters, and every walk over the lock table (a listing, the /ui page's
  * snapshots and views) goes through one queue doing one slice of
- * `scanSlice` per loop turn in all (ops-slices.ts).
+ * `scanSlice` per loop turn in all (slices.ts).
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
@@ -31,15 +31,15 @@ import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
-import { Placement } from "../shard.ts";
-import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./ops-http.ts";
-import { SliceQueue } from "./ops-slices.ts";
+import { Placement } from "../shard/placement.ts";
+import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./http.ts";
+import { SliceQueue } from "./slices.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
-import type { Roles } from "./roles.ts";
+import type { Roles } from "../failover/shell.ts";
 import type { DelayView } from "../core/delay.ts";
-import type { LockServer } from "./server.ts";
+import type { LockServer } from "../server/server.ts";
 import type { Lock } from "../core/session.ts";
-import type { Conn } from "./conn.ts";
+import type { Conn } from "../server/conn.ts";
 import { byName, decodeCursor, holderView, type ShardView, lockView, locksPage, positionOf, TopK, waiterView } from "./views.ts";
 import { Board } from "./ui/board.ts";
 
@@ -166,7 +166,7 @@ export class OpsServer {
   private readonly busyWarnings = new RateLimit(1, 10_000);
   /** Every walk over the lock table (listings, the page's snapshots and views): one slice per turn in all. */
   private readonly slices: SliceQueue;
-  /** The operator's page, /ui (src/server/ui). */
+  /** The operator's page, /ui (src/ops/ui). */
   readonly board: Board;
 
   constructor(private readonly options: OpsOptions) {

@@ -12,8 +12,8 @@
  * grants) would run into the next generation: `next` throws instead of
  * issuing a token that may not be above the one before.
  */
-import type { TokenSource } from "./core/tokens.ts";
-import { MAX_GENERATION } from "./address.ts";
+import type { TokenSource } from "../core/tokens.ts";
+import { MAX_GENERATION } from "../net/address.ts";
 
 /** 2^48: one generation's share of the token space. */
 export const GENERATION_UNIT = 2 ** 48;

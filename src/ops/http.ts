@@ -36,7 +36,7 @@
  * `maxConnections`), armed only while some are open.
  */
 import type { Socket, TCPSocketListener } from "bun";
-import { peerOf } from "./peer.ts";
+import { peerOf } from "../net/peer.ts";
 
 export interface HttpRequest {
   readonly method: string;
