@@ -8,7 +8,8 @@ import type { HolderView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 import { errorMessage, expectOk, humanMs, isNotActive, lockQuery, opsRequest, withoutStandbys } from "./ops-client.ts";
-import type { Address, ServerMap } from "../net/address.ts";
+import type { Address } from "../net/address.ts";
+import type { ServerMap } from "../shard/map.ts";
 import { placementOf } from "../shard/placement.ts";
 
 const COMMON = `Options (flag, then environment, then default):

@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import { MAX_LEASE_MS } from "../protocol/constants.ts";
-import { MAX_GENERATION } from "../net/address.ts";
+import { MAX_GENERATION } from "../shard/map.ts";
 import type { OptionSpec, OptionTable } from "./options/argv.ts";
 import {
   advertisedAddress,

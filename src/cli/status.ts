@@ -7,7 +7,7 @@ import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
 import { expectOk, humanMs, isNotActive, lockQuery, type OpsAnswer, opsRequest, OpsUnreachable } from "./ops-client.ts";
-import { hostOf, isLoopbackHost } from "../failover/holder.ts";
+import { hostOf, isLoopbackHost } from "../net/address.ts";
 import { type Address, formatAddress } from "../net/address.ts";
 import { describeShards, Placement, placementOf } from "../shard/placement.ts";
 import { NO_SHARDS } from "../shard/guard.ts";

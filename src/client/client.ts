@@ -8,7 +8,7 @@ import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
-import { checkServerMap, parseServerMap, type ServerMap } from "../net/address.ts";
+import { checkServerMap, parseServerMap, type ServerMap } from "../shard/map.ts";
 import { describeShards, placementOf, type Placement } from "../shard/placement.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */

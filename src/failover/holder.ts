@@ -26,6 +26,7 @@
  * released the row) and refuses to take over when taking over would break
  * what the map guarantees (`takeoverRefusal`). Pure: no I/O, no clock.
  */
+import { formatAddress, isWildcardHost, parseAddress, unbracket } from "../net/address.ts";
 import { createHash } from "node:crypto";
 import type { ShardSettings } from "../shard/guard.ts";
 
@@ -101,43 +102,19 @@ export function activeHolder(instance: string, map: HolderMap, ops: string | nul
 export function advertisedOps(explicit: string | null, bound: { readonly host: string; readonly port: number }): string | null {
   if (explicit !== null) return explicit;
   if (isWildcardHost(bound.host)) return null;
-  const host = bound.host.replace(/^\[(.*)\]$/, "$1");
-  return host.includes(":") ? `[${host}]:${bound.port}` : `${host}:${bound.port}`;
+  return formatAddress({ host: unbracket(bound.host), port: bound.port });
 }
 
-/**
- * A wildcard (unspecified) host: "" , 0.0.0.0 (or its short forms 0, 0.0,
- * 0.0.0), :: and its longer spellings (0:0:0:0:0:0:0:0, ::0,
- * ::ffff:0.0.0.0), bracketed or not. A listener binds it to take every
- * interface; as an address to reach, it names no host another machine can
- * reach.
- */
-export function isWildcardHost(host: string): boolean {
-  const bare = host.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
-  if (bare === "" || /^0+(\.0+){0,3}$/.test(bare)) return true;
-  if (!bare.includes(":")) return false;
-  const mapped = /^(?:0*:)*:?(?:ffff:)?(0+(?:\.0+){3})$/i.exec(bare);
-  return mapped !== null || /^[0:]*$/.test(bare);
+/** Whether `value` is an address an ops address may be: HOST:PORT by the one grammar (src/net/address.ts), with a host. */
+function isOpsValue(value: string): boolean {
+  if (value.startsWith(":")) return false;
+  try {
+    parseAddress(value);
+    return true;
+  } catch {
+    return false;
+  }
 }
-
-/**
- * A loopback host (127.0.0.0/8, ::1, localhost, bracketed or not): an
- * address that names, on every host, that host itself. Advertised by an
- * active, it is right only when every instance runs on one machine.
- */
-export function isLoopbackHost(host: string): boolean {
-  const bare = host.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "").toLowerCase();
-  return bare === "localhost" || /^127(\.\d{1,3}){3}$/.test(bare) || /^(0{0,4}:){2,7}0{0,3}1$/.test(bare) || /^::ffff:127(\.\d{1,3}){3}$/.test(bare);
-}
-
-/** The host part of HOST:PORT (brackets kept off). */
-export function hostOf(address: string): string {
-  const colon = address.lastIndexOf(":");
-  return (colon < 0 ? address : address.slice(0, colon)).replace(/^\[(.*)\]$/, "$1");
-}
-
-/** Characters an advertised ops address may have: a host name, IPv4, or a bracketed IPv6 address, then :PORT. */
-const OPS_VALUE = /^(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.%A-Za-z]+\]):\d{1,5}$/;
 
 /**
  * The ops address a holder advertises (`ops=HOST:PORT`), or null: a
@@ -151,7 +128,7 @@ export function parseHolderOps(holder: string): string | null {
     const part = parts[i]!;
     if (!part.startsWith("ops=")) continue;
     const value = part.slice(4);
-    return value.length <= MAX_ADVERTISED_OPS && OPS_VALUE.test(value) ? value : null;
+    return value.length <= MAX_ADVERTISED_OPS && isOpsValue(value) ? value : null;
   }
   return null;
 }

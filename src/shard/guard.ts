@@ -5,7 +5,8 @@
  * section 12.2), and the generation tokens are issued in. Pure: the
  * engine calls the guard once per ACQUIRE (never per heartbeat).
  */
-import { AddressError, parseGeneration, parseServerMap } from "../net/address.ts";
+import { AddressError } from "../net/address.ts";
+import { parseGeneration, parseServerMap } from "./map.ts";
 import { encodeError } from "../protocol/frames.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { describeShards, Placement } from "./placement.ts";

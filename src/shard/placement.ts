@@ -21,7 +21,8 @@
  * arithmetic is needed.
  */
 import { createHash } from "node:crypto";
-import { AddressError, shardNameProblem, type ServerMap } from "../net/address.ts";
+import { AddressError } from "../net/address.ts";
+import { shardNameProblem, type ServerMap } from "./map.ts";
 
 const encoder = new TextEncoder();
 

@@ -13,7 +13,7 @@
  * issuing a token that may not be above the one before.
  */
 import type { TokenSource } from "../core/tokens.ts";
-import { MAX_GENERATION } from "../net/address.ts";
+import { MAX_GENERATION } from "./map.ts";
 
 /** 2^48: one generation's share of the token space. */
 export const GENERATION_UNIT = 2 ** 48;

@@ -6,7 +6,8 @@
  * moves only names that now land on the new shard.
  */
 import { describe, expect, test } from "bun:test";
-import { AddressError, formatAddress, formatServerMap, parseServerMap } from "../../src/net/address.ts";
+import { AddressError, formatAddress } from "../../src/net/address.ts";
+import { formatServerMap, parseServerMap } from "../../src/shard/map.ts";
 import { Placement, placementOf, weightHex } from "../../src/shard/placement.ts";
 import vectors from "../conformance/placement.json";
 

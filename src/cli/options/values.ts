@@ -4,9 +4,10 @@
  * Each factory also sets the placeholder `--help` shows for its kind.
  */
 import { z } from "zod";
-import { AddressError, parseAddress, parseAddressList, parseServerMap } from "../../net/address.ts";
+import { AddressError, parseAddress, parseAddressList } from "../../net/address.ts";
+import { parseServerMap } from "../../shard/map.ts";
 import { isLogLevel, LOG_LEVEL_NAMES } from "../../log.ts";
-import { isWildcardHost } from "../../failover/holder.ts";
+import { isWildcardHost } from "../../net/address.ts";
 import { MAX_OWNER_LENGTH } from "../../protocol/constants.ts";
 import type { OptionSpec } from "./argv.ts";
 
