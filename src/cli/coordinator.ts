@@ -13,7 +13,7 @@ import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../failov
 import { Daemon } from "../server/daemon.ts";
 import type { openFileLimit } from "../server/limits.ts";
 import type { ServerTls } from "../server/server.ts";
-import { NO_SHARDS, type ShardSettings } from "../shard/guard.ts";
+import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
 import { activeHolder, type HolderMap, holderMapOf, MAX_ADVERTISED_OPS, ownMapOf, releasedHolder } from "../failover/holder.ts";
 import { readFloor, TokenStoreError } from "../tokens/file.ts";
 import { VERSION } from "../version.ts";
@@ -88,7 +88,7 @@ export interface CoordinatedServe {
   readonly admin: { readonly token: string | null; readonly from: string };
   readonly log: Logger;
   readonly limit: ReturnType<typeof openFileLimit>;
-  readonly shards: ShardSettings;
+  readonly shards: ShardIdentity;
   readonly maxSessions: number;
   readonly tls: ServerTls | undefined;
   readonly opsTls: { readonly cert: string; readonly key: string } | undefined;

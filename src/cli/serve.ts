@@ -11,7 +11,8 @@ import { FileTokens, TokenStoreError } from "../tokens/file.ts";
 import { LeasesFile } from "../tokens/leases.ts";
 import { type CoordinatedServe, resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
 import { AddressError } from "../net/address.ts";
-import { shardSettings, type ShardSettings } from "../shard/guard.ts";
+import { shardSettings } from "./shards.ts";
+import type { ShardIdentity } from "../shard/identity.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
@@ -91,7 +92,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     ? undefined
     : { ...tlsPair, ...(options.tlsClientCa !== undefined ? { clientCa: readOptionFile(options.tlsClientCa, "--tls-client-ca") } : {}) };
   const opsTls = pairOf(options.opsTlsCert, options.opsTlsKey, "--ops-tls-cert", "--ops-tls-key");
-  let shards: ShardSettings;
+  let shards: ShardIdentity;
   try {
     shards = shardSettings(options.shard, options.shards, options.shardsGeneration);
   } catch (error) {

@@ -10,7 +10,7 @@ import { expectOk, humanMs, isNotActive, lockQuery, type OpsAnswer, opsRequest, 
 import { hostOf, isLoopbackHost } from "../net/address.ts";
 import { type Address, formatAddress } from "../net/address.ts";
 import { describeShards, Placement, placementOf } from "../shard/placement.ts";
-import { NO_SHARDS } from "../shard/guard.ts";
+import { NO_SHARDS } from "../shard/identity.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 

@@ -28,7 +28,7 @@
  */
 import { formatAddress, isWildcardHost, parseAddress, unbracket } from "../net/address.ts";
 import { createHash } from "node:crypto";
-import type { ShardSettings } from "../shard/guard.ts";
+import type { ShardIdentity } from "../shard/identity.ts";
 
 /** The holder of a row released by a clean stop starts with this (or is ""). */
 export const RELEASED = "(released)";
@@ -52,14 +52,14 @@ export function mapId(shards: readonly string[]): string {
   return createHash("sha256").update([...shards].sort().join(",")).digest("hex").slice(0, 8);
 }
 
-export function holderMapOf(settings: ShardSettings): HolderMap {
+export function holderMapOf(settings: ShardIdentity): HolderMap {
   return settings.shard === null
     ? { generation: settings.generation, shard: null, map: null }
     : { generation: settings.generation, shard: settings.shard, map: mapId(settings.shards) };
 }
 
 /** This instance's own map: holderMapOf with the shard list, so refusals can name the shards it serves. */
-export function ownMapOf(settings: ShardSettings): HolderMap {
+export function ownMapOf(settings: ShardIdentity): HolderMap {
   const map = holderMapOf(settings);
   return map.shard === null ? map : { ...map, shards: [...settings.shards].sort() };
 }

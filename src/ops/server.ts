@@ -32,6 +32,7 @@ import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
+import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
 import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./http.ts";
 import { SliceQueue } from "./slices.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
@@ -40,7 +41,7 @@ import type { DelayView } from "../core/delay.ts";
 import type { LockServer } from "../server/server.ts";
 import type { Lock } from "../core/session.ts";
 import type { Conn } from "../server/conn.ts";
-import { byName, decodeCursor, holderView, type ShardView, lockView, locksPage, positionOf, TopK, waiterView } from "./views.ts";
+import { byName, decodeCursor, holderView, type ShardView, shardViewOf, lockView, locksPage, positionOf, TopK, waiterView } from "./views.ts";
 import { Board } from "./ui/board.ts";
 
 export interface OpsOptions {
@@ -59,7 +60,7 @@ export interface OpsOptions {
    * /metrics (lockd_shard_info) and the `shard` field of /readyz and every
    * /v1/locks answer. Omitted: a server without shards (generation 0).
    */
-  readonly shard?: { readonly shard: string | null; readonly shards?: readonly string[]; readonly generation: number };
+  readonly shard?: ShardIdentity;
   /** False from the first moment of shutdown. */
   readonly isReady: () => boolean;
   /** The lock-delay as it stands (null: none runs): /readyz, /metrics and the page show it. */
@@ -172,7 +173,7 @@ export class OpsServer {
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
     const shard = options.shard;
-    this.shardView = { name: shard?.shard ?? null, shards: shard?.shard == null ? [] : [...(shard.shards ?? [])], generation: shard?.generation ?? 0 };
+    this.shardView = shardViewOf(shard ?? NO_SHARDS);
     this.placement = this.shardView.name !== null && this.shardView.shards.length > 1 ? new Placement(this.shardView.shards) : null;
     // A getter: with --coordinator the server (and its engine) changes with each active term.
     const server = options.server;

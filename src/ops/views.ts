@@ -4,6 +4,7 @@
  * absolute times would mean nothing outside the process); fencing tokens are
  * decimal strings, since a u64 does not fit a JSON number everywhere.
  */
+import type { ShardIdentity } from "../shard/identity.ts";
 import type { EngineView } from "../core/engine.ts";
 import { type Lock, type Session, SessionState } from "../core/session.ts";
 import type { Conn } from "../server/conn.ts";
@@ -101,6 +102,11 @@ export function sessionCounts(states: ArrayLike<number>): SessionCounts {
  * Clients of the ops API (lockd status) check it against the map they were
  * given before trusting an answer.
  */
+/** The `shard` field of /readyz, /v1/locks and the board: a ShardIdentity as JSON names it. */
+export function shardViewOf(identity: ShardIdentity): ShardView {
+  return { name: identity.shard, shards: identity.shard === null ? [] : [...identity.shards], generation: identity.generation };
+}
+
 export interface ShardView {
   readonly name: string | null;
   /** Every shard's name, in the order the server was given them. */

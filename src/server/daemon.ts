@@ -44,7 +44,8 @@ import { Roles, type RolesOptions } from "../failover/shell.ts";
 import { advertisedOps } from "../failover/holder.ts";
 import { isLoopbackHost } from "../net/address.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
-import { shardGuard, type ShardSettings } from "../shard/guard.ts";
+import { shardGuard } from "../shard/guard.ts";
+import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
 import { tokensInGeneration } from "../shard/tokens.ts";
 import { MemoryTokens } from "../core/tokens.ts";
 import type { FileTokens } from "../tokens/file.ts";
@@ -86,8 +87,8 @@ export interface DaemonOptions {
    * (failover/holder.ts advertisedOps).
    */
   readonly advertiseOps?: string;
-  /** This server's shard of a map, and the generation tokens carry (src/shard/guard.ts). Omitted: no shards, generation 0. */
-  readonly shards?: ShardSettings;
+  /** This server's shard of a map, and the generation tokens carry. Omitted: no shards, generation 0. */
+  readonly shards?: ShardIdentity;
   /**
    * The first stop signal repeated within this many ms (monotonic clock) is
    * the same stop request delivered twice, not a second one (default
@@ -165,7 +166,7 @@ export class Daemon {
         auth: new AdminAuth(options.adminToken),
         log: options.log,
         version: options.version,
-        shard: { shard: options.shards?.shard ?? null, shards: options.shards?.shards ?? [], generation: options.shards?.generation ?? 0 },
+        shard: options.shards ?? NO_SHARDS,
         isReady: () => this.ready,
         lockDelay: () => this.lockDelay(),
         ...(roles === null ? {} : { roles }),

@@ -16,7 +16,7 @@ import { CliError } from "../../src/cli/errors.ts";
 import { status } from "../../src/cli/status.ts";
 import type { ShardView } from "../../src/ops/views.ts";
 import { activeHolder, holderMapOf, ownMapOf, takeoverRefusal } from "../../src/failover/holder.ts";
-import { NO_SHARDS as NO_SHARD_SETTINGS } from "../../src/shard/guard.ts";
+import { NO_SHARDS as NO_SHARD_SETTINGS } from "../../src/shard/identity.ts";
 import { Placement } from "../../src/shard/placement.ts";
 
 interface Fake {
