@@ -5,21 +5,17 @@
  */
 import { formatAddress } from "../net/address.ts";
 import { hostname } from "node:os";
-import { ConfigError, type OptionSource, type Options } from "./options/argv.ts";
-import type { SERVE_OPTIONS } from "./config.ts";
+import { ConfigError, type OptionSource } from "./options/argv.ts";
 import { type CoordinatorFlags, type ReadFile, resolveCoordinatorSource } from "./secrets.ts";
-import type { Logger } from "../log.ts";
 import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../failover/store.ts";
 import { Daemon } from "../server/daemon.ts";
-import type { openFileLimit } from "../server/limits.ts";
-import type { ServerTls } from "../server/server.ts";
-import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
+import { NO_SHARDS } from "../shard/identity.ts";
 import { activeHolder, type HolderMap, holderMapOf, MAX_ADVERTISED_OPS, ownMapOf, releasedHolder } from "../failover/holder.ts";
 import { readFloor, TokenStoreError } from "../tokens/file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-import { daemonOptions, listenFailed, relaySignals } from "./serve.ts";
+import { type CoordinatedServe, daemonOptions, listenFailed, relaySignals } from "./serving.ts";
 
 /**
  * The coordinator URL and where it came from, or null without one. Flags
@@ -82,17 +78,6 @@ export async function openCoordinator(
   }
 }
 
-export interface CoordinatedServe {
-  readonly options: Options<typeof SERVE_OPTIONS>;
-  readonly url: { readonly url: string; readonly from: string };
-  readonly admin: { readonly token: string | null; readonly from: string };
-  readonly log: Logger;
-  readonly limit: ReturnType<typeof openFileLimit>;
-  readonly shards: ShardIdentity;
-  readonly maxSessions: number;
-  readonly tls: ServerTls | undefined;
-  readonly opsTls: { readonly cert: string; readonly key: string } | undefined;
-}
 
 /**
  * `lockd serve --coordinator`: open and check the coordinator, start the

@@ -5,11 +5,12 @@ import { helpRow, optionsHelp } from "./options/help.ts";
 import { SERVE_OPTIONS } from "./config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "./secrets.ts";
-import { Daemon, type DaemonOptions, ListenError } from "../server/daemon.ts";
+import { Daemon } from "../server/daemon.ts";
 import { openFileLimit } from "../server/limits.ts";
 import { FileTokens, TokenStoreError } from "../tokens/file.ts";
 import { LeasesFile } from "../tokens/leases.ts";
-import { type CoordinatedServe, resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
+import { resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
+import { daemonOptions, listenFailed, relaySignals } from "./serving.ts";
 import { AddressError } from "../net/address.ts";
 import { shardSettings } from "./shards.ts";
 import type { ShardIdentity } from "../shard/identity.ts";
@@ -194,68 +195,6 @@ function lockDelayFields(leases: LeasesFile): Record<string, unknown> {
   const last = leases.previous === null ? "none recorded" : leases.previous.clean ? "clean" : "not clean";
   if (view === null) return { lastStop: last, lockDelay: "none" };
   return { lastStop: last, lockDelayMs: view.remainingMs, lockDelayNames: view.everyName ? "every name" : view.names };
-}
-
-/** What every `lockd serve` passes to its Daemon, with or without --coordinator. */
-export function daemonOptions(c: Omit<CoordinatedServe, "url" | "limit">): DaemonOptions {
-  const { options } = c;
-  return {
-    listen: options.listen,
-    ops: options.ops,
-    ioTimeoutMs: options.ioTimeout,
-    maxSessions: c.maxSessions,
-    ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
-    shutdownGraceMs: options.shutdownGrace,
-    ...(options.maxLease !== null ? { maxLeaseMs: options.maxLease } : {}),
-    adminToken: c.admin.token,
-    log: c.log,
-    version: VERSION,
-    ...(c.tls !== undefined ? { tls: c.tls } : {}),
-    ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
-    opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
-    shards: c.shards,
-  };
-}
-
-/** A second signal: stop now, without finishing the shutdown (EX_SOFTWARE). */
-function forceExit(): never {
-  process.exit(ExitCode.SOFTWARE);
-}
-
-/**
- * SIGINT and SIGTERM go to the daemon: the first shuts down, a second forces
- * the exit (a repeat of the first within Daemon's repeat window is the same
- * request, see Daemon.signal). Returns the undo.
- */
-export function relaySignals(daemon: Daemon): () => void {
-  const onSignal = (signal: NodeJS.Signals) => daemon.signal(signal, forceExit);
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
-  return () => {
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
-  };
-}
-
-/** A Daemon that could not start: a ListenError is said on stderr (exit 69); anything else is rethrown. */
-export function listenFailed(error: unknown): number {
-  if (!(error instanceof ListenError)) throw error;
-  process.stderr.write(`lockd serve: ${listenFailure(error)}\n`);
-  return ExitCode.UNAVAILABLE;
-}
-
-/** Why a listener could not be opened, in the same words for --listen and --ops. */
-export function listenFailure(error: ListenError): string {
-  const flag = error.which === "listen" ? "--listen" : "--ops";
-  const cause = error.cause as (Error & { code?: string }) | undefined;
-  const why: Record<string, string> = {
-    EADDRINUSE: "address in use? (another lockd, or another program, listens there)",
-    EADDRNOTAVAIL: "no network interface of this machine has that address",
-    EACCES: "permission denied (ports below 1024 need privileges)",
-  };
-  const text = cause?.code !== undefined ? why[cause.code] : undefined;
-  const reason = text === undefined ? (cause?.message ?? String(error.cause)) : `${text} [${cause!.code}]`;
-  return `cannot listen on ${formatAddress(error.address)} (${flag}): ${reason}`;
 }
 
 /** The exit code for a data directory that cannot be used. */
