@@ -57,8 +57,8 @@ test("a standby's board names its role, epoch, service and refusal, and its shar
   const readyz = (await (await fetch(`${base}/readyz`)).json()) as { shard: unknown };
   expect(standby.shard).toEqual({ name: "b", shards: ["a", "b"], generation: 7 });
   expect(standby.shard).toEqual(readyz.shard);
-  // Every field the page had before is still there, in the same order; role and shard come last.
-  expect(Object.keys(standby)).toEqual(["version", "at", "intervalMs", "totals", "series", "locks", "role", "shard"]);
+  // Every field the page had before is still there, in the same order; role, shard and lockDelay come last.
+  expect(Object.keys(standby)).toEqual(["version", "at", "intervalMs", "totals", "series", "locks", "role", "shard", "lockDelay"]);
   expect(Object.keys(standby.locks)).toEqual(["total", "matched", "prefix", "sort", "dir", "limit", "rows"]);
 
   // Becoming the active shows at the next request (even within the same second): a new snapshot, and no refusal.
