@@ -50,6 +50,12 @@ address, for NAME), the exit is 69 and the error names the active the
 standbys see (and its ops address, when it advertises one). A lone
 standby's address without NAME shows its role line (exit 0).
 
+While the server (or the service's active) runs a lock-delay (no grant
+of some or every name after a failover or a restart, until an earlier
+server's holders can no longer believe they hold), a "lock-delay:" line
+says how long is left and for which names; --json has the lockDelay of
+its /readyz.
+
 Exit codes: 0 shown (also for a free lock, and with warnings about
 instances); 64 bad options; 69 ops server (of any shard) unreachable, or
 only standbys answered; 78 the map given is wrong: an ops server in it is
@@ -492,12 +498,14 @@ async function statusOf(
       out.write(json ? `${JSON.stringify({ ...label, ...role, locks: null }, null, 2)}\n` : roleText(role));
       return ExitCode.OK;
     }
+    const delay = await lockDelayOf(get);
     if (json) {
-      out.write(`${JSON.stringify({ ...label, ...view }, null, 2)}\n`);
+      out.write(`${JSON.stringify({ ...label, ...view, ...delay }, null, 2)}\n`);
       return ExitCode.OK;
     }
     const s = view.sessions;
     out.write(roleText(await roleOf(get)));
+    out.write(lockDelayText(delay.lockDelay));
     out.write(`${view.total} lock${view.total === 1 ? "" : "s"}; sessions: ${s.owner} holding, ${s.waiting} waiting, ${s.connected} connecting\n`);
     if (view.locks.length > 0) out.write(table(view.locks));
     if (view.next !== null) {
@@ -506,13 +514,90 @@ async function statusOf(
     return ExitCode.OK;
   }
   const answer = await get(`/v1/locks?${lockQuery(name)}`);
+  if (answer.status !== 404) expectOk(answer);
+  // A free NAME may still be held back by the delay: the line comes first.
+  const delay = await lockDelayOf(get);
+  if (!json) out.write(lockDelayText(delay.lockDelay));
   if (answer.status === 404) {
-    out.write(json ? `${JSON.stringify({ ...label, name, holder: null, waiters: [] }, null, 2)}\n` : `${name}: free (no holder, no waiters)\n`);
+    out.write(json ? `${JSON.stringify({ ...label, name, holder: null, waiters: [], ...delay }, null, 2)}\n` : `${name}: free (no holder, no waiters)\n`);
     return ExitCode.OK;
   }
-  expectOk(answer);
-  out.write(json ? `${JSON.stringify({ ...label, ...(answer.body as object) }, null, 2)}\n` : table([answer.body as LockView]));
+  out.write(json ? `${JSON.stringify({ ...label, ...(answer.body as object), ...delay }, null, 2)}\n` : table([answer.body as LockView]));
   return ExitCode.OK;
+}
+
+/** The lock-delay of /readyz as status shows it: a DelayView's fields, as far as it says them. */
+export interface LockDelayOf {
+  readonly why?: unknown;
+  readonly remainingMs: number;
+  readonly names?: unknown;
+  readonly everyName?: unknown;
+}
+
+/**
+ * The serving instance's lock-delay, from its /readyz (asked once per run
+ * and address): `{ lockDelay: view }` or `{ lockDelay: null }` (none runs),
+ * `{}` when the server says nothing of one (a lockd before the lock-delay),
+ * or /readyz did not answer (the line is an extra: the listing stands).
+ */
+async function lockDelayOf(get: (path: string) => Promise<OpsAnswer>): Promise<{ lockDelay?: LockDelayOf | null }> {
+  let ready: OpsAnswer;
+  try {
+    ready = await get("/readyz");
+  } catch (error) {
+    if (error instanceof CliError) return {};
+    throw error;
+  }
+  const body = ready.body as { lockDelay?: unknown } | null;
+  if (body === null || typeof body !== "object" || body.lockDelay === undefined) return {};
+  const value = body.lockDelay as { remainingMs?: unknown } | null;
+  if (value === null || typeof value !== "object" || typeof value.remainingMs !== "number" || !Number.isFinite(value.remainingMs)) return { lockDelay: null };
+  return { lockDelay: value as LockDelayOf };
+}
+
+/** A lock-delay's time left: tenths of a second, rounded up (never "0.0 s" while some is left); minutes past one. */
+export function delayLeft(ms: number): string {
+  if (ms <= 0) return "0.0 s";
+  if (ms < 60_000) return `${(Math.ceil(ms / 100) / 10).toFixed(1)} s`;
+  const s = Math.ceil(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/** After what a delay of every name runs, and whose holders it waits for, by `why` (the operator's page says the same). */
+const DELAY_EVERY: Readonly<Record<string, string>> = {
+  takeover: "after a takeover: an earlier active's holders may still believe they hold",
+  released: "after a takeover from a clean stop: an earlier active's holders may still believe they hold",
+  restart: "after a restart from a stop that was not clean: holders from before it may still believe they hold",
+  "clean-restart": "after a restart from a clean stop: holders from before it may still believe they hold",
+};
+
+/** Where the names held back one by one were published, by `why`. */
+const DELAY_STOP: Readonly<Record<string, string>> = {
+  released: "the earlier active's clean stop",
+  "clean-restart": "the last clean stop",
+};
+
+/**
+ * The `lock-delay:` line of a /readyz lockDelay ("" for none): "lock-delay:
+ * 12.3 s left, every name (after a takeover: an earlier active's holders
+ * may still believe they hold)", or for the names a clean stop published
+ * only, "lock-delay: 4.1 s left, 3 names held at the last clean stop (their
+ * holders may still believe they hold them; every other name is granted)". The
+ * time is the longest wait left: when the delay is over.
+ */
+export function lockDelayText(delay: LockDelayOf | null | undefined): string {
+  if (delay === null || delay === undefined) return "";
+  const left = delayLeft(delay.remainingMs);
+  const why = typeof delay.why === "string" ? delay.why : "";
+  const names = typeof delay.names === "number" ? delay.names : 0;
+  if (delay.everyName === false && names > 0) {
+    const stop = Object.hasOwn(DELAY_STOP, why) ? DELAY_STOP[why] : "the last clean stop";
+    const which = names === 1 ? `1 name held at ${stop} (its holder may still believe it holds it` : `${names} names held at ${stop} (their holders may still believe they hold them`;
+    return `lock-delay: ${left} left, ${which}; every other name is granted)\n`;
+  }
+  const about = Object.hasOwn(DELAY_EVERY, why) ? DELAY_EVERY[why] : "an earlier server's holders may still believe they hold";
+  return `lock-delay: ${left} left, every name (${about})\n`;
 }
 
 /** Pages of /v1/locks fetched by `lockd status` at most: 10,000 locks at the server's largest page. */

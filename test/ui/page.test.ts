@@ -109,6 +109,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () =>
 
     const { page, errors } = await open();
     const row = await rowOf(page, name);
+    expect(await page.isHidden("#lock-delay")).toBe(true); // a first start on its data directory owes no lock-delay
     expect(row[0]).toBe(name);
     expect(row[1]).toBe("holder-A");
     expect(row[2]).toMatch(/^127\.0\.0\.1:\d+$/);

@@ -16,8 +16,9 @@
  * - a page's view of a snapshot (name prefix, order, at most MAX_ROWS rows,
  *   exact counts) is picked from the snapshot's rows with memory bounded by
  *   its row limit, once per snapshot and query (pages asking the same thing
- *   within an interval get the same built body); only the rows it shows
- *   get their labels formatted (address, token), once per snapshot;
+ *   within an interval get the same built body, less the lock-delay: that
+ *   is put in as it stands at each answer); only the rows it shows get
+ *   their labels formatted (address, token), once per snapshot;
  * - both walks go through the ops server's queue of walks (slices.ts),
  *   with the /v1/locks listings: one slice of `scanSlice` in all per turn
  *   of the event loop, however many pages and queries, so lock traffic runs
@@ -218,6 +219,9 @@ function servesLocks(role: BoardRole | null): boolean {
 
 const NO_SHARD: ShardView = { name: null, shards: [], generation: 0 };
 
+/** How a built view ends: the lock-delay, filled in per answer (withDelay). */
+const NO_DELAY_TAIL = encoder.encode("null}");
+
 /** The locks at one moment, shared by every page within INTERVAL_MS, and the views built from it. */
 interface Snapshot {
   readonly startedAt: number;
@@ -335,7 +339,24 @@ export class Board {
     if (asset !== undefined) return page({ status: 200, headers: { "content-type": asset.type }, body: asset.body });
     const parsed = parseBoardQuery(query);
     if ("error" in parsed) return failure(400, "BAD_QUERY", parsed.error);
-    return this.view(parsed).then((body) => page({ status: 200, headers: JSON_HEADERS, body }));
+    return this.view(parsed).then((body) => page({ status: 200, headers: JSON_HEADERS, body: this.withDelay(body) }));
+  }
+
+  /**
+   * A built view's bytes with the lock-delay as it stands now: a view is
+   * shared for an interval, the lock-delay is not (the page counts it down
+   * from each answer, and must not see one that has ended). Without a
+   * delay, the built bytes themselves (they end `"lockDelay":null}`).
+   */
+  private withDelay(built: Uint8Array): Uint8Array {
+    const delay = this.options.lockDelay?.() ?? null;
+    if (delay === null) return built;
+    const head = built.subarray(0, built.length - NO_DELAY_TAIL.length);
+    const tail = encoder.encode(`${JSON.stringify(delay)}}`);
+    const body = new Uint8Array(head.length + tail.length);
+    body.set(head);
+    body.set(tail, head.length);
+    return body;
   }
 
   /** The current snapshot, or a new one if the last began INTERVAL_MS ago or more and is complete. */
@@ -436,8 +457,8 @@ export class Board {
         },
         role: snapshot.role,
         shard: this.options.shard ?? NO_SHARD,
-        // Read for each answer (not the snapshot's): the page counts it down.
-        lockDelay: this.options.lockDelay?.() ?? null,
+        // Last, and null here: withDelay puts in the value as it stands at each answer.
+        lockDelay: null,
       }),
     );
   }

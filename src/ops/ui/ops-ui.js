@@ -23,6 +23,9 @@
     pending: null,
     /** False while the board says this instance is not its service's active (it serves no locks). */
     serving: true,
+    /** The board's last `lockDelay` (null: none runs) and when it came (performance.now()), counted down between polls. */
+    delay: null,
+    delayAt: 0,
   };
 
   /** An element with text children (strings become text nodes) and plain properties. */
@@ -161,6 +164,81 @@
     } else {
       line.append(role.activeOps ? `, ops at ${shown(role.activeOps)}.` : "; it advertises no ops address (see --advertise-ops).");
     }
+  }
+
+  // ---- the lock-delay banner ----------------------------------------------
+
+  /** How often the banner's countdown is redrawn between polls. */
+  const DELAY_TICK_MS = 100;
+  let delayTimer = null;
+
+  /** A lock-delay's time left: tenths of a second, rounded up (never "0.0 s" while some is left). */
+  function delayLeft(ms) {
+    if (ms <= 0) return "0.0 s";
+    if (ms < 60_000) return `${(Math.ceil(ms / 100) / 10).toFixed(1)} s`;
+    const s = Math.ceil(ms / 1000);
+    if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+    return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  }
+
+  /** Whose holders a delay of every name waits for, and after what (by `why`; anything else: neither). */
+  const DELAY_WHY = {
+    takeover: { whose: "an earlier active's holders", after: " (after a takeover)" },
+    released: { whose: "an earlier active's holders", after: " (after a takeover from a clean stop)" },
+    restart: { whose: "holders from before this server's restart", after: " (its last stop was not clean)" },
+    "clean-restart": { whose: "holders from before this server's restart", after: " (after a clean stop)" },
+  };
+
+  /** Where the names a delay holds back one by one were published. */
+  const DELAY_STOP = {
+    released: "the earlier active's clean stop",
+    "clean-restart": "the last clean stop",
+  };
+
+  /**
+   * The banner's sentence for a DelayView with `left` ms to go. Every name:
+   * none is granted before the delay ends ("up to" after a clean stop: the
+   * names it published may wait longer than the others). Names only: those
+   * the clean stop published, the others are granted.
+   */
+  function delayText(view, left) {
+    const time = delayLeft(left);
+    const why = Object.hasOwn(DELAY_WHY, view.why) ? DELAY_WHY[view.why] : { whose: "an earlier server's holders", after: "" };
+    if (view.everyName === true || !(view.names > 0)) {
+      const upTo = view.why === "takeover" || view.why === "restart" ? "" : "up to ";
+      return `Lock-delay: no grant of any name for ${upTo}${time} more: ${why.whose} may still believe they hold their locks${why.after}`;
+    }
+    const stop = Object.hasOwn(DELAY_STOP, view.why) ? DELAY_STOP[view.why] : "the last clean stop";
+    const count = number(view.names);
+    return view.names === 1
+      ? `Lock-delay: 1 name held at ${stop} is not granted for ${time} more: its holder may still believe it holds it (every other name is granted)`
+      : `Lock-delay: ${count} names held at ${stop} are not granted for up to ${time} more: their holders may still believe they hold them (every other name is granted)`;
+  }
+
+  /** The board's `lockDelay`, as it came with an answer: shown and counted down from now, or the banner gone. */
+  function setDelay(value) {
+    const valid = value !== null && typeof value === "object" && Number.isFinite(value.remainingMs);
+    state.delay = valid ? value : null;
+    state.delayAt = performance.now();
+    if (state.delay !== null && delayTimer === null) delayTimer = setInterval(renderDelay, DELAY_TICK_MS);
+    if (state.delay === null && delayTimer !== null) {
+      clearInterval(delayTimer);
+      delayTimer = null;
+    }
+    renderDelay();
+  }
+
+  function renderDelay() {
+    const banner = $("lock-delay");
+    const view = state.delay;
+    banner.hidden = view === null;
+    if (view === null) {
+      $("lock-delay-text").textContent = "";
+      delete banner.dataset.why;
+      return;
+    }
+    banner.dataset.why = String(view.why);
+    $("lock-delay-text").textContent = delayText(view, view.remainingMs - (performance.now() - state.delayAt));
   }
 
   function renderRows(board) {
@@ -397,6 +475,7 @@
         return;
       }
       renderRole(body);
+      setDelay(body.lockDelay === undefined ? null : body.lockDelay);
       renderTotals(body);
       renderRows(body);
       renderPlots(body.series);
