@@ -6,7 +6,7 @@ import { SERVE_OPTIONS } from "./config.ts";
 import { Logger } from "../log.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import { Daemon } from "../server/daemon.ts";
-import { openFileLimit } from "../server/limits.ts";
+import { openFileLimit } from "../process/limits.ts";
 import { FileTokens, TokenStoreError } from "../tokens/file.ts";
 import { LeasesFile } from "../tokens/leases.ts";
 import { resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";

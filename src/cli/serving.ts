@@ -8,7 +8,7 @@ import { formatAddress } from "../net/address.ts";
 import type { Logger } from "../log.ts";
 import type { Daemon, DaemonOptions } from "../server/daemon.ts";
 import { ListenError } from "../server/daemon.ts";
-import type { openFileLimit } from "../server/limits.ts";
+import type { openFileLimit } from "../process/limits.ts";
 import type { ServerTls } from "../server/server.ts";
 import type { ShardIdentity } from "../shard/identity.ts";
 import { VERSION } from "../version.ts";

@@ -19,7 +19,7 @@ import { CLOSED_BY_PEER, LIVE_STATES, SESSION_STATE_NAMES, SessionState } from "
 import type { EngineView } from "../core/engine.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
-import { openFileLimit } from "../server/limits.ts";
+import { openFileLimit } from "../process/limits.ts";
 import type { CoordinatorMetrics } from "../failover/shell.ts";
 import type { DelayView } from "../core/delay.ts";
 

@@ -18,7 +18,7 @@ import { sigtermOutcome } from "../packaging/sigterm.ts";
 import { MemoryRow, MemoryStore } from "../coordinator/memory-store.ts";
 import { Daemon } from "../../src/server/daemon.ts";
 import { Logger } from "../../src/log.ts";
-import { openFileLimit } from "../../src/server/limits.ts";
+import { openFileLimit } from "../../src/process/limits.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const DEPLOY = join(ROOT, "deploy");

@@ -14,13 +14,14 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   net: [],
   shard: ["net", "protocol", "core"],
   tokens: ["core"],
+  process: [],
   "log.ts": [],
   "version.ts": [],
   failover: ["core", "net", "shard", "log.ts"],
-  ops: ["core", "protocol", "net", "shard", "failover", "log.ts"],
-  server: ["core", "protocol", "net", "shard", "tokens", "failover", "ops", "log.ts"],
+  ops: ["core", "protocol", "net", "shard", "failover", "process", "log.ts"],
+  server: ["core", "protocol", "net", "shard", "tokens", "failover", "ops", "process", "log.ts"],
   client: ["protocol", "net", "shard"],
-  cli: ["protocol", "core", "net", "shard", "tokens", "failover", "ops", "server", "client", "log.ts", "version.ts"],
+  cli: ["protocol", "core", "net", "shard", "tokens", "failover", "ops", "server", "process", "client", "log.ts", "version.ts"],
 };
 
 function sources(): string[] {

@@ -2,7 +2,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Socket } from "bun";
 import net from "node:net";
-import { reservedFds } from "../../src/server/limits.ts";
+import { reservedFds } from "../../src/process/limits.ts";
 import { FrameType } from "../../src/protocol/index.ts";
 import { MAX_HEAD } from "../../src/ops/http.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";

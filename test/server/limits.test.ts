@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { ErrorCode } from "../../src/protocol/index.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
-import { DEFAULT_OPS_CONNECTIONS, PROCESS_FDS, REFUSAL_FDS, RESERVED_FDS, openFileLimit, parseLimits, reservedFds } from "../../src/server/limits.ts";
+import { DEFAULT_OPS_CONNECTIONS, PROCESS_FDS, REFUSAL_FDS, RESERVED_FDS, openFileLimit, parseLimits, reservedFds } from "../../src/process/limits.ts";
 
 test("parses the open-file line of /proc/self/limits", () => {
   const text = [
