@@ -1,5 +1,5 @@
 /**
- * Coordinator: the role machine of an instance of a lockd service run as
+ * RoleMachine: the role machine of an instance of a lockd service run as
  * one active and standbys, without I/O and without a clock (like
  * core/engine.ts). The shell (shell.ts) feeds it events with the current
  * monotonic time in ms and carries out the actions it returns against the
@@ -86,7 +86,7 @@ export interface Watched {
   readonly holder: string;
 }
 
-export type CoordinatorAction =
+export type RoleAction =
   /** Read the row (an answer: `readDone`). */
   | { readonly type: "read" }
   /** Insert the row with epoch 1, holder me, token_floor = `floor` + block (answer: `createDone`). */
@@ -140,7 +140,7 @@ export const enum Outcome {
 
 export type Role = "standby" | "active" | "stopped";
 
-export interface CoordinatorOptions {
+export interface RoleMachineOptions {
   /** The coordinator lease in ms. */
   readonly leaseMs: number;
   /** Tokens per reservation. */
@@ -160,7 +160,7 @@ export const STEP_DOWN_SHARE = 0.8;
 
 type Pending = "read" | "create" | "takeover" | null;
 
-export class Coordinator {
+export class RoleMachine {
   role: Role = "standby";
   /** The epoch of the current (or last) active term of this instance; 0 before the first. */
   epoch = 0;
@@ -220,7 +220,7 @@ export class Coordinator {
   refusal: string | null = null;
   private readonly refuse: ((holder: string) => string | null) | null;
 
-  constructor(options: CoordinatorOptions) {
+  constructor(options: RoleMachineOptions) {
     if (!(options.leaseMs > 0)) throw new RangeError("leaseMs must be positive");
     if (!(options.block >= 2)) throw new RangeError("block must be at least 2");
     this.leaseMs = options.leaseMs;
@@ -241,7 +241,7 @@ export class Coordinator {
   // --- events ----------------------------------------------------------------------------
 
   /** Start as a standby: read the row now. */
-  start(now: number): CoordinatorAction[] {
+  start(now: number): RoleAction[] {
     this.role = "standby";
     this.nextReadAt = now;
     return this.tick(now);
@@ -251,8 +251,8 @@ export class Coordinator {
    * Time passed (a timer fired, or any other event): whatever is due now.
    * Call again at `nextWake()`.
    */
-  tick(now: number): CoordinatorAction[] {
-    const out: CoordinatorAction[] = [];
+  tick(now: number): RoleAction[] {
+    const out: RoleAction[] = [];
     if (this.role === "active") {
       if (now >= this.deadline) {
         this.stepDown(now, `no renewal confirmed for ${STEP_DOWN_SHARE} x the coordinator lease`, out);
@@ -293,7 +293,7 @@ export class Coordinator {
   }
 
   /** The row as read; null when the service has no row yet. Null `row` with `failed`: no answer. */
-  readDone(now: number, row: CoordinatorRow | null, failed = false): CoordinatorAction[] {
+  readDone(now: number, row: CoordinatorRow | null, failed = false): RoleAction[] {
     if (this.pending !== "read") return [];
     this.pending = null;
     this.nextReadAt = now + this.interval;
@@ -336,7 +336,7 @@ export class Coordinator {
   }
 
   /** The answer to `create`: the row as inserted, or null when another instance created it first (or no answer). */
-  createDone(now: number, row: CoordinatorRow | null): CoordinatorAction[] {
+  createDone(now: number, row: CoordinatorRow | null): RoleAction[] {
     if (this.pending !== "create") return [];
     this.pending = null;
     if (row === null || this.role !== "standby") {
@@ -347,7 +347,7 @@ export class Coordinator {
   }
 
   /** The answer to `takeover`: the row as updated, or null when it changed nothing (or no answer). */
-  takeoverDone(now: number, row: CoordinatorRow | null): CoordinatorAction[] {
+  takeoverDone(now: number, row: CoordinatorRow | null): RoleAction[] {
     if (this.pending !== "takeover") return [];
     this.pending = null;
     this.watched = null;
@@ -359,9 +359,9 @@ export class Coordinator {
   }
 
   /** The answer to the renewal of term `epoch` sent at `sentAt`. */
-  renewDone(now: number, epoch: number, sentAt: number, outcome: Outcome): CoordinatorAction[] {
+  renewDone(now: number, epoch: number, sentAt: number, outcome: Outcome): RoleAction[] {
     if (this.role !== "active" || epoch !== this.epoch) return []; // an answer from an earlier term
-    const out: CoordinatorAction[] = [];
+    const out: RoleAction[] = [];
     if (outcome === Outcome.OK) {
       this.lastRoundTripMs = now - sentAt;
       if (sentAt > this.confirmedSentAt) this.confirmedSentAt = sentAt;
@@ -376,10 +376,10 @@ export class Coordinator {
   }
 
   /** The answer to `reserve` of term `epoch`: the row's new token floor, or the outcome that says why there is none. */
-  reserveDone(now: number, epoch: number, outcome: Outcome, floor = 0): CoordinatorAction[] {
+  reserveDone(now: number, epoch: number, outcome: Outcome, floor = 0): RoleAction[] {
     if (this.role !== "active" || epoch !== this.epoch) return [];
     this.reserveInFlight = false;
-    const out: CoordinatorAction[] = [];
+    const out: RoleAction[] = [];
     if (outcome === Outcome.TAKEN) {
       this.stepDown(now, "a token reservation found the coordinator row taken by another instance", out);
       return out;
@@ -404,15 +404,15 @@ export class Coordinator {
    * raise the row's largest lease (one statement; the shell holds the grant
    * back until `raiseDone`).
    */
-  raise(leaseMs: number): CoordinatorAction[] {
+  raise(leaseMs: number): RoleAction[] {
     if (this.role !== "active") return [];
     return [{ type: "raise", epoch: this.epoch, leaseMs }];
   }
 
   /** The answer to `raise` of term `epoch`: OK with the row's largest lease now, TAKEN (steps down), or FAILED. */
-  raiseDone(now: number, epoch: number, outcome: Outcome, maxLeaseMs = 0): CoordinatorAction[] {
+  raiseDone(now: number, epoch: number, outcome: Outcome, maxLeaseMs = 0): RoleAction[] {
     if (this.role !== "active" || epoch !== this.epoch) return [];
-    const out: CoordinatorAction[] = [];
+    const out: RoleAction[] = [];
     if (outcome === Outcome.TAKEN) {
       this.stepDown(now, "raising the largest lease found the coordinator row taken by another instance", out);
       return out;
@@ -430,7 +430,7 @@ export class Coordinator {
    * A clean stop: release the row if active, publishing `held` (the names
    * held at the stop with their leases). The machine does nothing more.
    */
-  stop(now: number, held: HeldSet = []): CoordinatorAction[] {
+  stop(now: number, held: HeldSet = []): RoleAction[] {
     const wasActive = this.role === "active";
     this.role = "stopped";
     this.pending = null;
@@ -438,8 +438,8 @@ export class Coordinator {
   }
 
   /** The shell could not serve as active (e.g. the lock port is taken): give the term up at once. */
-  abandon(now: number, reason: string): CoordinatorAction[] {
-    const out: CoordinatorAction[] = [];
+  abandon(now: number, reason: string): RoleAction[] {
+    const out: RoleAction[] = [];
     if (this.role !== "active") return out;
     out.push(this.release(now, []));
     this.stepDown(now, reason, out);
@@ -481,7 +481,7 @@ export class Coordinator {
   // --- helpers ------------------------------------------------------------------------------
 
   /** The release of this term: the names held, their largest lease, and the carried lease if this term's wait is not over. */
-  private release(now: number, held: HeldSet): CoordinatorAction {
+  private release(now: number, held: HeldSet): RoleAction {
     let maxLeaseMs = this.maxLeaseMs;
     if (held !== "*") {
       maxLeaseMs = 0;
@@ -524,14 +524,14 @@ export class Coordinator {
     this.pendingSentAt = now;
   }
 
-  private maybeReserve(now: number, out: CoordinatorAction[]): void {
+  private maybeReserve(now: number, out: RoleAction[]): void {
     if (this.wantsReserve() && now >= this.nextReserveAt) {
       this.reserveInFlight = true;
       out.push({ type: "reserve", epoch: this.epoch });
     }
   }
 
-  private becomeActive(now: number, row: CoordinatorRow, why: ActivationReason): CoordinatorAction[] {
+  private becomeActive(now: number, row: CoordinatorRow, why: ActivationReason): RoleAction[] {
     this.role = "active";
     this.epoch = row.epoch;
     this.takeovers++;
@@ -556,7 +556,7 @@ export class Coordinator {
     this.maxLeaseMs = row.maxLeaseMs ?? 0;
     this.watchedRow = null;
     this.watchedLeaseMax = 0;
-    const out: CoordinatorAction[] = [
+    const out: RoleAction[] = [
       {
         type: "activate",
         epoch: row.epoch,
@@ -571,7 +571,7 @@ export class Coordinator {
     return out;
   }
 
-  private stepDown(now: number, reason: string, out: CoordinatorAction[]): void {
+  private stepDown(now: number, reason: string, out: RoleAction[]): void {
     this.role = "standby";
     this.stepDowns++;
     this.reserveInFlight = false;

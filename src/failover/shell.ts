@@ -1,5 +1,5 @@
 /**
- * Roles: the shell around the coordinator role machine (machine.ts) for
+ * FailoverShell: the shell around the coordinator role machine (machine.ts) for
  * `lockd serve --coordinator`. It carries the machine's actions out against
  * the store (PostgreSQL), feeds the answers back with `performance.now()`,
  * and arms one timer for the machine's next wake-up. The daemon calls it;
@@ -34,12 +34,12 @@ import { type DelayView, LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts
 import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "../server/conn.ts";
-import { Coordinator, type CoordinatorAction, Outcome, type TermDelay } from "./machine.ts";
+import { RoleMachine, type RoleAction, Outcome, type TermDelay } from "./machine.ts";
 import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
 import type { CoordinatorStore } from "./store.ts";
 import type { LockServer } from "../server/server.ts";
 
-export interface RolesOptions {
+export interface FailoverOptions {
   readonly store: CoordinatorStore;
   readonly service: string;
   readonly instance: string;
@@ -60,8 +60,8 @@ export interface RolesOptions {
   readonly ioTimeoutMs: number;
   /** Called when this instance becomes active (listening) or stops being active. */
   readonly onRole?: (role: "active" | "standby", epoch: number) => void;
-  /** The monotonic clock (ms). Tests inject one; lockd reads performance.now(). */
-  readonly clock?: () => number;
+  /** Time and timers (default: performance.now() and setTimeout). The simulation runs this shell on a manual one. */
+  readonly clock?: ShellClock;
 }
 
 /**
@@ -96,7 +96,7 @@ export interface RoleView {
   readonly refusal?: string;
 }
 
-/** Coordinator figures for /metrics. */
+/** RoleMachine figures for /metrics. */
 export interface CoordinatorMetrics extends RoleView {
   readonly roundTripSeconds: number;
   readonly renewalsFailed: number;
@@ -107,8 +107,27 @@ export interface CoordinatorMetrics extends RoleView {
 
 const NO_TRANSPORT = { send() {}, close() {} };
 
-export class Roles implements GrantGuard, TokenSource {
-  readonly machine: Coordinator;
+/**
+ * The shell's only way to time: the monotonic clock (ms), and one-shot
+ * timers at a moment of that clock. Nothing here reads a wall clock.
+ */
+export interface ShellClock {
+  now(): number;
+  /** Call `fire` at `at` (or soon after); the returned function cancels it. */
+  arm(at: number, fire: () => void): () => void;
+}
+
+/** performance.now() and setTimeout: what lockd runs on. */
+export const REAL_CLOCK: ShellClock = {
+  now: () => performance.now(),
+  arm(at, fire) {
+    const timer = setTimeout(fire, Math.max(0, Math.ceil(at - performance.now())));
+    return () => clearTimeout(timer);
+  },
+};
+
+export class FailoverShell implements GrantGuard, TokenSource {
+  readonly machine: RoleMachine;
   /** The LockServer of the current active term, null while standby. */
   server: LockServer | null = null;
   /** The engine the ops server shows: the current term's, else the last term's, else an idle one. */
@@ -116,7 +135,8 @@ export class Roles implements GrantGuard, TokenSource {
   /** Resolves once the first decision is made (the row read, created or taken). */
   readonly started: Promise<void>;
   private resolveStarted!: () => void;
-  private timer: ReturnType<typeof setTimeout> | null = null;
+  private cancelTimer: (() => void) | null = null;
+  private readonly clock: ShellClock;
   private pumpQueued = false;
   private stopping = false;
   /** The last term's LockServer.stop(): a new term listens only after it. */
@@ -136,16 +156,18 @@ export class Roles implements GrantGuard, TokenSource {
   /** The current term's lock-delay (null while standby). */
   private delay: LockDelay | null = null;
 
-  constructor(private readonly options: RolesOptions) {
+  constructor(private readonly options: FailoverOptions) {
     const map = options.map ?? { generation: 0, shard: null, map: null };
     this.map = map;
-    this.machine = new Coordinator({
+    this.machine = new RoleMachine({
       leaseMs: options.leaseMs,
       block: options.block,
       initialFloor: options.initialFloor ?? 0,
       refuse: (holder) => takeoverRefusal(map, holder),
     });
-    this.now = options.clock ?? (() => performance.now());
+    this.clock = options.clock ?? REAL_CLOCK;
+    const clock = this.clock;
+    this.now = () => clock.now();
     this.statementTimeoutMs = Math.max(50, options.leaseMs / 2);
     this.engine = new Engine<Conn>(NO_TRANSPORT, { ioTimeoutMs: options.ioTimeoutMs }, this.now());
     this.started = new Promise((resolve) => (this.resolveStarted = resolve));
@@ -236,8 +258,8 @@ export class Roles implements GrantGuard, TokenSource {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
+    this.cancelTimer?.();
+    this.cancelTimer = null;
     // The names held at this moment are published with the release: only they wait at the next active.
     const held = this.server?.engine.held(MAX_PUBLISHED_NAMES) ?? [];
     const actions = this.machine.stop(this.now(), held ?? "*");
@@ -276,25 +298,25 @@ export class Roles implements GrantGuard, TokenSource {
     });
   }
 
-  private run(actions: readonly CoordinatorAction[]): void {
+  private run(actions: readonly RoleAction[]): void {
     if (this.stopping) return;
     for (const action of actions) this.perform(action);
     this.arm();
   }
 
   private arm(): void {
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
+    this.cancelTimer?.();
+    this.cancelTimer = null;
     if (this.stopping) return;
     const at = this.machine.nextWake();
     if (at === Infinity) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
+    this.cancelTimer = this.clock.arm(at, () => {
+      this.cancelTimer = null;
       this.run(this.machine.tick(this.now()));
-    }, Math.max(0, Math.ceil(at - this.now())));
+    });
   }
 
-  private perform(action: CoordinatorAction): void {
+  private perform(action: RoleAction): void {
     const { store, log, service } = this.options;
     const m = this.machine;
     switch (action.type) {
@@ -417,14 +439,14 @@ export class Roles implements GrantGuard, TokenSource {
   }
 
   /** Run a statement bounded in time; `undefined` to `then` means no answer (failed or timed out). */
-  private ask<T>(statement: Promise<T>, then: (result: T | undefined) => CoordinatorAction[]): void {
+  private ask<T>(statement: Promise<T>, then: (result: T | undefined) => RoleAction[]): void {
     void this.bounded(statement, this.statementTimeoutMs).then((result) => this.run(then(result)));
   }
 
   private async bounded<T>(statement: Promise<T>, ms: number): Promise<T | undefined> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let cancel: (() => void) | undefined;
     const timeout = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), ms);
+      cancel = this.clock.arm(this.now() + ms, () => resolve(undefined));
     });
     try {
       return await Promise.race([statement.catch((error: unknown) => {
@@ -432,7 +454,7 @@ export class Roles implements GrantGuard, TokenSource {
         return undefined;
       }), timeout]);
     } finally {
-      clearTimeout(timer);
+      cancel?.();
     }
   }
 

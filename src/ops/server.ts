@@ -36,7 +36,7 @@ import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
 import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./http.ts";
 import { SliceQueue } from "./slices.ts";
 import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
-import type { Roles } from "../failover/shell.ts";
+import type { FailoverShell } from "../failover/shell.ts";
 import type { DelayView } from "../core/delay.ts";
 import type { LockServer } from "../server/server.ts";
 import type { Lock } from "../core/session.ts";
@@ -51,7 +51,7 @@ export interface OpsOptions {
   /** The lock server: its engine read-only, its connection count and the two admin actions. */
   readonly server: Pick<LockServer, "view" | "connectionCount" | "forceRelease" | "kick">;
   /** With --coordinator: the role layer (role and epoch in /readyz and /metrics). */
-  readonly roles?: Pick<Roles, "view" | "metrics">;
+  readonly roles?: Pick<FailoverShell, "view" | "metrics">;
   readonly auth: AdminAuth;
   readonly log: Logger;
   readonly version: string;

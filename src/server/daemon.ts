@@ -40,7 +40,7 @@ import { type Logger, RateLimit } from "../log.ts";
 import { AdminAuth } from "../ops/admin.ts";
 import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer } from "../ops/server.ts";
-import { Roles, type RolesOptions } from "../failover/shell.ts";
+import { FailoverShell, type FailoverOptions } from "../failover/shell.ts";
 import { advertisedOps } from "../failover/holder.ts";
 import { isLoopbackHost } from "../net/address.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
@@ -79,7 +79,7 @@ export interface DaemonOptions {
    * Run as one instance of a coordinated service (failover/shell.ts): no lock
    * listener until this instance is active; tokens from the coordinator.
    */
-  readonly coordinator?: Omit<RolesOptions, "listen" | "log" | "ioTimeoutMs">;
+  readonly coordinator?: Omit<FailoverOptions, "listen" | "log" | "ioTimeoutMs">;
   /**
    * With `coordinator`: the ops address (HOST:PORT) this instance names in
    * the row while active, for its standbys to show (--advertise-ops).
@@ -136,7 +136,7 @@ export class Daemon {
     this.stopped = new Promise((resolve) => (this.resolveStopped = resolve));
     this.graceStarted = new Promise((resolve) => (this.resolveGrace = resolve));
     if (options.coordinator !== undefined) {
-      this.roles = new Roles({
+      this.roles = new FailoverShell({
         ...options.coordinator,
         log: options.log,
         ioTimeoutMs: options.ioTimeoutMs,
@@ -194,7 +194,7 @@ export class Daemon {
   }
 
   /** The role layer, with --coordinator; null otherwise. */
-  readonly roles: Roles | null = null;
+  readonly roles: FailoverShell | null = null;
   private readonly fixedServer: LockServer | null = null;
 
   /** The lock server: the only one without --coordinator; the current term's with it (throws while standby). */

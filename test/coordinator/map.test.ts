@@ -4,7 +4,7 @@
  * must not follow.
  */
 import { describe, expect, test } from "bun:test";
-import { Coordinator, type CoordinatorRow } from "../../src/failover/machine.ts";
+import { RoleMachine, type CoordinatorRow } from "../../src/failover/machine.ts";
 import { activeHolder, advertisedOps, describeHolderMap, describeRowMap, holderInstance, holderMapOf, isReleased, mapId, ownMapOf, parseHolderMap, parseHolderOps, refusalHeadline, releasedHolder, takeoverChangesMap, takeoverRefusal } from "../../src/failover/holder.ts";
 import { hostOf, isLoopbackHost } from "../../src/net/address.ts";
 
@@ -212,7 +212,7 @@ describe("the role machine with a refusal", () => {
   const LEASE = 1000;
   const row = (holder: string, renewals = 0): CoordinatorRow => ({ epoch: 1, holder, renewals, tokenFloor: 100, leaseMs: LEASE, maxLeaseMs: LEASE / 4, carryLeaseMs: 0, held: null });
   const mine = map("alpha", ["alpha", "beta"], 2);
-  const machine = () => new Coordinator({ leaseMs: LEASE, block: 100, refuse: (holder) => takeoverRefusal(mine, holder) });
+  const machine = () => new RoleMachine({ leaseMs: LEASE, block: 100, refuse: (holder) => takeoverRefusal(mine, holder) });
 
   test("a row held with a higher generation is never taken over, however long it stays unchanged; it is read again every lease/4", () => {
     const m = machine();
@@ -242,7 +242,7 @@ describe("the role machine with a refusal", () => {
   });
 
   test("the same row without the refusal is taken over after a lease (the check is what stops it)", () => {
-    const m = new Coordinator({ leaseMs: LEASE, block: 100 });
+    const m = new RoleMachine({ leaseMs: LEASE, block: 100 });
     const holder = activeHolder("other/pid-1/x", map("alpha", ["alpha", "beta"], 3));
     m.start(0);
     expect(m.readDone(0, row(holder))).toEqual([]);

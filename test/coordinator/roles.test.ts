@@ -7,7 +7,7 @@
 import { afterEach, expect, setSystemTime, test } from "bun:test";
 import { Logger } from "../../src/log.ts";
 import { activeHolder, type HolderMap, ownMapOf, releasedHolder } from "../../src/failover/holder.ts";
-import { Roles } from "../../src/failover/shell.ts";
+import { FailoverShell } from "../../src/failover/shell.ts";
 import { LockServer } from "../../src/server/server.ts";
 import { MemoryRow, MemoryStore } from "./memory-store.ts";
 import { FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
@@ -22,8 +22,8 @@ afterEach(() => {
   setSystemTime(); // back to the real clock
 });
 
-function roles(shared: MemoryRow, instance: string, lines: string[], onRole?: (role: string) => void, map?: HolderMap): Roles {
-  return new Roles({
+function roles(shared: MemoryRow, instance: string, lines: string[], onRole?: (role: string) => void, map?: HolderMap): FailoverShell {
+  return new FailoverShell({
     ...(onRole === undefined ? {} : { onRole }),
     ...(map === undefined ? {} : { map }),
     store: map === undefined ? new MemoryStore(shared, instance, LEASE, 1000) : new MemoryStore(shared, activeHolder(instance, map), LEASE, 1000, releasedHolder(map)),
@@ -38,7 +38,7 @@ function roles(shared: MemoryRow, instance: string, lines: string[], onRole?: (r
 }
 
 /** roles(...), started, once its first decision is made. */
-async function started(shared: MemoryRow, instance: string, lines: string[], onRole?: (role: string) => void): Promise<Roles> {
+async function started(shared: MemoryRow, instance: string, lines: string[], onRole?: (role: string) => void): Promise<FailoverShell> {
   const r = roles(shared, instance, lines, onRole);
   r.start();
   await r.started;
@@ -123,7 +123,7 @@ test("a standby shows the service's epoch and active as it last read the row (no
   const b = roles(shared, "db2/pid-2/bbbb", lines, undefined, map);
   b.start();
   await b.started;
-  let c: Roles | null = null;
+  let c: FailoverShell | null = null;
   try {
     expect(a.view()).toEqual({ role: "active", epoch: 1, service: "svc", instance: "db1/pid-1/aaaa", active: "db1/pid-1/aaaa", activeOps: null });
     expect(b.view()).toEqual({ role: "standby", epoch: 1, service: "svc", instance: "db2/pid-2/bbbb", active: "db1/pid-1/aaaa", activeOps: null });
@@ -187,7 +187,7 @@ test("a grant whose lease the row does not cover yet is answered only after the 
   const raised: number[] = [];
   let listening!: () => void;
   const active = new Promise<void>((resolve) => (listening = resolve));
-  const r = new Roles({
+  const r = new FailoverShell({
     onRole: (role) => role === "active" && listening(),
     store: new MemoryStore(shared, "a", LEASE, 1000),
     service: "svc",

@@ -21,7 +21,7 @@
  *   never go back), and not above the row's token floor.
  * The `selfTest` variants break the rules on purpose to show the checks fail.
  */
-import { Coordinator, type CoordinatorAction, type CoordinatorRow, Outcome, type Watched } from "../../src/failover/machine.ts";
+import { RoleMachine, type RoleAction, type CoordinatorRow, Outcome, type Watched } from "../../src/failover/machine.ts";
 import { Rng } from "./prng.ts";
 
 /** no-deadline-check: a grant trusts the step-down timer instead of reading the clock; no-compare: the takeover is a plain write. */
@@ -48,7 +48,7 @@ export interface CoordinatorSimResult {
 
 interface Instance {
   readonly id: string;
-  readonly machine: Coordinator;
+  readonly machine: RoleMachine;
   readonly offset: number;
   readonly rate: number;
   alive: boolean;
@@ -153,7 +153,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
   const spawn = (): Instance => {
     const x: Instance = {
       id: `i${++serial}`,
-      machine: new Coordinator({ leaseMs, block, initialFloor: 0 }),
+      machine: new RoleMachine({ leaseMs, block, initialFloor: 0 }),
       offset: rng.int(2 ** 40),
       rate: 1 + (rng.float() - 0.5) * 0.04,
       alive: true,
@@ -169,7 +169,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
   };
 
   /** Carry out the machine's actions, then arm its timer (roles.ts's run()). */
-  const perform = (x: Instance, actions: readonly CoordinatorAction[]): void => {
+  const perform = (x: Instance, actions: readonly RoleAction[]): void => {
     for (const action of actions) act(x, action);
     const wake = x.machine.nextWake();
     const mySeq = ++x.timerSeq;
@@ -183,7 +183,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
   };
 
   /** One statement: executes after a delay (maybe not at all), answered (maybe not), bounded by the shell's timeout. */
-  const statement = <T>(x: Instance, name: string, exec: () => T, answer: (result: T | undefined) => CoordinatorAction[]): void => {
+  const statement = <T>(x: Instance, name: string, exec: () => T, answer: (result: T | undefined) => RoleAction[]): void => {
     let reported = false;
     const report = (result: T | undefined): void => {
       if (reported) return;
@@ -204,7 +204,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
 
   const mine = (x: Instance, epoch: number): boolean => row !== null && row.holder === x.id && row.epoch === epoch;
 
-  const act = (x: Instance, action: CoordinatorAction): void => {
+  const act = (x: Instance, action: RoleAction): void => {
     const m = x.machine;
     switch (action.type) {
       case "read":
