@@ -15,6 +15,7 @@ import { readFloor, TokenStoreError } from "../tokens/file.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
+import { SHARD_WORDS } from "./words.ts";
 import { type CoordinatedServe, daemonOptions, listenFailed, relaySignals } from "./serving.ts";
 
 /**
@@ -74,7 +75,8 @@ export async function openCoordinator(
   } catch (error) {
     if (!(error instanceof CoordinatorConfigError)) throw error;
     const code = error.kind === "usage" ? ExitCode.USAGE : error.kind === "schema" ? ExitCode.DATA_ERROR : ExitCode.UNAVAILABLE;
-    throw new CliError(error.message, code);
+    // A URL that is wrong as such is the flag's fault: say which.
+    throw new CliError(error.kind === "usage" ? `--coordinator: ${error.message}` : error.message, code);
   }
 }
 
@@ -115,7 +117,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     daemon = new Daemon({
       ...daemonOptions(c),
       ...(advertiseOps === undefined ? {} : { advertiseOps }),
-      coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor, map },
+      coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor, map, words: SHARD_WORDS },
     });
   } catch (error) {
     await store.close().catch(() => {});

@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
+import type { TokenStoreError } from "../tokens/file.ts";
 
 export function readOptionFile(path: string, flag: string): string {
   try {
@@ -18,4 +19,11 @@ export function pairOf(cert: string | undefined, key: string | undefined, certFl
     throw new CliError(`${cert === undefined ? certFlag : keyFlag} is needed with ${cert === undefined ? keyFlag : certFlag}`, ExitCode.USAGE);
   }
   return { cert: readOptionFile(cert, certFlag), key: readOptionFile(key, keyFlag) };
+}
+
+/** A data directory error as `lockd serve` and `lockd floor` say it: the store's sentence, with the advice worded by flag. */
+export function storeMessage(error: TokenStoreError, dataDir: string): string {
+  if (error.advice === "file") return `--data-dir ${dataDir} is a file, not a directory`;
+  if (error.advice === "other") return `${error.message} (choose another --data-dir, or fix the directory)`;
+  return error.message;
 }

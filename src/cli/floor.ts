@@ -6,6 +6,7 @@ import { DirLock } from "../tokens/dir-lock.ts";
 import { TokenStoreError, lockDataDir, readFloor, writeFloor } from "../tokens/file.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
+import { storeMessage } from "./files.ts";
 
 export const FLOOR_HELP = `Usage: lockd floor [--data-dir DIR] [N]
 
@@ -63,6 +64,6 @@ export function floor(argv: readonly string[], env: Record<string, string | unde
   } catch (error) {
     if (!(error instanceof TokenStoreError)) throw error;
     if (error.kind === "busy") throw new CliError(`${error.message}; stop that server first (it would write its own floor over this one when it stops)`, ExitCode.TEMPFAIL);
-    throw new CliError(error.message, error.kind === "corrupt" ? ExitCode.DATA_ERROR : ExitCode.CANT_CREATE);
+    throw new CliError(storeMessage(error, dataDir), error.kind === "corrupt" ? ExitCode.DATA_ERROR : ExitCode.CANT_CREATE);
   }
 }

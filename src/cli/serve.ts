@@ -14,7 +14,7 @@ import { daemonOptions, listenFailed, relaySignals } from "./serving.ts";
 import { AddressError } from "../net/address.ts";
 import { shardSettings } from "./shards.ts";
 import type { ShardIdentity } from "../shard/identity.ts";
-import { pairOf, readOptionFile } from "./files.ts";
+import { pairOf, readOptionFile, storeMessage } from "./files.ts";
 import { VERSION } from "../version.ts";
 import { ExitCode } from "./exit.ts";
 
@@ -115,7 +115,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     });
   } catch (error) {
     if (!(error instanceof TokenStoreError)) throw error;
-    process.stderr.write(`lockd serve: ${error.message}\n`);
+    process.stderr.write(`lockd serve: ${storeMessage(error, options.dataDir)}\n`);
     return storeExit(error);
   }
   // The last run's lease record: what this start owes its holders (the lock-delay), read under the directory's lock.
@@ -129,7 +129,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   } catch (error) {
     tokens.abandon();
     if (!(error instanceof TokenStoreError)) throw error;
-    process.stderr.write(`lockd serve: ${error.message}\n`);
+    process.stderr.write(`lockd serve: ${storeMessage(error, options.dataDir)}\n`);
     return storeExit(error);
   }
 
@@ -148,7 +148,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     leases.start();
   } catch (error) {
     if (!(error instanceof TokenStoreError)) throw error;
-    process.stderr.write(`lockd serve: ${error.message}\n`);
+    process.stderr.write(`lockd serve: ${storeMessage(error, options.dataDir)}\n`);
     await daemon.close();
     unrelay();
     return storeExit(error);

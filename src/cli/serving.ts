@@ -15,6 +15,7 @@ import { VERSION } from "../version.ts";
 import type { Options } from "./options/argv.ts";
 import type { SERVE_OPTIONS } from "./config.ts";
 import { ExitCode } from "./exit.ts";
+import { DAEMON_WORDS } from "./words.ts";
 
 export interface CoordinatedServe {
   readonly options: Options<typeof SERVE_OPTIONS>;
@@ -38,6 +39,7 @@ export function daemonOptions(c: Omit<CoordinatedServe, "url" | "limit">): Daemo
     maxSessions: c.maxSessions,
     ...(options.maxSessionsPerSource !== null ? { maxSessionsPerSource: options.maxSessionsPerSource } : {}),
     shutdownGraceMs: options.shutdownGrace,
+    words: DAEMON_WORDS,
     ...(options.maxLease !== null ? { maxLeaseMs: options.maxLease } : {}),
     adminToken: c.admin.token,
     log: c.log,

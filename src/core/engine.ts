@@ -100,7 +100,19 @@ export interface EngineOptions {
   readonly delay?: LockDelay;
   /** Leases above this are BAD_REQUEST (--max-lease). Omitted: no cap. */
   readonly maxLeaseMs?: number;
+  /** How messages name the limits a client met (the CLI's flags); omitted: plain words. */
+  readonly words?: EngineWords;
 }
+
+/** How the engine's messages name its settings. */
+export interface EngineWords {
+  /** The lease cap, after "is above": `this server's --max-lease`. */
+  readonly maxLease: string;
+  /** The per-source session limit, in brackets after "too many sessions from this address". */
+  readonly maxSessionsPerSource: string;
+}
+
+export const PLAIN_ENGINE_WORDS: EngineWords = { maxLease: "this server's largest lease", maxSessionsPerSource: "the per-source session limit" };
 
 export interface GrantGuard {
   /** May a lock be granted now (inside the deadline, a token in hand)? */
@@ -143,7 +155,6 @@ const FORCE_RELEASED_FRAME = encodeError(ErrorCode.FORCE_RELEASED, "an operator 
 const KICKED_FRAME = encodeError(ErrorCode.KICKED, "an operator removed this session from the queue");
 const SHUTTING_DOWN_FRAME = encodeError(ErrorCode.SHUTTING_DOWN, "server is shutting down; reconnect and claim again");
 const OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "server is at its session limit; reconnect with backoff");
-const SOURCE_OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "too many sessions from this address (--max-sessions-per-source); reconnect with backoff");
 const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
 /** Grants resumed per `resume` call: the rest goes on in the next loop turn. */
 export const RESUME_BUDGET = 1000;
@@ -175,6 +186,9 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   private readonly shardGuard: ((name: string) => Uint8Array | null) | null;
   private readonly delay: LockDelay | null;
   readonly maxLeaseMs: number;
+  private readonly words: EngineWords;
+  /** Built once per engine: its words are a setting. */
+  private readonly sourceOverloadedFrame: Uint8Array;
   /** Ownerless locks whose queue waits for a grant to be allowed (see the top of this file). */
   private readonly heldBack = new Map<string, Lock<C>>();
 
@@ -191,6 +205,8 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     this.shardGuard = options.shardGuard ?? null;
     this.delay = options.delay ?? null;
     this.maxLeaseMs = options.maxLeaseMs ?? Infinity;
+    this.words = options.words ?? PLAIN_ENGINE_WORDS;
+    this.sourceOverloadedFrame = encodeError(ErrorCode.OVERLOADED, `too many sessions from this address (${this.words.maxSessionsPerSource}); reconnect with backoff`);
     this.timers = new TimerWheel(now);
   }
 
@@ -231,7 +247,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     if (tracked && fromSource >= this.maxSessionsPerSource) {
       this.stats.ends[ErrorCode.OVERLOADED]!++;
       this.stats.refusedSourceLimit++;
-      this.transport.close(conn, SOURCE_OVERLOADED_FRAME);
+      this.transport.close(conn, this.sourceOverloadedFrame);
       return null;
     }
     const session = new Session<C>(this.nextId++, conn, now, this.ioTimeoutMs);
@@ -447,7 +463,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     }
     const request = decoded.request;
     if (request.leaseMs > this.maxLeaseMs) {
-      this.end(session, ErrorCode.BAD_REQUEST, encodeError(ErrorCode.BAD_REQUEST, `lease_ms ${request.leaseMs} is above this server's --max-lease of ${this.maxLeaseMs}`), now);
+      this.end(session, ErrorCode.BAD_REQUEST, encodeError(ErrorCode.BAD_REQUEST, `lease_ms ${request.leaseMs} is above ${this.words.maxLease} of ${this.maxLeaseMs}`), now);
       return false;
     }
     if (this.shardGuard !== null) {

@@ -194,6 +194,19 @@ export function describeRowMap(mine: HolderMap, holder: string): string {
   return row === null && mapTag(mine) === "" ? "none" : describeHolderMap(row);
 }
 
+/**
+ * How refusals name the settings an operator changes. The CLI gives its
+ * flags (`--shard`, ...); without them, plain words.
+ */
+export interface ShardWords {
+  readonly service: string;
+  readonly shard: string;
+  readonly shards: string;
+  readonly shardsGeneration: string;
+}
+
+export const PLAIN_SHARD_WORDS: ShardWords = { service: "the service name", shard: "the shard name", shards: "the shard list", shardsGeneration: "the shards generation" };
+
 /** What makes a takeover refused (refusalOf), in the order it is decided. */
 type RefusalKind = "shard" | "generation" | "list" | "map";
 
@@ -213,34 +226,34 @@ type RefusalKind = "shard" | "generation" | "list" | "map";
  * A higher generation than the row's is a map change in progress: allowed.
  * A holder that names no map is never refused (takeoverChangesMap warns).
  */
-function refusalOf(mine: HolderMap, holder: string): { readonly kind: RefusalKind; readonly reason: string } | null {
+function refusalOf(mine: HolderMap, holder: string, w: ShardWords): { readonly kind: RefusalKind; readonly reason: string } | null {
   const row = parseHolderMap(holder);
   if (row === null) return null;
   // What differs, side by side: this instance's map (with its shard list) first, then the active's (a holder carries only the hash).
   const both = `this instance serves ${describeHolderMap(mine)}; the service's active served ${describeHolderMap(row)}`;
   if (row.shard !== null && mine.shard !== null && row.shard !== mine.shard) {
-    return { kind: "shard", reason: `${both}: a shard's service must not be taken over by another shard (check --service and --shard)` };
+    return { kind: "shard", reason: `${both}: a shard's service must not be taken over by another shard (check ${w.service} and ${w.shard})` };
   }
   if (row.generation > mine.generation) {
     // An instance without shards needs every shard flag, not only the generation (the holder names the shard, not the list).
     const flags =
       mine.shard === null && row.shard !== null
-        ? `--shard ${row.shard}, that generation's --shards list and --shards-generation ${row.generation} or higher`
-        : `--shards-generation ${row.generation} or higher, and that generation's map`;
+        ? `${w.shard} ${row.shard}, that generation's ${w.shards} list and ${w.shardsGeneration} ${row.generation} or higher`
+        : `${w.shardsGeneration} ${row.generation} or higher, and that generation's map`;
     return { kind: "generation", reason: `${both}: this instance's tokens would be below tokens already issued (start it with ${flags})` };
   }
   if (row.generation === mine.generation && (row.shard !== mine.shard || row.map !== mine.map)) {
     return {
       kind: row.shard !== null && mine.shard !== null ? "list" : "map",
-      reason: `${both}: one generation with two maps (give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)`,
+      reason: `${both}: one generation with two maps (give every instance of the service the same ${w.shards} and ${w.shardsGeneration}; a new map needs a higher generation)`,
     };
   }
   return null;
 }
 
 /** Why taking over the row `holder` is refused to an instance serving `mine` (refusalOf); null: it may. */
-export function takeoverRefusal(mine: HolderMap, holder: string): string | null {
-  return refusalOf(mine, holder)?.reason ?? null;
+export function takeoverRefusal(mine: HolderMap, holder: string, words: ShardWords = PLAIN_SHARD_WORDS): string | null {
+  return refusalOf(mine, holder, words)?.reason ?? null;
 }
 
 const HEADLINES: Record<RefusalKind, string> = {
@@ -256,7 +269,7 @@ const HEADLINES: Record<RefusalKind, string> = {
  * decides it; the reason says it in detail.
  */
 export function refusalHeadline(mine: HolderMap, holder: string): string {
-  return HEADLINES[refusalOf(mine, holder)?.kind ?? "map"];
+  return HEADLINES[refusalOf(mine, holder, PLAIN_SHARD_WORDS)?.kind ?? "map"];
 }
 
 /**

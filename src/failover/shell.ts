@@ -35,7 +35,7 @@ import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "../server/conn.ts";
 import { RoleMachine, type RoleAction, Outcome, type TermDelay } from "./machine.ts";
-import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
+import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, type ShardWords, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
 import type { CoordinatorStore } from "./store.ts";
 import type { LockServer } from "../server/server.ts";
 
@@ -60,6 +60,8 @@ export interface FailoverOptions {
   readonly ioTimeoutMs: number;
   /** Called when this instance becomes active (listening) or stops being active. */
   readonly onRole?: (role: "active" | "standby", epoch: number) => void;
+  /** How refusals name the shard settings (the CLI's flags); omitted: plain words. */
+  readonly words?: ShardWords;
   /** Time and timers (default: performance.now() and setTimeout). The simulation runs this shell on a manual one. */
   readonly clock?: ShellClock;
 }
@@ -163,7 +165,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
       leaseMs: options.leaseMs,
       block: options.block,
       initialFloor: options.initialFloor ?? 0,
-      refuse: (holder) => takeoverRefusal(map, holder),
+      refuse: (holder) => takeoverRefusal(map, holder, options.words),
     });
     this.clock = options.clock ?? REAL_CLOCK;
     const clock = this.clock;

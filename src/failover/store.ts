@@ -215,10 +215,10 @@ export class PgCoordinatorStore implements CoordinatorStore {
     try {
       protocol = new URL(options.url).protocol;
     } catch {
-      throw new CoordinatorConfigError(`--coordinator: ${JSON.stringify(redactUrl(options.url))} is not a URL (example: postgres://lockd@db.internal:5432/lockd)`, undefined, "usage");
+      throw new CoordinatorConfigError(`${JSON.stringify(redactUrl(options.url))} is not a URL (example: postgres://lockd@db.internal:5432/lockd)`, undefined, "usage");
     }
     if (protocol !== "postgres:" && protocol !== "postgresql:") {
-      throw new CoordinatorConfigError(`--coordinator: ${redactUrl(options.url)} is not a PostgreSQL URL (it must start with postgres:// or postgresql://)`, undefined, "usage");
+      throw new CoordinatorConfigError(`${redactUrl(options.url)} is not a PostgreSQL URL (it must start with postgres:// or postgresql://)`, undefined, "usage");
     }
     const sql = new SQL({
       url: options.url,

@@ -32,7 +32,7 @@
  */
 import { type Address, formatAddress } from "../net/address.ts";
 import { type DelayView, type LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
-import type { GrantGuard } from "../core/engine.ts";
+import { type EngineWords, type GrantGuard, PLAIN_ENGINE_WORDS } from "../core/engine.ts";
 import { CLOSED_BY_PEER, type Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
@@ -52,7 +52,18 @@ import type { FileTokens } from "../tokens/file.ts";
 import type { LeasesFile } from "../tokens/leases.ts";
 import { remoteOf } from "../ops/views.ts";
 
+/** How the daemon's messages name its settings (the CLI's flags); omitted: plain words. */
+export interface DaemonWords {
+  readonly engine: EngineWords;
+  /** The advertised ops address setting, after "set". */
+  readonly advertiseOps: string;
+}
+
+export const PLAIN_DAEMON_WORDS: DaemonWords = { engine: PLAIN_ENGINE_WORDS, advertiseOps: "the advertised ops address" };
+
 export interface DaemonOptions {
+  /** How messages name settings. */
+  readonly words?: DaemonWords;
   readonly listen: Address;
   readonly ops: Address;
   readonly ioTimeoutMs: number;
@@ -179,13 +190,14 @@ export class Daemon {
     }
     // The holder names the ops server's address as bound (port 0 picked one by now), or --advertise-ops.
     if (roles !== null) {
+      const words = options.words ?? PLAIN_DAEMON_WORDS;
       const ops = advertisedOps(options.advertiseOps ?? null, { host: this.ops.hostname, port: this.ops.port });
       if (ops !== null && options.advertiseOps === undefined && isLoopbackHost(this.ops.hostname)) {
         // Right when every instance runs on this machine; from any other host it names that host itself.
-        options.log.warn("advertising a loopback ops address: standbys on other hosts would send operators to themselves; if the instances run on several machines, set --advertise-ops (LOCKD_ADVERTISE_OPS) to the HOST:PORT others reach this one by", { ops });
+        options.log.warn(`advertising a loopback ops address: standbys on other hosts would send operators to themselves; if the instances run on several machines, set ${words.advertiseOps} to the HOST:PORT others reach this one by`, { ops });
       } else if (ops === null) {
         // Said once, at start, by every instance (any of them may become the active): standbys could not say where it is.
-        options.log.warn("advertising no ops address: the ops listener binds a wildcard address, so when this instance is active its standbys cannot say where its /readyz and /ui answer; set --advertise-ops (LOCKD_ADVERTISE_OPS) to the HOST:PORT others reach it by", {
+        options.log.warn(`advertising no ops address: the ops listener binds a wildcard address, so when this instance is active its standbys cannot say where its /readyz and /ui answer; set ${words.advertiseOps} to the HOST:PORT others reach it by`, {
           ops: formatAddress({ host: this.ops.hostname, port: this.ops.port }),
         });
       }
@@ -233,6 +245,7 @@ export class Daemon {
         },
       }),
       ...(options.maxLeaseMs === undefined ? {} : { maxLeaseMs: options.maxLeaseMs }),
+      ...(options.words === undefined ? {} : { words: options.words.engine }),
       ...(options.tls === undefined ? {} : { tls: options.tls }),
     });
   }

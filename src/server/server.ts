@@ -30,7 +30,7 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type EngineView, type GrantGuard, type Session, SessionState, type Transport } from "../core/index.ts";
+import { Engine, type EngineView, type EngineWords, type GrantGuard, type Session, SessionState, type Transport } from "../core/index.ts";
 import type { LockDelay } from "../core/delay.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
@@ -62,6 +62,8 @@ export interface ServerOptions {
   readonly onDelayOver?: () => void;
   /** Leases above this are BAD_REQUEST (--max-lease). */
   readonly maxLeaseMs?: number;
+  /** How the engine's messages name its settings (EngineOptions.words). */
+  readonly words?: EngineWords;
   /** Serve TLS instead of plain TCP. */
   readonly tls?: ServerTls;
   /** Session lifecycle callbacks (logging). Off the hot path: once per session. */
@@ -144,6 +146,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
         ...(options.shardGuard == null ? {} : { shardGuard: options.shardGuard }),
         ...(options.delay === undefined ? {} : { delay: options.delay }),
         ...(options.maxLeaseMs === undefined ? {} : { maxLeaseMs: options.maxLeaseMs }),
+        ...(options.words === undefined ? {} : { words: options.words }),
       },
       performance.now(),
     );

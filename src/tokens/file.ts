@@ -44,6 +44,12 @@ export class TokenStoreError extends Error {
      * server) holds the directory.
      */
     readonly kind: "corrupt" | "io" | "busy" = "io",
+    /**
+     * "other": the operator should use another directory or fix this one;
+     * "file": the path given for the directory is a file. The CLI words
+     * the advice with its flag (src/cli/files.ts storeMessage).
+     */
+    readonly advice: "other" | "file" | null = null,
   ) {
     super(message, options);
     this.name = "TokenStoreError";
@@ -210,11 +216,9 @@ export function lockDataDir(dir: string): DirLock {
     if (error.kind === "unsupported") throw new TokenStoreError(error.message, { cause: error });
     const cause = error.cause as NodeJS.ErrnoException | undefined;
     const why = cause?.code === undefined ? error.message : `${errnoText(cause.code) ?? cause.message}`;
-    throw new TokenStoreError(`cannot use the data directory ${dir}: ${why}${ADVICE}`, { cause: error });
+    throw new TokenStoreError(`cannot use the data directory ${dir}: ${why}`, { cause: error }, "io", "other");
   }
 }
-
-const ADVICE = " (choose another --data-dir, or fix the directory)";
 
 function errnoText(code: string): string | undefined {
   if (code === "EACCES" || code === "EPERM") return "permission denied: the server's user cannot write there";
@@ -232,7 +236,7 @@ function prepareDataDir(dir: string): void {
       return false;
     }
   };
-  if (fileAt(dir)) throw new TokenStoreError(`--data-dir ${dir} is a file, not a directory`);
+  if (fileAt(dir)) throw new TokenStoreError(`the data directory ${dir} is a file, not a directory`, undefined, "io", "file");
   try {
     mkdirSync(dir, { recursive: true });
   } catch (error) {
@@ -241,10 +245,10 @@ function prepareDataDir(dir: string): void {
       let up = dirname(dir);
       while (up !== dirname(up) && !fileAt(up)) up = dirname(up);
       const culprit = fileAt(up) ? `${up} is a file, not a directory` : (error as Error).message;
-      throw new TokenStoreError(`cannot create the data directory ${dir}: ${culprit}${ADVICE}`, { cause: error });
+      throw new TokenStoreError(`cannot create the data directory ${dir}: ${culprit}`, { cause: error }, "io", "other");
     }
     const why = (code !== undefined ? errnoText(code) : undefined) ?? (error as Error).message;
-    throw new TokenStoreError(`cannot create the data directory ${dir}: ${why}${ADVICE}`, { cause: error });
+    throw new TokenStoreError(`cannot create the data directory ${dir}: ${why}`, { cause: error }, "io", "other");
   }
 }
 

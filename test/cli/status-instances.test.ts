@@ -11,6 +11,7 @@
  * gives it (activeOps), and does without it (older servers); when only
  * standbys answer the error names the active they see.
  */
+import { SHARD_WORDS } from "../../src/cli/words.ts";
 import { afterEach, expect, test } from "bun:test";
 import { CliError } from "../../src/cli/errors.ts";
 import { status } from "../../src/cli/status.ts";
@@ -253,7 +254,7 @@ test("the failover gap (the active down, a standby naming it): exit 69, saying t
 });
 
 /** The refusal of a standby started without --shard, --shards or --shards-generation, as lockd words it (alpha's active at generation 2). */
-const unshardedRefusal = takeoverRefusal(ownMapOf(NO_SHARD_SETTINGS), activeHolder("db1/pid-1/9f3a01bc", holderMapOf({ shard: "alpha", shards: ["alpha", "beta"], generation: 2 })))!;
+const unshardedRefusal = takeoverRefusal(ownMapOf(NO_SHARD_SETTINGS), activeHolder("db1/pid-1/9f3a01bc", holderMapOf({ shard: "alpha", shards: ["alpha", "beta"], generation: 2 })), SHARD_WORDS)!;
 
 test("the right map with a standby started without shard flags: one warning naming every flag to add, as with a plain list; exit 0", async () => {
   const a = fake("active", alpha(2));

@@ -5,6 +5,7 @@
  * is). The row is in memory (memory-store.ts); the real processes are in
  * failover.test.ts.
  */
+import { DAEMON_WORDS } from "../../src/cli/words.ts";
 import { expect, test } from "bun:test";
 import { Logger } from "../../src/log.ts";
 import { Daemon } from "../../src/server/daemon.ts";
@@ -24,6 +25,7 @@ async function started(opsHost: string, advertiseOps?: string): Promise<{ logs: 
     adminToken: null,
     log: new Logger("info", (line) => logs.push(JSON.parse(line))),
     version: "0.0.0-test",
+    words: DAEMON_WORDS, // as lockd serve gives them: the messages name the flag
     ...(advertiseOps === undefined ? {} : { advertiseOps }),
     coordinator: { store: new MemoryStore(shared, "db1/pid-1/aaaa", 2000, 1000), service: "svc", instance: "db1/pid-1/aaaa", leaseMs: 2000, block: 1000 },
   });

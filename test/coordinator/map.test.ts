@@ -5,7 +5,11 @@
  */
 import { describe, expect, test } from "bun:test";
 import { RoleMachine, type CoordinatorRow } from "../../src/failover/machine.ts";
-import { activeHolder, advertisedOps, describeHolderMap, describeRowMap, holderInstance, holderMapOf, isReleased, mapId, ownMapOf, parseHolderMap, parseHolderOps, refusalHeadline, releasedHolder, takeoverChangesMap, takeoverRefusal } from "../../src/failover/holder.ts";
+import { SHARD_WORDS } from "../../src/cli/words.ts";
+import { activeHolder, type HolderMap, advertisedOps, describeHolderMap, describeRowMap, holderInstance, holderMapOf, isReleased, mapId, ownMapOf, parseHolderMap, parseHolderOps, refusalHeadline, releasedHolder, takeoverChangesMap, takeoverRefusal } from "../../src/failover/holder.ts";
+
+/** takeoverRefusal in the CLI's words (its flags), as lockd serve says it. */
+const refuse = (mine: HolderMap, holder: string): string | null => takeoverRefusal(mine, holder, SHARD_WORDS);
 import { hostOf, isLoopbackHost } from "../../src/net/address.ts";
 
 const map = (shard: string | null, shards: string[], generation: number) => holderMapOf({ shard, shards, generation });
@@ -54,9 +58,9 @@ describe("the holder names the active's ops address (ops=)", () => {
     expect(parseHolderOps(plain)).toBe("[::1]:7701");
     expect(parseHolderMap(plain)).toBeNull();
     expect(holderInstance(plain)).toBe("db1/pid-7/0a0b0c0d");
-    expect(takeoverRefusal(map(null, [], 0), plain)).toBeNull();
+    expect(refuse(map(null, [], 0), plain)).toBeNull();
     expect(takeoverChangesMap(map(null, [], 0), plain)).toBeNull();
-    expect(takeoverRefusal(alpha, holder)).toBeNull();
+    expect(refuse(alpha, holder)).toBeNull();
     expect(takeoverChangesMap(alpha, holder)).toBeNull(); // the address is not part of the map
   });
 
@@ -96,40 +100,40 @@ describe("takeoverRefusal", () => {
   const held = (m: ReturnType<typeof map>) => activeHolder("db1/pid-7/0a0b0c0d", m);
 
   test("the same map, and a higher generation (a map change in progress), may take over", () => {
-    expect(takeoverRefusal(alpha3, held(alpha3))).toBeNull();
-    expect(takeoverRefusal(alpha3, releasedHolder(alpha3))).toBeNull();
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta", "gamma"], 4), held(alpha3))).toBeNull();
+    expect(refuse(alpha3, held(alpha3))).toBeNull();
+    expect(refuse(alpha3, releasedHolder(alpha3))).toBeNull();
+    expect(refuse(map("alpha", ["alpha", "beta", "gamma"], 4), held(alpha3))).toBeNull();
     // Merging shards back into one service (a new generation).
-    expect(takeoverRefusal(map(null, [], 4), held(alpha3))).toBeNull();
+    expect(refuse(map(null, [], 4), held(alpha3))).toBeNull();
   });
 
   test("a lower generation is refused: its tokens would be below tokens already issued", () => {
-    const refusal = takeoverRefusal(map("alpha", ["alpha", "beta"], 2), held(alpha3));
+    const refusal = refuse(map("alpha", ["alpha", "beta"], 2), held(alpha3));
     expect(refusal).toContain("tokens would be below tokens already issued");
     expect(refusal).toContain("--shards-generation 3");
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 2), releasedHolder(alpha3))).toContain("tokens would be below");
+    expect(refuse(map("alpha", ["alpha", "beta"], 2), releasedHolder(alpha3))).toContain("tokens would be below");
     // An instance started without any shard flags is told every flag it lacks, not only the generation.
-    const plain = takeoverRefusal(map(null, [], 0), held(alpha3));
+    const plain = refuse(map(null, [], 0), held(alpha3));
     expect(plain).toContain("start it with --shard alpha, that generation's --shards list and --shards-generation 3 or higher");
   });
 
   test("one generation with another map is refused: another list, shards on one side only", () => {
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta", "gamma"], 3), held(alpha3))).toContain("one generation with two maps");
-    expect(takeoverRefusal(map(null, [], 3), held(alpha3))).toContain("one generation with two maps");
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 3), activeHolder("h/pid-1/x", map(null, [], 3)))).toContain("one generation with two maps");
+    expect(refuse(map("alpha", ["alpha", "beta", "gamma"], 3), held(alpha3))).toContain("one generation with two maps");
+    expect(refuse(map(null, [], 3), held(alpha3))).toContain("one generation with two maps");
+    expect(refuse(map("alpha", ["alpha", "beta"], 3), activeHolder("h/pid-1/x", map(null, [], 3)))).toContain("one generation with two maps");
   });
 
   test("a holder that names no map (no shards at generation 0, or a lockd from before the check) is never refused: an upgrade must not lock a service out", () => {
     for (const holder of ["db1/pid-7/0a0b0c0d", ""]) {
       for (const mine of [map("alpha", ["alpha", "beta"], 0), map("alpha", ["alpha", "beta"], 1), map(null, [], 0), map(null, [], 2)]) {
-        expect(takeoverRefusal(mine, holder)).toBeNull();
+        expect(refuse(mine, holder)).toBeNull();
       }
     }
   });
 
   test("another shard is refused whatever the generation: the wrong --service or --shard", () => {
-    expect(takeoverRefusal(map("beta", ["alpha", "beta"], 3), held(alpha3))).toContain("check --service and --shard");
-    expect(takeoverRefusal(map("beta", ["alpha", "beta"], 4), held(alpha3))).toContain("check --service and --shard");
+    expect(refuse(map("beta", ["alpha", "beta"], 3), held(alpha3))).toContain("check --service and --shard");
+    expect(refuse(map("beta", ["alpha", "beta"], 4), held(alpha3))).toContain("check --service and --shard");
   });
 });
 
@@ -140,7 +144,7 @@ describe("the refusal names this instance's shard list", () => {
     // The holder is what it was: the list is not written to the row.
     expect(activeHolder("db1/pid-7/0a0b0c0d", mine)).toBe(activeHolder("db1/pid-7/0a0b0c0d", map("beta", ["alpha", "beta", "gamma"], 1)));
     const theirs = activeHolder("db1/pid-7/0a0b0c0d", map("beta", ["alpha", "beta"], 1));
-    expect(takeoverRefusal(mine, theirs)).toBe(
+    expect(refuse(mine, theirs)).toBe(
       `this instance serves shard beta of alpha,beta,gamma (map ${mapId(["alpha", "beta", "gamma"])}, generation 1); ` +
         `the service's active served shard beta of map ${mapId(["alpha", "beta"])}, generation 1: one generation with two maps ` +
         "(give every instance of the service the same --shards and --shards-generation; a new map needs a higher generation)",
@@ -199,7 +203,7 @@ describe("a standby's words for the row's map", () => {
     const holder = (m: ReturnType<typeof map>) => activeHolder("db1/pid-7/0a0b0c0d", m);
     const alpha2 = map("alpha", ["alpha", "beta"], 2);
     // Only the generation differs (the same map hash on both sides).
-    expect(takeoverRefusal(map("alpha", ["alpha", "beta"], 1), holder(alpha2))).not.toBeNull();
+    expect(refuse(map("alpha", ["alpha", "beta"], 1), holder(alpha2))).not.toBeNull();
     expect(refusalHeadline(map("alpha", ["alpha", "beta"], 1), holder(alpha2))).toBe("this instance's shards generation is lower than its service's active's");
     expect(refusalHeadline(map("alpha", ["alpha", "beta"], 1), releasedHolder(alpha2))).toBe("this instance's shards generation is lower than its service's active's");
     expect(refusalHeadline(map("alpha", ["alpha", "beta", "gamma"], 2), holder(alpha2))).toBe("this instance's shard list differs from the one its service's active served");
@@ -212,7 +216,7 @@ describe("the role machine with a refusal", () => {
   const LEASE = 1000;
   const row = (holder: string, renewals = 0): CoordinatorRow => ({ epoch: 1, holder, renewals, tokenFloor: 100, leaseMs: LEASE, maxLeaseMs: LEASE / 4, carryLeaseMs: 0, held: null });
   const mine = map("alpha", ["alpha", "beta"], 2);
-  const machine = () => new RoleMachine({ leaseMs: LEASE, block: 100, refuse: (holder) => takeoverRefusal(mine, holder) });
+  const machine = () => new RoleMachine({ leaseMs: LEASE, block: 100, refuse: (holder) => refuse(mine, holder) });
 
   test("a row held with a higher generation is never taken over, however long it stays unchanged; it is read again every lease/4", () => {
     const m = machine();

@@ -101,10 +101,11 @@ describe("FileTokens", () => {
     const base = tempDir();
     const file = join(base, "file");
     writeFileSync(file, "x");
-    expect(() => FileTokens.open(join(file, "data"), 10)).toThrow(
-      `cannot create the data directory ${join(file, "data")}: ${file} is a file, not a directory (choose another --data-dir, or fix the directory)`,
-    );
-    expect(() => FileTokens.open(file, 10)).toThrow(`--data-dir ${file} is a file, not a directory`);
+    // The store says what is wrong; the CLI words the advice with its flag (test/cli/data-dir.test.ts).
+    expect(() => FileTokens.open(join(file, "data"), 10)).toThrow(`cannot create the data directory ${join(file, "data")}: ${file} is a file, not a directory`);
+    expect(() => FileTokens.open(join(file, "data"), 10)).toThrow(expect.objectContaining({ advice: "other" }));
+    expect(() => FileTokens.open(file, 10)).toThrow(`the data directory ${file} is a file, not a directory`);
+    expect(() => FileTokens.open(file, 10)).toThrow(expect.objectContaining({ advice: "file" }));
   });
 
   test.skipIf(process.getuid?.() === 0)("a data directory the user cannot write: permission denied, said so", () => {
