@@ -1,5 +1,7 @@
 /**
- * Structured logs: one JSON object per line on stderr, with a level. Nothing
+ * Structured logs: one JSON object per line on stderr, with a level, a
+ * stable `event` code (src/log-events.ts: the table of codes and their
+ * levels) and a `msg` sentence for people. Nothing
  * on a hot path logs at the default level (info): session lifecycle is
  * debug, and callers test `enabled("debug")` before building fields.
  *
@@ -8,6 +10,8 @@
  * next line that gets through says how many were suppressed. So a flood of
  * bad clients costs a counter increment each, not a write each.
  */
+import type { LogEventAt } from "./log-events.ts";
+
 export const LogLevel = { debug: 10, info: 20, warn: 30, error: 40 } as const;
 export type LogLevelName = keyof typeof LogLevel;
 export const LOG_LEVEL_NAMES = Object.keys(LogLevel) as LogLevelName[];
@@ -32,9 +36,9 @@ export class Logger {
     return LogLevel[level] >= this.threshold;
   }
 
-  log(level: LogLevelName, msg: string, fields?: Record<string, unknown>): void {
+  log<L extends LogLevelName>(level: L, event: LogEventAt<L>, msg: string, fields?: Record<string, unknown>): void {
     if (LogLevel[level] < this.threshold) return;
-    this.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
+    this.write(`${JSON.stringify({ time: new Date().toISOString(), level, event, msg, ...fields })}\n`);
   }
 
   /**
@@ -42,7 +46,7 @@ export class Logger {
    * called when the line is written. Suppressed lines are counted, and the
    * next written line carries `suppressed: N`.
    */
-  limited(limit: RateLimit, level: LogLevelName, msg: string, fields: () => Record<string, unknown>, now = performance.now()): void {
+  limited<L extends LogLevelName>(limit: RateLimit, level: L, event: LogEventAt<L>, msg: string, fields: () => Record<string, unknown>, now = performance.now()): void {
     if (LogLevel[level] < this.threshold) return;
     const dropped = limit.take(now);
     if (dropped < 0) {
@@ -50,20 +54,20 @@ export class Logger {
       return;
     }
     const extra = fields();
-    this.log(level, msg, dropped > 0 ? { ...extra, suppressed: dropped } : extra);
+    this.log(level, event, msg, dropped > 0 ? { ...extra, suppressed: dropped } : extra);
   }
 
-  debug(msg: string, fields?: Record<string, unknown>): void {
-    this.log("debug", msg, fields);
+  debug(event: LogEventAt<"debug">, msg: string, fields?: Record<string, unknown>): void {
+    this.log("debug", event, msg, fields);
   }
-  info(msg: string, fields?: Record<string, unknown>): void {
-    this.log("info", msg, fields);
+  info(event: LogEventAt<"info">, msg: string, fields?: Record<string, unknown>): void {
+    this.log("info", event, msg, fields);
   }
-  warn(msg: string, fields?: Record<string, unknown>): void {
-    this.log("warn", msg, fields);
+  warn(event: LogEventAt<"warn">, msg: string, fields?: Record<string, unknown>): void {
+    this.log("warn", event, msg, fields);
   }
-  error(msg: string, fields?: Record<string, unknown>): void {
-    this.log("error", msg, fields);
+  error(event: LogEventAt<"error">, msg: string, fields?: Record<string, unknown>): void {
+    this.log("error", event, msg, fields);
   }
 }
 

@@ -62,7 +62,7 @@ test("the compiled binary serves, hands over, runs, reports and stops cleanly", 
   );
   try {
     const stderr = collect(server.stderr);
-    const start = JSON.parse(await stderr.line((l) => l.includes("lockd listening")));
+    const start = JSON.parse(await stderr.line((l) => l.includes(`"event":"server.listening"`)));
     const address = start.listen as string;
     const ops = start.ops as string;
 

@@ -132,7 +132,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   clearTimeout(timer);
   const server = roles.server;
   const view = roles.view();
-  log.info("lockd started", {
+  log.info("server.started", "lockd started", {
     version: VERSION,
     role: view.role,
     // A standby: the service's epoch and active as it last read them from the row.

@@ -110,7 +110,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   try {
     tokens = FileTokens.open(options.dataDir, options.tokenBlock, (error) => {
       // No token can be issued safely any more: stop, so clients fail over.
-      log.error("cannot reserve fencing tokens: stopping", { dataDir: options.dataDir, error: error.message });
+      log.error("tokens.reserve_failed", "cannot reserve fencing tokens: stopping", { dataDir: options.dataDir, error: error.message });
       process.exit(ExitCode.IO_ERROR);
     });
   } catch (error) {
@@ -123,7 +123,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   try {
     leases = LeasesFile.open(options.dataDir, performance.now(), (error) => {
       // A grant whose lease is not durable could outlive a crash unseen: stop, so clients fail over.
-      log.error("cannot record the largest lease: stopping", { dataDir: options.dataDir, error: error.message });
+      log.error("leases.record_failed", "cannot record the largest lease: stopping", { dataDir: options.dataDir, error: error.message });
       process.exit(ExitCode.IO_ERROR);
     });
   } catch (error) {
@@ -154,7 +154,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     return storeExit(error);
   }
 
-  log.info("lockd listening", {
+  log.info("server.listening", "lockd listening", {
     version: VERSION,
     listen: formatAddress({ host: daemon.server.hostname, port: daemon.server.port }),
     ops: formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port }),
@@ -181,7 +181,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     pid: process.pid,
   });
   if (maxSessions > capacity) {
-    log.warn("--max-sessions is near or above the open-file limit: accepts may fail before OVERLOADED can be sent", { maxSessions, openFileLimit: limit.soft });
+    log.warn("server.max_sessions_near_limit", "--max-sessions is near or above the open-file limit: accepts may fail before OVERLOADED can be sent", { maxSessions, openFileLimit: limit.soft });
   }
 
   await daemon.stopped;

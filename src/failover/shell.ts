@@ -275,14 +275,14 @@ export class FailoverShell implements GrantGuard, TokenSource {
       // The active cannot see its standbys (the row names only the active): say what happens if one runs.
       if (released === true) {
         this.rowSeen = null; // the row names no active now: the view shows this instance's last term
-        this.options.log.info("coordinator row released: a standby, if one is running, takes over at its next read", {
+        this.options.log.info("failover.released", "coordinator row released: a standby, if one is running, takes over at its next read", {
           service: this.options.service,
           epoch: action.epoch,
           // The next active holds back these names for their holders' leases (a holder cut off now never saw SHUTTING_DOWN).
           published: action.held === "*" ? "every name (too many to list)" : action.held.length,
         });
       } else {
-        this.options.log.warn("could not release the coordinator row: a standby, if one is running, takes over after the lease", { service: this.options.service, epoch: action.epoch });
+        this.options.log.warn("failover.release_failed", "could not release the coordinator row: a standby, if one is running, takes over after the lease", { service: this.options.service, epoch: action.epoch });
       }
     }
     this.resolveStarted();
@@ -330,9 +330,9 @@ export class FailoverShell implements GrantGuard, TokenSource {
             this.seenHolder = row.holder;
             // A released row names no active (null, as the startup line, /readyz and the board say), only the map it was released with.
             if (isReleased(row.holder)) {
-              log.info("standby: the coordinator row is released (no active)", { service, epoch: row.epoch, active: null, releasedMap: describeRowMap(this.map, row.holder) });
+              log.info("standby.row_released", "standby: the coordinator row is released (no active)", { service, epoch: row.epoch, active: null, releasedMap: describeRowMap(this.map, row.holder) });
             } else {
-              log.info("standby: the coordinator row names the active", {
+              log.info("standby.watching", "standby: the coordinator row names the active", {
                 service,
                 epoch: row.epoch,
                 active: holderInstance(row.holder),
@@ -341,13 +341,13 @@ export class FailoverShell implements GrantGuard, TokenSource {
               });
             }
             const change = takeoverChangesMap(this.map, row.holder);
-            if (change !== null) log.warn("standby: this instance serves another shard map than its service's active", { service, epoch: row.epoch, note: change });
+            if (change !== null) log.warn("standby.map_differs", "standby: this instance serves another shard map than its service's active", { service, epoch: row.epoch, note: change });
           }
           const regressions = m.regressions;
           const actions = row === undefined ? m.readDone(this.now(), null, true) : m.readDone(this.now(), row);
           this.logRefusal(row ?? null);
           if (m.regressions !== regressions) {
-            log.error("the coordinator row went back (a lower epoch or token floor, or gone): the coordinator lost committed data; this instance will not issue tokens below what it saw, others may", {
+            log.error("failover.row_regressed", "the coordinator row went back (a lower epoch or token floor, or gone): the coordinator lost committed data; this instance will not issue tokens below what it saw, others may", {
               service,
               row: row ?? null,
             });
@@ -365,14 +365,14 @@ export class FailoverShell implements GrantGuard, TokenSource {
         return;
       case "takeover":
         this.ask(store.takeover(action.watched), (row) => {
-          if (row === null || row === undefined) log.info("takeover did not happen: the coordinator row changed", { service });
+          if (row === null || row === undefined) log.info("failover.takeover_lost", "takeover did not happen: the coordinator row changed", { service });
           else this.rowSeen = row;
           return m.takeoverDone(this.now(), row ?? null);
         });
         return;
       case "renew":
         this.ask(store.renew(action.epoch, action.carryLeaseMs), (ok) => {
-          if (ok === undefined) log.warn("coordinator renewal failed", { service, epoch: action.epoch, failed: m.renewalsFailed + 1 });
+          if (ok === undefined) log.warn("failover.renewal_failed", "coordinator renewal failed", { service, epoch: action.epoch, failed: m.renewalsFailed + 1 });
           else if (ok) this.delay?.retry(); // a raise that failed is asked again while the coordinator answers
           return m.renewDone(this.now(), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN);
         });
@@ -387,7 +387,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
               delay.raised(max!);
               this.server?.resume();
             } else if (outcome === Outcome.FAILED) {
-              log.warn("could not raise the coordinator row's largest lease: claims with that lease wait", { service, epoch: action.epoch, leaseMs: action.leaseMs });
+              log.warn("failover.raise_failed", "could not raise the coordinator row's largest lease: claims with that lease wait", { service, epoch: action.epoch, leaseMs: action.leaseMs });
               delay.raiseFailed();
             }
           }
@@ -428,14 +428,14 @@ export class FailoverShell implements GrantGuard, TokenSource {
     if (key === this.loggedRefusal) return;
     const { log, service } = this.options;
     if (refusal !== null) {
-      log.error(`standby: refusing to take over: ${refusalHeadline(this.map, row?.holder ?? "")}`, {
+      log.error("standby.refusing", `standby: refusing to take over: ${refusalHeadline(this.map, row?.holder ?? "")}`, {
         service,
         epoch: row?.epoch ?? 0,
         holder: row?.holder ?? "",
         reason: refusal,
       });
     } else {
-      log.info("standby: may take over again: the coordinator row names a map this instance may serve", { service, epoch: row?.epoch ?? 0 });
+      log.info("standby.refusal_over", "standby: may take over again: the coordinator row names a map this instance may serve", { service, epoch: row?.epoch ?? 0 });
     }
     this.loggedRefusal = key;
   }
@@ -452,7 +452,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
     });
     try {
       return await Promise.race([statement.catch((error: unknown) => {
-        this.options.log.debug("coordinator statement failed", { error: (error as Error)?.message ?? String(error) });
+        this.options.log.debug("failover.statement_failed", "coordinator statement failed", { error: (error as Error)?.message ?? String(error) });
         return undefined;
       }), timeout]);
     } finally {
@@ -481,13 +481,13 @@ export class FailoverShell implements GrantGuard, TokenSource {
     try {
       server = this.options.listen(this, this, delay);
     } catch (error) {
-      this.options.log.error("active, but cannot listen: giving the term up", { service: this.options.service, epoch, error: (error as Error).message });
+      this.options.log.error("failover.cannot_listen", "active, but cannot listen: giving the term up", { service: this.options.service, epoch, error: (error as Error).message });
       this.run(m.abandon(this.now(), "cannot listen"));
       return;
     }
     this.server = server;
     this.engine = server.view;
-    this.options.log.info("active: listening", {
+    this.options.log.info("failover.active", "active: listening", {
       service: this.options.service,
       epoch,
       why,
@@ -500,13 +500,13 @@ export class FailoverShell implements GrantGuard, TokenSource {
       ...(delay.over(now) ? {} : { lockDelayMs: Math.ceil(delay.endsAt - now), lockDelayNames: termDelay.everyNameMs > 0 ? "every name" : termDelay.names.length }),
     });
     if (termDelay.unknown) {
-      this.options.log.warn("the coordinator row was last written by a lockd that kept no largest lease: this term cannot know how long the earlier active's holders may still believe, and holds no name back for them", {
+      this.options.log.warn("lock_delay.unknown", "the coordinator row was last written by a lockd that kept no largest lease: this term cannot know how long the earlier active's holders may still believe, and holds no name back for them", {
         service: this.options.service,
         epoch,
       });
     }
     if (!delay.over(now)) {
-      this.options.log.info("lock-delay: holding back grants while an earlier active's holders may still believe they hold their locks", {
+      this.options.log.info("lock_delay.begins", "lock-delay: holding back grants while an earlier active's holders may still believe they hold their locks", {
         service: this.options.service,
         epoch,
         why,
@@ -522,7 +522,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
     const server = this.server;
     this.server = null;
     this.delay = null;
-    this.options.log.warn("stepping down: ending every session with SHUTTING_DOWN, closing the listener", {
+    this.options.log.warn("failover.stepping_down", "stepping down: ending every session with SHUTTING_DOWN, closing the listener", {
       service: this.options.service,
       epoch,
       reason,

@@ -196,11 +196,11 @@ export class OpsServer {
       idleTimeoutMs: this.limits.idleTimeoutMs,
       handle: (request) => this.handle(request),
       failed: (error) => {
-        options.log.error("ops request failed", { error: String(error) });
+        options.log.error("ops.request_failed", "ops request failed", { error: String(error) });
         return fail(500, "INTERNAL", "internal error; see the server log");
       },
       refused: (remote) =>
-        options.log.limited(this.busyWarnings, "warn", "ops connection refused: at --ops-max-connections", () => ({
+        options.log.limited(this.busyWarnings, "warn", "ops.connection_refused", "ops connection refused: at --ops-max-connections", () => ({
           by: remote,
           maxConnections: this.limits.maxConnections,
         })),
@@ -425,7 +425,7 @@ export class OpsServer {
     const result = this.options.auth.check(request.header("authorization"));
     if (result === AuthResult.OK) return null;
     this.stats.denied++;
-    this.options.log.limited(this.authWarnings, "warn", "admin request refused", () => ({
+    this.options.log.limited(this.authWarnings, "warn", "admin.refused", "admin request refused", () => ({
       action,
       reason: result === AuthResult.UNCONFIGURED ? "no admin token configured" : result === AuthResult.MISSING ? "no bearer token" : "wrong token",
       ...this.who(request),
@@ -458,7 +458,7 @@ export class OpsServer {
     this.stats.forceReleases++;
     const next = engine.locks.get(name)?.owner ?? null;
     const promoted = next === null ? null : holderView(next, performance.now());
-    this.options.log.info("admin force-release", {
+    this.options.log.info("admin.force_release", "admin force-release", {
       ...this.who(request),
       lock: name,
       session: released.session,
@@ -498,7 +498,7 @@ export class OpsServer {
     const name = session.lock!.name;
     server.kick(id, now);
     this.stats.kicks++;
-    this.options.log.info("admin kick", { ...this.who(request), lock: name, session: id, owner: kicked.owner, position: kicked.position });
+    this.options.log.info("admin.kick", "admin kick", { ...this.who(request), lock: name, session: id, owner: kicked.owner, position: kicked.position });
     return json(200, { lock: name, kicked });
   }
 }

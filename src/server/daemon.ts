@@ -194,10 +194,10 @@ export class Daemon {
       const ops = advertisedOps(options.advertiseOps ?? null, { host: this.ops.hostname, port: this.ops.port });
       if (ops !== null && options.advertiseOps === undefined && isLoopbackHost(this.ops.hostname)) {
         // Right when every instance runs on this machine; from any other host it names that host itself.
-        options.log.warn(`advertising a loopback ops address: standbys on other hosts would send operators to themselves; if the instances run on several machines, set ${words.advertiseOps} to the HOST:PORT others reach this one by`, { ops });
+        options.log.warn("failover.advertise_loopback", `advertising a loopback ops address: standbys on other hosts would send operators to themselves; if the instances run on several machines, set ${words.advertiseOps} to the HOST:PORT others reach this one by`, { ops });
       } else if (ops === null) {
         // Said once, at start, by every instance (any of them may become the active): standbys could not say where it is.
-        options.log.warn(`advertising no ops address: the ops listener binds a wildcard address, so when this instance is active its standbys cannot say where its /readyz and /ui answer; set ${words.advertiseOps} to the HOST:PORT others reach it by`, {
+        options.log.warn("failover.advertise_none", `advertising no ops address: the ops listener binds a wildcard address, so when this instance is active its standbys cannot say where its /readyz and /ui answer; set ${words.advertiseOps} to the HOST:PORT others reach it by`, {
           ops: formatAddress({ host: this.ops.hostname, port: this.ops.port }),
         });
       }
@@ -240,7 +240,7 @@ export class Daemon {
       ...(delay === null ? {} : {
         delay,
         onDelayOver: () => {
-          log.info("lock-delay over: every name may be granted", { why: delay.why });
+          log.info("lock_delay.over", "lock-delay over: every name may be granted", { why: delay.why });
           if (guard === null) leases?.delayOver(); // the data directory stops carrying the last run's leases
         },
       }),
@@ -279,7 +279,7 @@ export class Daemon {
     const windowMs = this.options.signalRepeatWindowMs ?? SIGNAL_REPEAT_WINDOW_MS;
     const sinceMs = now - first.at;
     if (name === first.name && sinceMs < windowMs) {
-      this.options.log.info("same signal again within the repeat window: the same stop request, shutdown continues", {
+      this.options.log.info("shutdown.signal_repeated", "same signal again within the repeat window: the same stop request, shutdown continues", {
         signal: name,
         sinceMs: Math.round(sinceMs),
         windowMs,
@@ -287,7 +287,7 @@ export class Daemon {
       });
       return;
     }
-    this.options.log.warn("second signal: exiting at once", { signal: name, first: first.name, sinceMs: Math.round(sinceMs), phase: this.phase });
+    this.options.log.warn("shutdown.forced", "second signal: exiting at once", { signal: name, first: first.name, sinceMs: Math.round(sinceMs), phase: this.phase });
     forceExit();
   }
 
@@ -314,20 +314,20 @@ export class Daemon {
     if (leases !== undefined) {
       try {
         leases.close(held ?? "*");
-        this.options.log.info("held names published for the next start", { dataDir: leases.dir, names: held === null ? "every name (too many to list)" : held.length });
+        this.options.log.info("leases.held_saved", "held names published for the next start", { dataDir: leases.dir, names: held === null ? "every name (too many to list)" : held.length });
       } catch (error) {
         // Not fatal: the record still says "not clean", so the next start holds back every name.
-        this.options.log.warn("could not publish the held names; the next start holds back every name for the largest lease", { error: (error as Error).message });
+        this.options.log.warn("leases.held_save_failed", "could not publish the held names; the next start holds back every name for the largest lease", { error: (error as Error).message });
       }
     }
     const tokens = this.options.tokens;
     if (tokens === undefined) return;
     try {
       tokens.close();
-      this.options.log.info("token floor saved", { dataDir: tokens.dir, lastToken: tokens.last });
+      this.options.log.info("tokens.floor_saved", "token floor saved", { dataDir: tokens.dir, lastToken: tokens.last });
     } catch (error) {
       // Not fatal: the reserved floor on disk is still above every token issued.
-      this.options.log.warn("could not save the token floor; the next start skips to the reserved floor", { error: (error as Error).message });
+      this.options.log.warn("tokens.floor_save_failed", "could not save the token floor; the next start skips to the reserved floor", { error: (error as Error).message });
     }
   }
 
@@ -340,8 +340,8 @@ export class Daemon {
     // figures. A standby serves no sessions and its /readyz was 503 all along:
     // it has nothing to show, and waits for nothing.
     const standby = roles !== null && roles.role === "standby";
-    if (standby) log.info("shutting down: a standby, no sessions", { reason });
-    else log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
+    if (standby) log.info("shutdown.standby_begins", "shutting down: a standby, no sessions", { reason });
+    else log.info("shutdown.begins", "shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
     if (roles !== null) await roles.stop();
     else {
       const held = this.server.engine.held(MAX_PUBLISHED_NAMES); // before the sessions end
@@ -349,8 +349,8 @@ export class Daemon {
       this.persistTokens(held);
     }
     this.phase = "grace";
-    if (standby) log.info("a standby served no sessions: stopping without the grace period", { graceMs: this.options.shutdownGraceMs });
-    else log.info("sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
+    if (standby) log.info("shutdown.grace_skipped", "a standby served no sessions: stopping without the grace period", { graceMs: this.options.shutdownGraceMs });
+    else log.info("shutdown.grace", "sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
     this.resolveGrace();
     if (!this.closing && !standby) {
       await new Promise<void>((resolve) => {
@@ -361,7 +361,7 @@ export class Daemon {
     this.graceTimer = null;
     await this.ops.stop();
     this.phase = "stopped";
-    log.info("stopped");
+    log.info("shutdown.stopped", "stopped");
     this.resolveStopped();
   }
 }
@@ -387,13 +387,13 @@ function sessionLog(log: Logger): ServerEvents {
   });
   return {
     opened(session) {
-      if (debug) log.debug("session opened", { session: session.id, remote: remoteOf(session.conn) });
+      if (debug) log.debug("session.opened", "session opened", { session: session.id, remote: remoteOf(session.conn) });
     },
     ended(session) {
       const reason = session.endReason;
-      if (reason === ErrorCode.IO_TIMEOUT) log.limited(ioTimeouts, "warn", "session ended: io-timeout", () => fields(session));
-      else if (PROTOCOL_ENDS.has(reason)) log.limited(protocolErrors, "warn", "session ended: protocol error", () => fields(session));
-      else if (debug) log.debug("session ended", fields(session));
+      if (reason === ErrorCode.IO_TIMEOUT) log.limited(ioTimeouts, "warn", "session.io_timeout", "session ended: io-timeout", () => fields(session));
+      else if (PROTOCOL_ENDS.has(reason)) log.limited(protocolErrors, "warn", "session.protocol_error", "session ended: protocol error", () => fields(session));
+      else if (debug) log.debug("session.ended", "session ended", fields(session));
     },
   };
 }

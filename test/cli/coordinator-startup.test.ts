@@ -28,7 +28,7 @@ test("the startup line has ui (the page answers) and dataDir, whose floor seeds 
   try {
     writeFloor(dir, 7000);
     await using child = coordinated(`startup-${process.pid}-a`, await freePort(), dir);
-    const line = await child.line("lockd started");
+    const line = await child.event("server.started");
     expect(line.role).toBe("active");
     expect(line.ui).toBe(`http://${line.ops}/ui`);
     expect(line.dataDir).toBe(dir);
@@ -46,7 +46,7 @@ test("a missing --data-dir is not created with --coordinator (it is only read)",
   const dir = join(parent, "absent");
   try {
     await using child = coordinated(`startup-${process.pid}-b`, await freePort(), dir);
-    const line = await child.line("lockd started");
+    const line = await child.event("server.started");
     expect(line.dataDir).toBe(dir);
     expect(existsSync(dir)).toBe(false);
   } finally {

@@ -70,7 +70,7 @@ test("a SIGKILLed server's hold is gone at once: the next server starts on the d
     await killed.exited;
   }
   await using next = serve(dataDir);
-  const start = await next.line("lockd listening");
+  const start = await next.event("server.listening");
   expect(start.tokensFrom).toBe(101);
 });
 
@@ -96,7 +96,7 @@ test("a floor that cannot be written once the listeners are up: exit 73, the lis
   // and the directory is free again
   rmSync(join(dataDir, "tokens.tmp"), { recursive: true });
   await using next = serve(dataDir);
-  expect((await next.line("lockd listening")).tokensFrom).toBe(1);
+  expect((await next.event("server.listening")).tokensFrom).toBe(1);
 });
 
 test("a data directory the server's user cannot write: exit 73 and 'permission denied' in one line, for serve and floor", async () => {

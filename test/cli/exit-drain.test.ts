@@ -1,7 +1,7 @@
 /**
  * The CLI exits without losing what it wrote last (src/cli/exit.ts): Bun
  * keeps what a full pipe cannot take yet in memory, and process.exit()
- * dropped it. A server whose log reader lags lost its "stopped" line.
+ * dropped it. A server whose log reader lags lost its last line (shutdown.stopped).
  */
 import { expect, test } from "bun:test";
 import { closeSync, constants, mkdtempSync, openSync, rmSync } from "node:fs";
@@ -102,7 +102,7 @@ test("the bound: a handle left open, or a reader that never reads, does not hold
   }
 }, 30_000);
 
-test('lockd serve whose log reader lags: the log ends with "stopped", nothing lost', async () => {
+test('lockd serve whose log reader lags: the log ends with shutdown.stopped, nothing lost', async () => {
   // Nobody reads the log while the server runs: the debug lines of 600 sessions
   // fill the pipe (64 KiB) and the rest waits in the server's memory.
   const log = lateLog();
@@ -131,23 +131,23 @@ test('lockd serve whose log reader lags: the log ends with "stopped", nothing lo
     }
     serve.kill("SIGTERM");
     // Read only once the ops listener has closed, the server's last step before
-    // it logs "stopped" and ends: a process.exit() there lost the log's tail.
+    // it logs shutdown.stopped and ends: a process.exit() there lost the log's tail.
     for (let attempt = 0; !(await refusedConnection(opsPort!)); attempt++) {
       if (attempt >= 400) throw new Error(`lockd serve did not close its ops listener on ${opsPort}`);
       await Bun.sleep(25);
     }
     const text = await log.read(); // until the server, the only writer, has exited
     const code = await serve.exited;
-    const messages = text
+    const events = text
       .split("\n")
       .filter((line) => line.startsWith("{"))
-      .map((line) => (JSON.parse(line) as { msg: string }).msg);
+      .map((line) => (JSON.parse(line) as { event: string }).event);
     expect(text.length).toBeGreaterThan(65_536); // the pipe was full: the test tests something
-    const opened = messages.filter((m) => m === "session opened").length;
-    const ended = messages.filter((m) => m === "session ended").length;
+    const opened = events.filter((e) => e === "session.opened").length;
+    const ended = events.filter((e) => e === "session.ended").length;
     // Every session opened was ended, and both lines arrived. (Connections still in
     // the accept queue at the SIGTERM never became sessions: fewer than SESSIONS.)
-    expect({ code, last: messages.at(-1), sessions: opened > 0, allEnded: ended === opened }).toEqual({ code: 0, last: "stopped", sessions: true, allEnded: true });
+    expect({ code, last: events.at(-1), sessions: opened > 0, allEnded: ended === opened }).toEqual({ code: 0, last: "shutdown.stopped", sessions: true, allEnded: true });
   } finally {
     clearTimeout(guard);
     serve.kill("SIGKILL");

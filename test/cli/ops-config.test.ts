@@ -288,7 +288,7 @@ describe("lockd serve with bad configuration (child process)", () => {
       const file = join(dir, "token");
       writeFileSync(file, "tok-123\n");
       await using child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s"], { LOCKD_ADMIN_TOKEN_FILE: file });
-      const start = await child.line("lockd listening");
+      const start = await child.event("server.listening");
       expect(start.adminToken).toBe(`file ${file}`);
       expect(start.version).toMatch(/^\d+\.\d+\.\d+/);
       const { opsPort } = await child.addresses();

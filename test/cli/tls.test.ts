@@ -17,7 +17,7 @@ describe.skipIf(!hasOpenssl)("TLS flags", () => {
       "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.caCert,
       "--ops-tls-cert", p.serverCert, "--ops-tls-key", p.serverKey,
     ]);
-    const start = await server.line("lockd listening");
+    const start = await server.event("server.listening");
     expect([start.tls, start.opsTls]).toEqual(["mutual", "on"]);
     const { listenPort, opsPort } = await server.addresses();
     const printToken = [process.execPath, "-e", "console.log('token=' + process.env.LOCKD_TOKEN)"];
@@ -62,8 +62,8 @@ describe.skipIf(!hasOpenssl)("TLS flags", () => {
       "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--ops-tls-cert", p.serverCert, "--ops-tls-key", p.serverKey,
     ]);
     await using plainServer = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s"]);
-    await tlsServer.line("lockd listening");
-    await plainServer.line("lockd listening");
+    await tlsServer.event("server.listening");
+    await plainServer.event("server.listening");
     const tls = await tlsServer.addresses();
     const plain = await plainServer.addresses();
     const job = ["tls-job", "--", process.execPath, "-e", "console.log('ran')"];

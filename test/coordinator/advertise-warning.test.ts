@@ -11,8 +11,6 @@ import { Logger } from "../../src/log.ts";
 import { Daemon } from "../../src/server/daemon.ts";
 import { MemoryRow, MemoryStore } from "./memory-store.ts";
 
-const WARNING = "advertising no ops address: the ops listener binds a wildcard address, so when this instance is active its standbys cannot say where its /readyz and /ui answer; set --advertise-ops (LOCKD_ADVERTISE_OPS) to the HOST:PORT others reach it by";
-
 async function started(opsHost: string, advertiseOps?: string): Promise<{ logs: Record<string, unknown>[]; holder: string }> {
   const shared = new MemoryRow();
   const logs: Record<string, unknown>[] = [];
@@ -40,30 +38,31 @@ async function started(opsHost: string, advertiseOps?: string): Promise<{ logs: 
 
 test("a wildcard --ops without --advertise-ops: one warning at start naming the flag, and no ops= in the row", async () => {
   const { logs, holder } = await started("0.0.0.0");
-  const warnings = logs.filter((l) => l.msg === WARNING);
+  const warnings = logs.filter((l) => l.event === "failover.advertise_none");
   expect(warnings).toHaveLength(1);
   expect(warnings[0]!.level).toBe("warn");
+  expect(warnings[0]!.msg).toContain("--advertise-ops"); // the sentence names the flag that fixes it
   expect(String(warnings[0]!.ops)).toMatch(/^0\.0\.0\.0:\d+$/);
   expect(holder).toBe("db1/pid-1/aaaa");
 });
 
-const LOOPBACK = "advertising a loopback ops address: standbys on other hosts would send operators to themselves; if the instances run on several machines, set --advertise-ops (LOCKD_ADVERTISE_OPS) to the HOST:PORT others reach this one by";
-
 test("a loopback --ops without --advertise-ops is advertised (right on one machine), with one warning at start", async () => {
   const { logs, holder } = await started("127.0.0.1");
   expect(holder).toMatch(/^db1\/pid-1\/aaaa ops=127\.0\.0\.1:\d+$/);
-  const warnings = logs.filter((l) => l.msg === LOOPBACK);
+  const warnings = logs.filter((l) => l.event === "failover.advertise_loopback");
   expect(warnings).toHaveLength(1);
+  expect(warnings[0]!.level).toBe("warn");
+  expect(warnings[0]!.msg).toContain("--advertise-ops");
   expect(String(warnings[0]!.ops)).toMatch(/^127\.0\.0\.1:\d+$/);
   // An explicit --advertise-ops is the operator's word, loopback or not.
-  expect((await started("127.0.0.1", "127.0.0.1:7701")).logs.filter((l) => l.msg === LOOPBACK)).toEqual([]);
+  expect((await started("127.0.0.1", "127.0.0.1:7701")).logs.filter((l) => l.event === "failover.advertise_loopback")).toEqual([]);
 });
 
 test("no warning with --advertise-ops, or with an ops listener on a host others can name", async () => {
   const advertised = await started("0.0.0.0", "lockd-1.internal:7701");
-  expect(advertised.logs.filter((l) => l.msg === WARNING)).toEqual([]);
+  expect(advertised.logs.filter((l) => l.event === "failover.advertise_none")).toEqual([]);
   expect(advertised.holder).toBe("db1/pid-1/aaaa ops=lockd-1.internal:7701");
   const bound = await started("127.0.0.1");
-  expect(bound.logs.filter((l) => l.msg === WARNING)).toEqual([]);
+  expect(bound.logs.filter((l) => l.event === "failover.advertise_none")).toEqual([]);
   expect(bound.holder).toMatch(/^db1\/pid-1\/aaaa ops=127\.0\.0\.1:\d+$/);
 });

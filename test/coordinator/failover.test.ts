@@ -41,7 +41,7 @@ function instance(service: string, listenPort: number, extra: readonly string[] 
 }
 
 async function opsPort(child: ChildServer): Promise<number> {
-  return Number(String((await child.line("lockd started")).ops).split(":").pop());
+  return Number(String((await child.event("server.started")).ops).split(":").pop());
 }
 
 async function readyz(port: number): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -52,10 +52,10 @@ async function readyz(port: number): Promise<{ status: number; body: Record<stri
 /** Two instances on one lock port: the first active (it creates the row), the second standby. */
 async function pair(service: string, port: number, lease = LEASE, env?: Record<string, string>): Promise<{ a: ChildServer; b: ChildServer }> {
   const a = instance(service, port, [], lease, env);
-  const started = await a.line("active: listening");
+  const started = await a.event("failover.active");
   expect(started.why).toBe("created");
   const b = instance(service, port, [], lease, env);
-  expect((await b.line("lockd started")).role).toBe("standby");
+  expect((await b.event("server.started")).role).toBe("standby");
   return { a, b };
 }
 
@@ -66,17 +66,17 @@ describe("two instances", () => {
     const { a, b } = await pair(service, port);
     await using _a = a;
     await using _b = b;
-    const aStarted = await a.line("lockd started");
+    const aStarted = await a.event("server.started");
     expect(aStarted.role).toBe("active");
     const activeId = aStarted.instance as string;
     // The standby shows the service's epoch and its active as it last read the row.
-    expect(await b.line("lockd started")).toMatchObject({ role: "standby", epoch: 1, active: activeId });
+    expect(await b.event("server.started")).toMatchObject({ role: "standby", epoch: 1, active: activeId });
     const standbyOps = await opsPort(b);
     const activeOps = await opsPort(a);
     // The active names its ops address in the row (its --ops as bound: port 0 picked one); the standby shows it.
     const activeAt = `127.0.0.1:${activeOps}`;
-    expect((await b.line("lockd started")).activeOps).toBe(activeAt);
-    expect((await b.line("standby: the coordinator row names the active")).activeOps).toBe(activeAt);
+    expect((await b.event("server.started")).activeOps).toBe(activeAt);
+    expect((await b.event("standby.watching")).activeOps).toBe(activeAt);
     const standby = await readyz(standbyOps);
     expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD, lockDelay: null } });
     expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD, lockDelay: null } });
@@ -124,7 +124,7 @@ describe("two instances", () => {
     await waitForWaiter(await opsPort(a), "k", 2);
 
     a.proc.kill("SIGKILL");
-    const took = await b.line("active: listening", 15_000);
+    const took = await b.event("failover.active", 15_000);
     expect(took.why).toBe("expired");
     expect(took.epoch).toBe(2);
     // Never early: the standby had seen the row unchanged for a whole lease on its own clock.
@@ -148,10 +148,10 @@ describe("two instances", () => {
     const [portA, portB] = (await freePorts(2)) as [number, number];
     const a = instance(service, portA);
     await using _a = a;
-    await a.line("active: listening");
+    await a.event("failover.active");
     const b = instance(service, portB);
     await using _b = b;
-    expect((await b.line("lockd started")).role).toBe("standby");
+    expect((await b.event("server.started")).role).toBe("standby");
     using fence = new FencedResource();
 
     const clientA = new LockClient({ servers: `127.0.0.1:${portA}`, reconnectMs: 0 });
@@ -162,7 +162,7 @@ describe("two instances", () => {
 
     a.proc.kill("SIGSTOP");
     try {
-      const took = await b.line("active: listening", 15_000);
+      const took = await b.event("failover.active", 15_000);
       expect(took.why).toBe("expired");
       // The new active's tokens are above everything the old one could issue.
       const clientB = new LockClient({ servers: `127.0.0.1:${portB}` });
@@ -175,7 +175,7 @@ describe("two instances", () => {
     } finally {
       a.proc.kill("SIGCONT");
     }
-    const down = await a.line("stepping down: ending every session with SHUTTING_DOWN, closing the listener", 15_000);
+    const down = await a.event("failover.stepping_down", 15_000);
     expect(down.reason).toMatch(/no renewal confirmed|taken/);
     await waiter.closed(15_000);
     const frames = waiter.frames.map((f) => f.type);
@@ -198,8 +198,8 @@ describe("two instances", () => {
     const file = join(pg.dir, `url-${service}`);
     writeFileSync(file, `${pg.url()}\n`);
     const { a, b } = await pair(service, port, 4000, { LOCKD_COORDINATOR_FILE: file });
-    expect((await a.line("lockd started")).coordinatorFrom).toBe("LOCKD_COORDINATOR_FILE");
-    expect((await a.line("lockd started")).coordinator).not.toContain("secret");
+    expect((await a.event("server.started")).coordinatorFrom).toBe("LOCKD_COORDINATOR_FILE");
+    expect((await a.event("server.started")).coordinator).not.toContain("secret");
     await using _a = a;
     await using _b = b;
     const client = new LockClient({ servers: `127.0.0.1:${port}`, reconnectMs: 20_000 });
@@ -207,8 +207,8 @@ describe("two instances", () => {
     const token = first.token;
     a.proc.kill("SIGTERM");
     expect(await a.exit(15_000)).toBe(0);
-    expect(a.lines.find((l) => l.msg === "coordinator row released: a standby, if one is running, takes over at its next read")?.published).toBe(1);
-    const took = await b.line("active: listening", 15_000);
+    expect(a.events("failover.released")[0]?.published).toBe(1);
+    const took = await b.event("failover.active", 15_000);
     expect(took.why).toBe("released");
     const since = performance.now();
     // A name nobody held at the stop: at once (the handover stays one reconnect).
@@ -235,16 +235,16 @@ describe("the active's ops address (ops= in the row)", () => {
     const port = await freePort();
     const a = instance(service, port, ["--advertise-ops", "lockd-a.example:7701"], 4000);
     await using _a = a;
-    expect((await a.line("active: listening")).advertisedOps).toBe("lockd-a.example:7701");
+    expect((await a.event("failover.active")).advertisedOps).toBe("lockd-a.example:7701");
     const b = instance(service, port, [], 4000);
     await using _b = b;
-    expect(await b.line("lockd started")).toMatchObject({ role: "standby", activeOps: "lockd-a.example:7701" });
+    expect(await b.event("server.started")).toMatchObject({ role: "standby", activeOps: "lockd-a.example:7701" });
     const bOps = await opsPort(b);
-    expect((await readyz(bOps)).body).toMatchObject({ role: "standby", active: (await a.line("lockd started")).instance, activeOps: "lockd-a.example:7701" });
+    expect((await readyz(bOps)).body).toMatchObject({ role: "standby", active: (await a.event("server.started")).instance, activeOps: "lockd-a.example:7701" });
     expect((await readyz(await opsPort(a))).body).toMatchObject({ role: "active", activeOps: "lockd-a.example:7701" });
     a.proc.kill("SIGTERM");
     expect(await a.exit(15_000)).toBe(0);
-    expect((await b.line("active: listening", 15_000)).advertisedOps).toBe(`127.0.0.1:${bOps}`);
+    expect((await b.event("failover.active", 15_000)).advertisedOps).toBe(`127.0.0.1:${bOps}`);
     expect((await readyz(bOps)).body).toMatchObject({ status: "ready", role: "active", activeOps: `127.0.0.1:${bOps}` });
   });
 });
@@ -313,18 +313,18 @@ describe("the coordinator goes away", () => {
 
     await pg.stop();
     try {
-      const down = await a.line("stepping down: ending every session with SHUTTING_DOWN, closing the listener", 15_000);
+      const down = await a.event("failover.stepping_down", 15_000);
       expect(down.reason).toContain("no renewal confirmed");
       await peer.closed(10_000);
       expect(peer.frames.at(-1)).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.SHUTTING_DOWN });
       expect(await refusedConnection(port)).toBe(true);
       // Neither instance is active while the coordinator is gone.
-      expect(b.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect(b.logged("failover.active")).toBe(false);
     } finally {
       await pg.start();
     }
     // With the coordinator back, one of them takes the (unchanged) row after a lease.
-    const winner = await Promise.any([a.nthLine("active: listening", 2, 20_000).then(() => a), b.nthLine("active: listening", 1, 20_000).then(() => b)]);
+    const winner = await Promise.any([a.nthEvent("failover.active", 2, 20_000).then(() => a), b.nthEvent("failover.active", 1, 20_000).then(() => b)]);
     const client = new LockClient({ servers: `127.0.0.1:${port}`, reconnectMs: 20_000 });
     const lock = await client.acquire("k", { lease: 5000, wait: 15_000 });
     expect(lock.token).toBeGreaterThan(BigInt(peer.frames[0]!.token!));

@@ -142,8 +142,8 @@ test("a standby shows the service's epoch and active as it last read the row (no
     expect(c.machine.epoch).toBe(0); // the machine's state is untouched by what the view shows
     expect(b.view()).toMatchObject({ role: "active", epoch: 2, active: "db2/pid-2/bbbb", activeOps: null });
     // The clean stop's log claims no standby it cannot see.
-    const released = lines.map((line) => JSON.parse(line) as { msg: string }).filter((l) => l.msg.startsWith("coordinator row released"));
-    expect(released.map((l) => l.msg)).toEqual(["coordinator row released: a standby, if one is running, takes over at its next read"]);
+    const released = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((l) => String(l.event).startsWith("failover.release"));
+    expect(released.map(({ event, level, service, epoch }) => ({ event, level, service, epoch }))).toEqual([{ event: "failover.released", level: "info", service: "svc", epoch: 1 }]);
   } finally {
     await b.stop();
     await c?.stop();
@@ -163,12 +163,13 @@ test("a standby of a plain service logs the active with the map \"none\", and a 
     await a.stop();
     await b.stop();
   }
-  const seen = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((l) => String(l.msg).startsWith("standby: the coordinator row"));
-  expect(seen.map(({ msg, active, activeOps, activeMap, releasedMap }) => ({ msg, active, activeOps, activeMap, releasedMap }))).toEqual([
+  const seen = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((l) => l.event === "standby.watching" || l.event === "standby.row_released");
+  expect(seen.map(({ event, active, activeOps, activeMap, releasedMap }) => ({ event, active, activeOps, activeMap, releasedMap }))).toEqual([
     // No map on either side: nothing that reads like a warning.
-    { msg: "standby: the coordinator row names the active", active: "a", activeOps: null, activeMap: "none", releasedMap: undefined },
-    { msg: "standby: the coordinator row is released (no active)", active: null, activeOps: undefined, activeMap: undefined, releasedMap: "none" },
+    { event: "standby.watching", active: "a", activeOps: null, activeMap: "none", releasedMap: undefined },
+    { event: "standby.row_released", active: null, activeOps: undefined, activeMap: undefined, releasedMap: "none" },
   ]);
+  expect(lines.map((line) => JSON.parse(line).event)).not.toContain("standby.map_differs");
 });
 
 test("lockd's coordinator code reads only the monotonic clock", async () => {

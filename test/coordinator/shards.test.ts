@@ -58,7 +58,7 @@ async function disposeAll(): Promise<void> {
 }
 
 async function opsPort(child: ChildServer): Promise<number> {
-  return Number(String((await child.line("lockd started")).ops).split(":").pop());
+  return Number(String((await child.event("server.started")).ops).split(":").pop());
 }
 
 async function metrics(child: ChildServer): Promise<string> {
@@ -93,9 +93,9 @@ async function waitForWaiter(child: ChildServer, name: string): Promise<void> {
 /** A failover group: the first instance becomes active (it creates the row), the second its standby. */
 async function group(service: string, ports: readonly [number, number], shard: string, shards: string, generation: number): Promise<{ active: ChildServer; standby: ChildServer }> {
   const active = instance(service, ports[0], shard, shards, generation);
-  expect((await active.line("active: listening")).why).toBe("created");
+  expect((await active.event("failover.active")).why).toBe("created");
   const standby = instance(service, ports[1], shard, shards, generation);
-  expect((await standby.line("lockd started")).role).toBe("standby");
+  expect((await standby.event("server.started")).role).toBe("standby");
   return { active, standby };
 }
 
@@ -113,10 +113,10 @@ describe("two shards, each an active and a standby", () => {
       ]);
       // The startup lines say which shard of which map each instance serves.
       for (const [child, shard] of [[alpha.active, "alpha"], [alpha.standby, "alpha"], [beta.active, "beta"], [beta.standby, "beta"]] as const) {
-        expect(await child.line("lockd started")).toMatchObject({ shard, shards: "alpha,beta", shardsGeneration: GEN });
+        expect(await child.event("server.started")).toMatchObject({ shard, shards: "alpha,beta", shardsGeneration: GEN });
       }
-      expect(BigInt((await alpha.active.line("lockd started")).tokensFrom) / UNIT).toBe(BigInt(GEN));
-      expect(BigInt((await alpha.active.line("active: listening")).tokensFrom) / UNIT).toBe(BigInt(GEN));
+      expect(BigInt((await alpha.active.event("server.started")).tokensFrom) / UNIT).toBe(BigInt(GEN));
+      expect(BigInt((await alpha.active.event("failover.active")).tokensFrom) / UNIT).toBe(BigInt(GEN));
       const map = `gen=${GEN};alpha=127.0.0.1:${a1},127.0.0.1:${a2};beta=127.0.0.1:${b1},127.0.0.1:${b2}`;
       const client = new LockClient({ servers: map, reconnectMs: 20_000 });
       const onAlpha = namesOn(two, "alpha", 4);
@@ -164,7 +164,7 @@ describe("two shards, each an active and a standby", () => {
 
       // SIGKILL alpha's active: its standby takes over within the coordinator lease's reach.
       alpha.active.proc.kill("SIGKILL");
-      const took = await alpha.standby.line("active: listening", 15_000);
+      const took = await alpha.standby.event("failover.active", 15_000);
       expect(took.why).toBe("expired");
       expect(took.epoch).toBe(2);
       expect(took.unchangedMs).toBeGreaterThanOrEqual(LEASE);
@@ -188,8 +188,8 @@ describe("two shards, each an active and a standby", () => {
       expect(betaHolder.signal.aborted).toBe(false);
       expect(await holderToken(beta.active, onBeta[0]!)).toBe(String(betaHolder.token));
       expect(await sessionEnds(beta.active)).toEqual(betaEndsBefore);
-      expect(beta.active.lines.some((l) => l.msg.startsWith("stepping down"))).toBe(false);
-      expect(beta.standby.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect(beta.active.logged("failover.stepping_down")).toBe(false);
+      expect(beta.standby.logged("failover.active")).toBe(false);
       // And beta keeps granting in the generation, above its own earlier tokens.
       const betaNext = await client.acquire(onBeta[1]!, { lease: 5000 });
       for (const token of betaTokens) expect(betaNext.token).toBeGreaterThan(token);
@@ -198,7 +198,7 @@ describe("two shards, each an active and a standby", () => {
       // The killed instance comes back as alpha's standby. lockd status with every instance's ops
       // address, standbys first: it asks each shard's active, never a standby's (empty) view.
       const back = instance(alphaService, a1, "alpha", "alpha,beta", GEN);
-      expect((await back.line("lockd started")).role).toBe("standby");
+      expect((await back.event("server.started")).role).toBe("standby");
       const ops = `alpha=127.0.0.1:${await opsPort(back)},127.0.0.1:${await opsPort(alpha.standby)};beta=127.0.0.1:${await opsPort(beta.standby)},127.0.0.1:${await opsPort(beta.active)}`;
       for (const [name, token] of [[onAlpha[0]!, granted.token], [onBeta[0]!, betaHolder.token]] as const) {
         const one = await runCli(["status", "--ops", ops, name]);
@@ -258,25 +258,25 @@ describe("two shards, each an active and a standby", () => {
         g.standby.proc.kill("SIGTERM");
         expect(await g.standby.exit(15_000)).toBe(0);
         const standby = instance(service, ports[1], shard, next, GEN + 1);
-        expect((await standby.line("lockd started")).role).toBe("standby");
+        expect((await standby.event("server.started")).role).toBe("standby");
         // Allowed (a higher generation), and said: it will serve another map than the active's.
-        const note = (await standby.line("standby: this instance serves another shard map than its service's active")).note;
+        const note = (await standby.event("standby.map_differs")).note;
         expect(note).toContain(`this instance serves shard ${shard} of ${next} (map `);
         expect(note).toContain(`generation ${GEN + 1}); the service's active served shard ${shard} of map `);
         expect(note).toContain(`generation ${GEN}; this instance will serve its own map when it takes over`);
         expect((await readyz(standby)).body.refusal).toBeUndefined();
         g.active.proc.kill("SIGTERM");
         expect(await g.active.exit(15_000)).toBe(0);
-        expect((await standby.line("active: listening", 15_000)).why).toBe("released");
+        expect((await standby.event("failover.active", 15_000)).why).toBe("released");
         const again = instance(service, ports[0], shard, next, GEN + 1);
-        expect((await again.line("lockd started")).role).toBe("standby");
+        expect((await again.event("server.started")).role).toBe("standby");
         return { active: standby, standby: again };
       };
       const alphaNext = await roll(services.alpha, [a1, a2], "alpha", alpha);
       const betaNext = await roll(services.beta, [b1, b2], "beta", beta);
       // gamma gains names: it starts last (its row is new: its counter starts low, its generation is higher).
       const gamma = instance(services.gamma, g1, "gamma", next, GEN + 1);
-      expect((await gamma.line("active: listening")).why).toBe("created");
+      expect((await gamma.event("failover.active")).why).toBe("created");
 
       const three = new Placement(["alpha", "beta", "gamma"]);
       const after = new LockClient({
@@ -296,8 +296,8 @@ describe("two shards, each an active and a standby", () => {
       // The moved names are refused by their old shard, which runs the new map.
       const refused = await WirePeer.claim(a2, moved[0]!);
       expect(refused.frames[0]).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.WRONG_SHARD });
-      expect(alphaNext.standby.lines.some((l) => l.msg === "active: listening")).toBe(false);
-      expect(betaNext.standby.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect(alphaNext.standby.logged("failover.active")).toBe(false);
+      expect(betaNext.standby.logged("failover.active")).toBe(false);
     } finally {
       await disposeAll();
     }
@@ -311,9 +311,9 @@ describe("lockd force-release with every instance's ops address", () => {
       const port = await freePort();
       const admin = { LOCKD_ADMIN_TOKEN: "s3cret-admin" };
       const active = instance(service, port, "alpha", "alpha,beta", GEN, admin);
-      await active.line("active: listening");
+      await active.event("failover.active");
       const standby = instance(service, port, "alpha", "alpha,beta", GEN, admin);
-      expect((await standby.line("lockd started")).role).toBe("standby");
+      expect((await standby.event("server.started")).role).toBe("standby");
       const client = new LockClient({ servers: `gen=${GEN};alpha=127.0.0.1:${port};beta=127.0.0.1:1` });
       const [name] = namesOn(two, "alpha", 1);
       const lock = await client.acquire(name!, { lease: 5000 });
@@ -329,16 +329,12 @@ describe("lockd force-release with every instance's ops address", () => {
       expect(alone.code).toBe(69);
       expect(alone.err).toContain("each is a standby");
       // ... and names the service's active, where to ask.
-      expect(alone.err).toContain(`; the service's active is ${(await active.line("lockd started")).instance} at 127.0.0.1:${await opsPort(active)} (ask it: --ops 127.0.0.1:${await opsPort(active)})`);
+      expect(alone.err).toContain(`; the service's active is ${(await active.event("server.started")).instance} at 127.0.0.1:${await opsPort(active)} (ask it: --ops 127.0.0.1:${await opsPort(active)})`);
     } finally {
       await disposeAll();
     }
   }, 30_000);
 });
-
-// The headline names what differs (the detailed reason is in the line's `reason`).
-const REFUSING = "standby: refusing to take over: this instance's shards generation is lower than its service's active's";
-const REFUSING_LIST = "standby: refusing to take over: this instance's shard list differs from the one its service's active served";
 
 async function readyz(child: ChildServer): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`http://127.0.0.1:${await opsPort(child)}/readyz`);
@@ -351,7 +347,7 @@ describe("an instance started with another map than its service's active", () =>
       const service = serviceFor("alpha");
       const port = await freePort();
       const active = instance(service, port, "alpha", "alpha,beta", GEN + 1);
-      expect((await active.line("active: listening")).why).toBe("created");
+      expect((await active.event("failover.active")).why).toBe("created");
       const client = new LockClient({ servers: `gen=${GEN + 1};alpha=127.0.0.1:${port};beta=127.0.0.1:1`, reconnectMs: 20_000 });
       const [name] = namesOn(two, "alpha", 1);
       const first = await client.acquire(name!, { lease: 5000 });
@@ -360,8 +356,8 @@ describe("an instance started with another map than its service's active", () =>
 
       // The mistake: a standby left at the old generation.
       const stale = instance(service, port, "alpha", "alpha,beta", GEN);
-      expect((await stale.line("lockd started")).role).toBe("standby");
-      const refused = await stale.line(REFUSING);
+      expect((await stale.event("server.started")).role).toBe("standby");
+      const refused = await stale.event("standby.refusing");
       // Both maps side by side, this instance's with its shard list.
       expect(refused.reason).toContain(`this instance serves shard alpha of alpha,beta (map `);
       expect(refused.reason).toContain(`generation ${GEN}); the service's active served shard alpha of map `);
@@ -393,21 +389,21 @@ describe("an instance started with another map than its service's active", () =>
       // A clean stop of the active releases the row, naming its map: the stale standby still refuses it.
       active.proc.kill("SIGTERM");
       expect(await active.exit(15_000)).toBe(0);
-      const again = await stale.nthLine(REFUSING, 2, 10_000);
+      const again = await stale.nthEvent("standby.refusing", 2, 10_000);
       expect(again.holder).toStartWith("(released) shard=alpha");
-      expect(stale.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect(stale.logged("failover.active")).toBe(false);
       expect(await refusedConnection(port)).toBe(true);
 
       // An instance with the right map takes the released row at once; tokens keep rising in the generation.
       const right = instance(service, port, "alpha", "alpha,beta", GEN + 1);
-      expect((await right.line("active: listening")).why).toBe("released");
+      expect((await right.event("failover.active")).why).toBe("released");
       const next = await client.acquire(name!, { lease: 5000, wait: 10_000 });
       expect(next.token).toBeGreaterThan(first.token);
       expect(next.token / UNIT).toBe(BigInt(GEN + 1));
       await next.release();
       // The stale standby has seen the new active, and refuses it too.
-      expect((await stale.nthLine(REFUSING, 3, 10_000)).epoch).toBe(2);
-      expect(stale.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect((await stale.nthEvent("standby.refusing", 3, 10_000)).epoch).toBe(2);
+      expect(stale.logged("failover.active")).toBe(false);
     } finally {
       await disposeAll();
     }
@@ -418,9 +414,9 @@ describe("an instance started with another map than its service's active", () =>
       const service = serviceFor("alpha");
       const port = await freePort();
       const active = instance(service, port, "alpha", "alpha,beta", GEN);
-      await active.line("active: listening");
+      await active.event("failover.active");
       const wrong = instance(service, port, "alpha", "alpha,beta,gamma", GEN);
-      const refusal = (await wrong.line(REFUSING_LIST)).reason;
+      const refusal = (await wrong.event("standby.refusing")).reason;
       expect(refusal).toContain("one generation with two maps");
       // lockd status given the right map: the refusal and the flag that fixes the instance, not "fix the map".
       const activeAt = `127.0.0.1:${await opsPort(active)}`;
@@ -433,14 +429,14 @@ describe("an instance started with another map than its service's active", () =>
       active.proc.kill("SIGKILL");
       await active.exited;
       const right = instance(service, port, "alpha", "alpha,beta", GEN);
-      expect((await right.line("lockd started")).role).toBe("standby");
-      const took = await right.line("active: listening", 15_000);
+      expect((await right.event("server.started")).role).toBe("standby");
+      const took = await right.event("failover.active", 15_000);
       expect(took.why).toBe("expired");
       expect(took.epoch).toBe(2);
       // The wrong instance saw the row unchanged for longer than the right one did, and never took it.
-      const seen = await wrong.nthLine(REFUSING_LIST, 2, 10_000);
+      const seen = await wrong.nthEvent("standby.refusing", 2, 10_000);
       expect(seen.epoch).toBe(2);
-      expect(wrong.lines.some((l) => l.msg === "active: listening")).toBe(false);
+      expect(wrong.logged("failover.active")).toBe(false);
       expect((await readyz(wrong)).body.refusal).toContain("one generation with two maps");
     } finally {
       await disposeAll();

@@ -23,21 +23,21 @@ test("SIGTERM to a standby: a clean stop (exit 0) without the grace period; the 
   const service = `standby-stop-${process.pid}`;
   const port = await freePort();
   await using active = instance(service, port, "0s");
-  expect((await active.line("lockd started")).role).toBe("active");
+  expect((await active.event("server.started")).role).toBe("active");
   // A grace longer than this test's timeout: had the standby kept it, the test would time out.
   await using standby = instance(service, port, "60s");
-  expect((await standby.line("lockd started")).role).toBe("standby");
+  expect((await standby.event("server.started")).role).toBe("standby");
   standby.proc.kill("SIGTERM");
   expect(await standby.exit(15_000)).toBe(0);
-  const messages = standby.lines.map((l) => l.msg);
+  const events = standby.lines.map((l) => l.event);
   // Its /readyz was 503 all along and it had no sessions: its first shutdown line says what it is.
-  expect(messages).toContain("shutting down: a standby, no sessions");
-  expect(messages).not.toContain("shutting down: readyz is 503, closing sessions");
-  expect(messages).toContain("a standby served no sessions: stopping without the grace period");
-  expect(messages).not.toContain("sessions closed; ops server stays up for the grace period");
-  expect(messages.at(-1)).toBe("stopped");
+  expect(events).toContain("shutdown.standby_begins");
+  expect(events).not.toContain("shutdown.begins");
+  expect(events).toContain("shutdown.grace_skipped");
+  expect(events).not.toContain("shutdown.grace");
+  expect(events.at(-1)).toBe("shutdown.stopped");
   // The active is still active and keeps its usual shutdown steps.
   active.proc.kill("SIGTERM");
   expect(await active.exit(15_000)).toBe(0);
-  expect(active.lines.map((l) => l.msg)).toEqual(expect.arrayContaining(["shutting down: readyz is 503, closing sessions", "sessions closed; ops server stays up for the grace period"]));
+  expect(active.lines.map((l) => l.event)).toEqual(expect.arrayContaining(["shutdown.begins", "shutdown.grace"]));
 }, 30_000);

@@ -32,7 +32,7 @@ test("a client that stops reading and floods is cut for pipelining; every other 
     for (let i = 0; i < flood.length; i += 4) flood[i] = FrameType.HEARTBEAT;
     const started = performance.now();
     await stuck.writeAll(flood, 20_000).catch(() => {}); // the server may cut it before it has all of it
-    const cut = await child.line("session ended: protocol error", IO_TIMEOUT_MS + 20_000);
+    const cut = await child.event("session.protocol_error", IO_TIMEOUT_MS + 20_000);
     expect(cut.lock).toBe("fault/stuck");
     expect(cut.reason).toBe("PROTOCOL_ERROR");
     const cutAfter = performance.now() - started;

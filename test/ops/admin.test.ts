@@ -53,7 +53,7 @@ describe("auth matrix", () => {
       }
       const basic = await fetch(ops.url(path), { method: "POST", headers: { authorization: `Basic ${btoa(`x:${TOKEN}`)}` } });
       expect(basic.status).toBe(401);
-      expect(ops.logs.some((l) => l.msg === "admin request refused" && l.action === action)).toBe(true);
+      expect(ops.logs.some((l) => l.event === "admin.refused" && l.action === action)).toBe(true);
     }
     expect(JSON.stringify(ops.logs)).not.toContain(TOKEN);
     expect(ops.daemon.server.engine.sessions.size).toBe(2);
@@ -68,7 +68,7 @@ describe("auth matrix", () => {
     const response = await ops.post("/v1/locks/held/force-release", TOKEN);
     expect(response.status).toBe(200);
     await owner!.closed();
-    const line = ops.logs.find((l) => l.msg === "admin force-release")!;
+    const line = ops.logs.find((l) => l.event === "admin.force_release")!;
     expect(line).toBeDefined();
     expect(line.lock).toBe("held");
     expect(line.owner).toBe("a");
@@ -159,7 +159,7 @@ describe("kick", () => {
     expect(ended.type).toBe(FrameType.ERROR);
     expect(ended.code).toBe(ErrorCode.KICKED);
     await c!.closed();
-    expect(ops.logs.some((l) => l.msg === "admin kick" && l.session === cId)).toBe(true);
+    expect(ops.logs.some((l) => l.event === "admin.kick" && l.session === cId)).toBe(true);
 
     const after = await body(await ops.get("/v1/locks/q"));
     expect(after.waiters.map((w: { owner: string; position: number }) => [w.owner, w.position])).toEqual([

@@ -101,7 +101,7 @@ describe("connection limit", () => {
     expect(valueOf(m, "lockd_ops_connections", "lockd_ops_connections")).toBe(4);
     expect(valueOf(m, "lockd_ops_max_connections", "lockd_ops_max_connections")).toBe(4);
     expect(valueOf(m, "lockd_ops_connections_refused_total", "lockd_ops_connections_refused_total")).toBe(3);
-    expect(ops.logs.some((l) => l.msg === "ops connection refused: at --ops-max-connections")).toBe(true);
+    expect(ops.logs.some((l) => l.event === "ops.connection_refused")).toBe(true);
 
     // Once one closes, a new connection is served.
     idle[2]!.end();
@@ -201,7 +201,7 @@ describe("lockd serve (child process)", () => {
       "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s",
       "--ops-max-connections", "2", "--ops-idle-timeout", "30s",
     ]);
-    const start = await child.line("lockd listening");
+    const start = await child.event("server.listening");
     expect(start.opsMaxConnections).toBe(2);
     expect(start.opsIdleTimeoutMs).toBe(30_000);
     const { opsPort, listenPort } = await child.addresses();
@@ -222,7 +222,7 @@ describe("lockd serve (child process)", () => {
 
   test("a larger limit makes --max-sessions auto keep as many more descriptors aside; a bad value names the flag", async () => {
     await using wide = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--ops-max-connections", "500"]);
-    const started = await wide.line("lockd listening");
+    const started = await wide.event("server.listening");
     expect(started.opsMaxConnections).toBe(500);
     const soft = started.openFileLimit.soft as number | null;
     if (soft !== null && Number.isFinite(soft)) {

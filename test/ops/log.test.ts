@@ -8,15 +8,30 @@ describe("Logger", () => {
   test("levels: lines below the threshold are not written", () => {
     const lines: string[] = [];
     const log = new Logger("warn", (line) => lines.push(line));
-    log.debug("d");
-    log.info("i");
-    log.warn("w", { k: 1 });
-    log.error("e");
-    expect(lines.map((l) => JSON.parse(l).msg)).toEqual(["w", "e"]);
+    log.debug("session.opened", "d");
+    log.info("admin.kick", "i");
+    log.warn("shutdown.forced", "w", { k: 1 });
+    log.error("ops.request_failed", "e");
+    expect(lines.map((l) => JSON.parse(l).event)).toEqual(["shutdown.forced", "ops.request_failed"]);
     const line = JSON.parse(lines[0]!);
-    expect(line).toMatchObject({ level: "warn", msg: "w", k: 1 });
+    expect(line).toMatchObject({ level: "warn", event: "shutdown.forced", msg: "w", k: 1 });
+    expect(Object.keys(line).slice(0, 4)).toEqual(["time", "level", "event", "msg"]);
     expect(Number.isNaN(Date.parse(line.time))).toBe(false);
     expect(lines.every((l) => l.endsWith("\n") && !l.slice(0, -1).includes("\n"))).toBe(true);
+  });
+
+  test("codes are typed: an unknown code, one of another level, or none fails the typecheck", () => {
+    const lines: string[] = [];
+    const log = new Logger("debug", (line) => lines.push(line));
+    // @ts-expect-error: no such code
+    log.info("admin.kik", "a typo");
+    // @ts-expect-error: shutdown.forced is a warning
+    log.info("shutdown.forced", "another level");
+    // @ts-expect-error: the code is required
+    log.info("a sentence alone");
+    // @ts-expect-error: limited() checks the code against its level too
+    log.limited(new RateLimit(), "error", "session.protocol_error", "another level", () => ({}));
+    expect(lines).toHaveLength(4); // at run time the Logger writes what it is given
   });
 
   test("RateLimit: a burst, then one per interval; reports what it dropped", () => {
@@ -36,12 +51,12 @@ describe("Logger", () => {
     const limit = new RateLimit(2, 1000);
     let built = 0;
     const fields = () => ({ n: ++built });
-    for (let i = 0; i < 10; i++) log.limited(limit, "warn", "flood", fields, 0);
+    for (let i = 0; i < 10; i++) log.limited(limit, "warn", "session.protocol_error", "flood", fields, 0);
     expect(lines).toHaveLength(2);
     expect(built).toBe(2);
     expect(log.suppressed).toBe(8);
-    log.limited(limit, "warn", "flood", fields, 5000);
-    expect(lines[2]).toMatchObject({ msg: "flood", suppressed: 8 });
+    log.limited(limit, "warn", "session.protocol_error", "flood", fields, 5000);
+    expect(lines[2]).toMatchObject({ event: "session.protocol_error", suppressed: 8 });
   });
 });
 
@@ -64,9 +79,9 @@ describe("server logs", () => {
     const a = await WirePeer.claim(ops.port, "loud", 5000, { owner: "me" });
     a.end();
     await a.closed();
-    const end = () => ops.logs.find((l) => l.msg === "session ended");
+    const end = () => ops.logs.find((l) => l.event === "session.ended");
     for (let i = 0; i < 5000 && end() === undefined; i++) await Bun.sleep(1); // no event tells the test when the server saw the FIN
-    expect(ops.logs.find((l) => l.msg === "session opened")).toMatchObject({ level: "debug", session: 1, remote: expect.stringMatching(/^127\.0\.0\.1:\d+$/) });
+    expect(ops.logs.find((l) => l.event === "session.opened")).toMatchObject({ level: "debug", session: 1, remote: expect.stringMatching(/^127\.0\.0\.1:\d+$/) });
     expect(end()).toMatchObject({ level: "debug", session: 1, lock: "loud", owner: "me", reason: "closed" });
   });
 
@@ -83,7 +98,7 @@ describe("server logs", () => {
       await p.closed();
       expect(p.frames[0]!.code).toBe(ErrorCode.PROTOCOL_ERROR);
     }
-    const warned = () => ops.logs.filter((l) => l.msg === "session ended: protocol error");
+    const warned = () => ops.logs.filter((l) => l.event === "session.protocol_error");
     expect(warned().length + ops.log.suppressed).toBe(flood);
     expect(warned().length).toBeGreaterThanOrEqual(10);
     expect(warned().length).toBeLessThan(flood);
@@ -98,7 +113,7 @@ describe("server logs", () => {
     expect(frame.code).toBe(ErrorCode.IO_TIMEOUT);
     await silent.closed();
     // Logged before the ERROR frame was written, so it is there once the frame is.
-    expect(ops.logs.find((l) => l.msg === "session ended: io-timeout")).toMatchObject({
+    expect(ops.logs.find((l) => l.event === "session.io_timeout")).toMatchObject({
       level: "warn",
       reason: "IO_TIMEOUT",
       lock: null,

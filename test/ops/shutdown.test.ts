@@ -40,7 +40,7 @@ describe("controlled shutdown, in process", () => {
 
     // The protocol listener is closed.
     await expect(WirePeer.connect(ops.port)).rejects.toThrow();
-    expect(ops.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(["shutting down: readyz is 503, closing sessions", "sessions closed; ops server stays up for the grace period"]));
+    expect(ops.logs.map((l) => l.event)).toEqual(expect.arrayContaining(["shutdown.begins", "shutdown.grace"]));
 
     await ops.daemon.close(); // ends the grace early
     await done;
@@ -64,7 +64,7 @@ describe("controlled shutdown, in process", () => {
     expect(forced).toBe(0);
     ops.daemon.signal("SIGTERM", () => forced++, 6000);
     expect(forced).toBe(1);
-    expect(ops.logs.some((l) => l.msg === "second signal: exiting at once")).toBe(true);
+    expect(ops.logs.some((l) => l.event === "shutdown.forced")).toBe(true);
   });
 
   test("the same signal again within the repeat window is the same stop request: the shutdown goes on, no forced exit", async () => {
@@ -75,8 +75,8 @@ describe("controlled shutdown, in process", () => {
     ops.daemon.signal("SIGINT", () => forced++, 5000.5);
     ops.daemon.signal("SIGINT", () => forced++, 5999);
     expect(forced).toBe(0);
-    expect(ops.logs.filter((l) => l.msg === "same signal again within the repeat window: the same stop request, shutdown continues")).toHaveLength(2);
-    expect(ops.logs.some((l) => l.msg === "second signal: exiting at once")).toBe(false);
+    expect(ops.logs.filter((l) => l.event === "shutdown.signal_repeated")).toHaveLength(2);
+    expect(ops.logs.some((l) => l.event === "shutdown.forced")).toBe(false);
     await ops.daemon.graceStarted;
     expect(ops.daemon.phase).toBe("grace");
     // The window is measured from the first signal: a later repeat is a deliberate second one.
@@ -90,6 +90,6 @@ describe("controlled shutdown, in process", () => {
     ops.daemon.signal("SIGTERM", () => forced++, 5000);
     ops.daemon.signal("SIGINT", () => forced++, 5001);
     expect(forced).toBe(1);
-    expect(ops.logs.find((l) => l.msg === "second signal: exiting at once")).toMatchObject({ signal: "SIGINT", first: "SIGTERM" });
+    expect(ops.logs.find((l) => l.event === "shutdown.forced")).toMatchObject({ signal: "SIGINT", first: "SIGTERM" });
   });
 });

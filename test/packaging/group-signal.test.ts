@@ -11,6 +11,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import type { LogEvent } from "../../src/log-events.ts";
 import { SIGNAL_REPEAT_WINDOW_MS } from "../../src/server/daemon.ts";
 import { forEachLine } from "../helpers/lines.ts";
 
@@ -21,10 +22,10 @@ const noNode = NODE === null ? " (skipped: no node to run the shim)" : "";
 interface Served {
   readonly pgid: number;
   readonly exited: Promise<number>;
-  /** Messages logged so far, in order. */
-  readonly msgs: string[];
-  /** Resolves when a line with this msg has been logged (or the process exited). */
-  logged(msg: string): Promise<void>;
+  /** Event codes logged so far, in order. */
+  readonly events: string[];
+  /** Resolves when a line with this event code has been logged (or the process exited). */
+  logged(event: LogEvent): Promise<void>;
   stderr(): string;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -48,25 +49,25 @@ function serveInOwnGroup(graceSeconds: number): Served {
     },
   });
   const guard = setTimeout(() => killGroup(proc.pid, "SIGKILL"), 25_000);
-  const msgs: string[] = [];
+  const events: string[] = [];
   let text = "";
-  const waiters: { msg: string; resolve: () => void }[] = [];
+  const waiters: { event: string; resolve: () => void }[] = [];
   const reading = forEachLine(proc.stderr, (line) => {
     text += `${line}\n`;
     if (!line.startsWith("{")) return;
-    const msg = (JSON.parse(line) as { msg?: string }).msg ?? "";
-    msgs.push(msg);
-    for (const w of waiters) if (w.msg === msg) w.resolve();
+    const event = (JSON.parse(line) as { event?: string }).event ?? "";
+    events.push(event);
+    for (const w of waiters) if (w.event === event) w.resolve();
   });
   const exited = proc.exited;
   return {
     pgid: proc.pid,
     exited,
-    msgs,
-    logged: (msg) =>
-      msgs.includes(msg)
+    events,
+    logged: (event) =>
+      events.includes(event)
         ? Promise.resolve()
-        : Promise.race([new Promise<void>((resolve) => waiters.push({ msg, resolve })), exited.then(() => {})]),
+        : Promise.race([new Promise<void>((resolve) => waiters.push({ event, resolve })), exited.then(() => {})]),
     stderr: () => text,
     async [Symbol.asyncDispose]() {
       clearTimeout(guard);
@@ -88,12 +89,12 @@ function killGroup(pgid: number, signal: NodeJS.Signals): void {
 
 test.skipIf(NODE === null)(`one SIGINT to the shim's whole process group is one clean stop: exit 0, not the second-signal exit 70${noNode}`, async () => {
   await using served = serveInOwnGroup(0);
-  await served.logged("lockd listening");
-  expect(served.msgs).toContain("lockd listening");
+  await served.logged("server.listening");
+  expect(served.events).toContain("server.listening");
   // Bun gets it from the kernel and again from the shim, which relays it.
   process.kill(-served.pgid, "SIGINT");
   const code = await served.exited;
-  expect({ code, stopped: served.msgs.includes("stopped"), second: served.msgs.includes("second signal: exiting at once") }, served.stderr()).toEqual({
+  expect({ code, stopped: served.events.includes("shutdown.stopped"), second: served.events.includes("shutdown.forced") }, served.stderr()).toEqual({
     code: 0,
     stopped: true,
     second: false,
@@ -102,20 +103,20 @@ test.skipIf(NODE === null)(`one SIGINT to the shim's whole process group is one 
 
 test.skipIf(NODE === null)(`a second SIGINT to the group after the repeat window forces the exit: 70${noNode}`, async () => {
   await using served = serveInOwnGroup(60);
-  await served.logged("lockd listening");
-  expect(served.msgs).toContain("lockd listening");
+  await served.logged("server.listening");
+  expect(served.events).toContain("server.listening");
   process.kill(-served.pgid, "SIGINT");
-  await served.logged("shutting down: readyz is 503, closing sessions");
-  expect(served.msgs).toContain("shutting down: readyz is 503, closing sessions");
+  await served.logged("shutdown.begins");
+  expect(served.events).toContain("shutdown.begins");
   // The server took the first signal before it logged that line: once the
   // window has passed on the monotonic clock since then, the next one is a second request.
   const after = performance.now() + SIGNAL_REPEAT_WINDOW_MS + 100;
   for (let i = 0; i < 100 && performance.now() < after; i++) await Bun.sleep(Math.max(1, after - performance.now()));
   expect(performance.now()).toBeGreaterThanOrEqual(after);
-  expect(served.msgs).not.toContain("stopped"); // still in its 60 s grace period
+  expect(served.events).not.toContain("shutdown.stopped"); // still in its 60 s grace period
   process.kill(-served.pgid, "SIGINT");
   const code = await served.exited;
-  expect({ code, second: served.msgs.includes("second signal: exiting at once"), stopped: served.msgs.includes("stopped") }, served.stderr()).toEqual({
+  expect({ code, second: served.events.includes("shutdown.forced"), stopped: served.events.includes("shutdown.stopped") }, served.stderr()).toEqual({
     code: 70,
     second: true,
     stopped: false,

@@ -2,7 +2,7 @@
  * Start `lockd serve` through some launcher (npm start, the bin shim), send
  * SIGTERM to the process the caller started (as a supervisor or `kill` does:
  * that pid only, not its group) and report what is left: the server's own
- * pid (from its "lockd listening" log line), whether it is still alive once
+ * pid (from its server.listening log line), whether it is still alive once
  * the launcher has exited, and whether its two ports can be bound again.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -59,12 +59,12 @@ export async function sigtermOutcome(argv: string[], cwd: string, env: Record<st
   const reading = forEachLine(proc.stderr, (line) => {
     stderr += `${line}\n`;
     if (!line.startsWith("{")) return;
-    const entry = JSON.parse(line) as { msg?: string; pid?: number; listen?: string; ops?: string };
-    if (entry.msg === "lockd listening") {
+    const entry = JSON.parse(line) as { event?: string; pid?: number; listen?: string; ops?: string };
+    if (entry.event === "server.listening") {
       listening = { pid: entry.pid!, listen: entry.listen!, ops: entry.ops! };
       onListening();
     }
-    if (entry.msg === "stopped") stopped = true;
+    if (entry.event === "shutdown.stopped") stopped = true;
   });
   const exited = proc.exited;
   const guard = setTimeout(() => proc.kill("SIGKILL"), 20_000);

@@ -75,16 +75,16 @@ test.skipIf(SCRIPT === null)(`Ctrl-C at a terminal stops the README's start comm
     log.kill("SIGKILL");
   }, 20_000);
   const lines: string[] = [];
-  const messages: string[] = [];
+  const events: string[] = [];
   let serverPid = 0;
   let onListening: () => void = () => {};
   const listening = new Promise<void>((resolve) => (onListening = resolve));
   const reading = forEachLine(log.stdout, (line) => {
     lines.push(line);
     if (!line.startsWith("{")) return;
-    const entry = JSON.parse(line) as { msg: string; pid?: number };
-    messages.push(entry.msg);
-    if (entry.msg === "lockd listening") {
+    const entry = JSON.parse(line) as { event: string; pid?: number };
+    events.push(entry.event);
+    if (entry.event === "server.listening") {
       serverPid = entry.pid!;
       onListening();
     }
@@ -97,7 +97,7 @@ test.skipIf(SCRIPT === null)(`Ctrl-C at a terminal stops the README's start comm
     const code = await proc.exited;
     await reading;
     // One comparison, so a failure shows everything at once.
-    expect({ stopped: messages.includes("stopped"), second: messages.includes("second signal: exiting at once"), code, lines }).toEqual({
+    expect({ stopped: events.includes("shutdown.stopped"), second: events.includes("shutdown.forced"), code, lines }).toEqual({
       stopped: true,
       second: false,
       code: 0,

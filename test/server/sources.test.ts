@@ -52,7 +52,7 @@ describe("--max-sessions-per-source", () => {
 
   test("lockd serve: the flag reaches the lock listener and the startup line", async () => {
     await using child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--max-sessions-per-source", "1"]);
-    const start = await child.line("lockd listening");
+    const start = await child.event("server.listening");
     expect(start.maxSessionsPerSource).toBe(1);
     const { listenPort } = await child.addresses();
     const one = await WirePeer.claim(listenPort, "x", 60_000);
@@ -64,6 +64,6 @@ describe("--max-sessions-per-source", () => {
 
   test("lockd serve: off by default", async () => {
     await using child = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s"]);
-    expect((await child.line("lockd listening")).maxSessionsPerSource).toBe("off");
+    expect((await child.event("server.listening")).maxSessionsPerSource).toBe("off");
   });
 });

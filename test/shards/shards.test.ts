@@ -90,7 +90,7 @@ describe("shards", () => {
 
   test("a shard answers an ACQUIRE for another shard's name with ERROR WRONG_SHARD, and grants its own", async () => {
     const alpha = await shard(["--shard", "alpha", "--shards", "alpha,beta"]);
-    const start = await alpha.child.line("lockd listening");
+    const start = await alpha.child.event("server.listening");
     expect({ shard: start.shard, shards: start.shards, shardsGeneration: start.shardsGeneration }).toEqual({ shard: "alpha", shards: "alpha,beta", shardsGeneration: 0 });
     const [theirs] = namesOn(two, "beta", 1);
     const [ours] = namesOn(two, "alpha", 1);

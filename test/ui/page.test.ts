@@ -37,7 +37,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () =>
 
   beforeAll(async () => {
     server = ChildServer.spawn(["serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--shutdown-grace", "0s"], { LOCKD_ADMIN_TOKEN: TOKEN });
-    const start = await server.line("lockd listening");
+    const start = await server.event("server.listening");
     listenPort = Number(String(start.listen).split(":").pop());
     base = String(start.ui).replace(/\/ui$/, "");
     expect(start.ui).toBe(`http://${start.ops}/ui`); // the startup line links the page
@@ -195,11 +195,11 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () =>
     expect(await page.evaluate(() => [document.cookie, localStorage.length, sessionStorage.length])).toEqual(["", 0, 0]);
     expect((await page.context().cookies()).length).toBe(0);
     // Logged as the CLI's actions are, with the browser as the agent.
-    const logged = await server.line("admin force-release");
+    const logged = await server.event("admin.force_release");
     expect(logged.lock).toBe(name);
     expect(logged.owner).toBe("stuck-A");
     expect(String(logged.agent)).toContain("Chrome");
-    const refused = await server.line("admin request refused");
+    const refused = await server.event("admin.refused");
     expect(refused.reason).toBe("no bearer token");
     expect(errors).toEqual([]);
     await page.close();
@@ -230,7 +230,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () =>
       ["1", "waiter-1"],
       ["2", "waiter-3"],
     ]);
-    expect((await server.line("admin kick")).owner).toBe("waiter-2");
+    expect((await server.event("admin.kick")).owner).toBe("waiter-2");
     expect([a.frames.length, b.frames.length, d.frames.length]).toEqual([1, 1, 1]);
     expect(errors).toEqual([]);
     await page.close();
