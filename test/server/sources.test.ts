@@ -2,6 +2,7 @@
 // one address get ERROR OVERLOADED and a close, other addresses (127.0.0.2
 // here) are served, a closed session gives its place back, and `lockd serve`
 // takes the flag and shows it in its startup line.
+import { ENGINE_WORDS } from "../../src/cli/words.ts";
 import { describe, expect, test } from "bun:test";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import type { LockServer } from "../../src/server/index.ts";
@@ -20,7 +21,7 @@ async function sessionsFrom(server: LockServer, source: string, count: number): 
 
 describe("--max-sessions-per-source", () => {
   test("the third session from 127.0.0.1 is refused with OVERLOADED; 127.0.0.2 is served; a close frees a place", async () => {
-    await using server = startServer({ maxSessionsPerSource: 2 });
+    await using server = startServer({ maxSessionsPerSource: 2, words: ENGINE_WORDS }); // the words lockd serve gives: its flag
     const first = await WirePeer.connect(server.port);
     const second = await WirePeer.connect(server.port);
     first.acquire("a", 60_000);
