@@ -71,7 +71,7 @@ import {
   errorClassOf,
   type FrameSink,
 } from "../protocol/index.ts";
-import { formatAddress, formatAddressList, type Address } from "../net/address.ts";
+import { DEFAULT_LOCK_PORT, formatAddress, formatAddressList, type Address } from "../net/address.ts";
 import {
   LockAbortedError,
   LockBusyError,
@@ -243,8 +243,8 @@ export class ClaimMachine implements FrameSink {
         return;
       }
       if (startsWithHttp(chunk)) {
-        // Someone pointed the client at an HTTP port, lockd's own ops port (7701) most likely.
-        this.violation(`the server at ${where} answered in HTTP: that is an HTTP port (lockd's ops server?), not the lock protocol port (default 7700)`);
+        // Someone pointed the client at an HTTP port, lockd's own ops port (DEFAULT_OPS_PORT) most likely.
+        this.violation(`the server at ${where} answered in HTTP: that is an HTTP port (lockd's ops server?), not the lock protocol port (default ${DEFAULT_LOCK_PORT})`);
         return;
       }
     }
