@@ -1,10 +1,10 @@
 // One grammar for every address a user types: the library's `servers`,
 // lockd run --server, status/admin --ops, serve --listen, and LOCKD_* variables.
 import { describe, expect, test } from "bun:test";
-import { AddressError, formatAddress, parseAddress, parseAddressList } from "../src/net/address.ts";
+import { AddressError, DEFAULT_LOCK_ADDRESS, DEFAULT_OPS_ADDRESS, formatAddress, parseAddress, parseAddressList } from "../src/net/address.ts";
 import { parseOptions } from "../src/cli/options/argv.ts";
 import { ADMIN_OPTIONS, RUN_OPTIONS, SERVE_OPTIONS, STATUS_OPTIONS } from "../src/cli/config.ts";
-import { LockClient } from "../src/client/index.ts";
+import { DEFAULT_SERVER, LockClient } from "../src/client/index.ts";
 
 function problem(run: () => unknown): string {
   try {
@@ -82,4 +82,12 @@ describe("the same grammar everywhere", () => {
     expect(() => new LockClient({ servers: "a:1,b" })).toThrow(`element 2 of "a:1,b" ("b") is not HOST:PORT: missing :PORT`);
     expect(() => new LockClient({ servers: ["a:1", "[::1]"] })).toThrow(`element 2 of "a:1,[::1]" ("[::1]") is not HOST:PORT: missing :PORT after ]`);
   });
+});
+
+test("the default addresses are defined once (src/net/address.ts): serve, run, status and the library use them", () => {
+  expect(DEFAULT_LOCK_ADDRESS).toBe("127.0.0.1:7700");
+  expect(DEFAULT_OPS_ADDRESS).toBe("127.0.0.1:7701");
+  expect(DEFAULT_SERVER).toBe(DEFAULT_LOCK_ADDRESS);
+  expect([SERVE_OPTIONS.listen.default, RUN_OPTIONS.server.default]).toEqual([DEFAULT_LOCK_ADDRESS, DEFAULT_LOCK_ADDRESS]);
+  expect([SERVE_OPTIONS.ops.default, STATUS_OPTIONS.ops.default, ADMIN_OPTIONS.ops.default]).toEqual([DEFAULT_OPS_ADDRESS, DEFAULT_OPS_ADDRESS, DEFAULT_OPS_ADDRESS]);
 });

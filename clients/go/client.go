@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/rand"
 	"net"
 	"os"
 	"strings"
@@ -164,18 +163,7 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 		idx = (idx + 1) % len(addrs)
 		var pause time.Duration // the first round, before any answer, tries each address once without pauses
 		if answeredEver || c.RetryFirstConnect {
-			if failures%len(addrs) != 0 {
-				pause = 10*time.Millisecond + time.Duration(rand.Int63n(int64(40*time.Millisecond)))
-			} else {
-				base := 2 * time.Second
-				if k := failures / len(addrs); k < 6 {
-					base = 50 * time.Millisecond << uint(k)
-				}
-				if base > 2*time.Second {
-					base = 2 * time.Second
-				}
-				pause = base/2 + time.Duration(rand.Int63n(int64(base/2)))
-			}
+			pause = ReconnectPause(failures, len(addrs), draw(), DefaultPauseBounds)
 		}
 		t := time.NewTimer(pause)
 		select {

@@ -6,7 +6,10 @@
  * (src/cli/options/help.ts).
  */
 import { z } from "zod";
+import { DEFAULT_LEASE_MS } from "../client/client.ts";
+import { DEFAULT_LOCK_ADDRESS, DEFAULT_OPS_ADDRESS } from "../net/address.ts";
 import { MAX_LEASE_MS } from "../protocol/constants.ts";
+import { DEFAULT_OPS_CONNECTIONS, DEFAULT_OPS_IDLE_TIMEOUT_MS, RESERVED_FDS } from "../process/limits.ts";
 import { MAX_GENERATION } from "../shard/map.ts";
 import type { OptionSpec, OptionTable } from "./options/argv.ts";
 import {
@@ -16,6 +19,7 @@ import {
   count,
   duration,
   durationWithUnit,
+  formatDuration,
   hostPortList,
   listenAddress,
   logLevel,
@@ -31,7 +35,7 @@ import {
 const OPS_LISTEN = {
   flag: "--ops",
   env: "LOCKD_OPS",
-  default: "127.0.0.1:7701",
+  default: DEFAULT_OPS_ADDRESS,
   help: "ops HTTP server (health, metrics, admin); port 0 picks a free one",
   schema: listenAddress,
 } as const satisfies OptionSpec;
@@ -40,7 +44,7 @@ const OPS_LISTEN = {
 const OPS_ADDRESSES = {
   flag: "--ops",
   env: "LOCKD_OPS",
-  default: "127.0.0.1:7701",
+  default: DEFAULT_OPS_ADDRESS,
   help: "ops HTTP server; a list is tried in order until one answers",
   schema: hostPortList,
 } as const satisfies OptionSpec;
@@ -63,7 +67,7 @@ export const SERVE_OPTIONS = {
   listen: {
     flag: "--listen",
     env: "LOCKD_LISTEN",
-    default: "127.0.0.1:7700",
+    default: DEFAULT_LOCK_ADDRESS,
     help: "lock protocol listener; port 0 picks a free one",
     schema: listenAddress,
   },
@@ -79,7 +83,7 @@ export const SERVE_OPTIONS = {
     flag: "--max-sessions",
     env: "LOCKD_MAX_SESSIONS",
     default: "auto",
-    help: "live sessions beyond this are refused with OVERLOADED; auto is the open-file limit minus 256 kept for the process, ops connections and refusals",
+    help: `live sessions beyond this are refused with OVERLOADED; auto is the open-file limit minus ${RESERVED_FDS} kept for the process, ops connections and refusals`,
     schema: autoOr(count(1, 100_000_000)),
   },
   maxSessionsPerSource: {
@@ -179,14 +183,14 @@ export const SERVE_OPTIONS = {
   opsMaxConnections: {
     flag: "--ops-max-connections",
     env: "LOCKD_OPS_MAX_CONNECTIONS",
-    default: "64",
-    help: "ops connections open at once; more are answered 503 and closed at accept (each is a descriptor from the 256 kept beside sessions)",
+    default: String(DEFAULT_OPS_CONNECTIONS),
+    help: `ops connections open at once; more are answered 503 and closed at accept (each is a descriptor from the ${RESERVED_FDS} kept beside sessions)`,
     schema: count(1, 1024),
   },
   opsIdleTimeout: {
     flag: "--ops-idle-timeout",
     env: "LOCKD_OPS_IDLE_TIMEOUT",
-    default: "5s",
+    default: formatDuration(DEFAULT_OPS_IDLE_TIMEOUT_MS),
     help: "close an ops connection after this long without a request, or with a request or answer stuck",
     schema: duration(100, 300_000),
   },
@@ -258,14 +262,14 @@ export const RUN_OPTIONS = {
   server: {
     flag: "--server",
     env: "LOCKD_SERVER",
-    default: "127.0.0.1:7700",
+    default: DEFAULT_LOCK_ADDRESS,
     help: "lock server, a list of them tried in order, or a map of shards: [gen=N;]alpha=HOST:PORT,...;beta=HOST:PORT",
     schema: serverMap,
   },
   lease: {
     flag: "--lease",
     env: "LOCKD_LEASE",
-    default: "5s",
+    default: formatDuration(DEFAULT_LEASE_MS),
     help: "lease: the server gives the lock away after this much silence",
     schema: duration(1, MAX_LEASE_MS),
   },

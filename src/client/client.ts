@@ -8,13 +8,14 @@ import { Lock } from "./lock.ts";
 import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
+import { DEFAULT_LOCK_ADDRESS } from "../net/address.ts";
 import { checkServerMap, parseServerMap, type ServerMap } from "../shard/map.ts";
 import { describeShards, placementOf, type Placement } from "../shard/placement.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
 export const DEFAULT_LEASE_MS = 5000;
-/** Default server when neither `servers` nor LOCKD_SERVER is set. */
-export const DEFAULT_SERVER = "127.0.0.1:7700";
+/** Default server when neither `servers` nor LOCKD_SERVER is set (src/net/address.ts). */
+export const DEFAULT_SERVER = DEFAULT_LOCK_ADDRESS;
 /** How long a claim that has not been granted keeps reconnecting through trouble. */
 export const DEFAULT_RECONNECT_MS = 30_000;
 

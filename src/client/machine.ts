@@ -49,9 +49,9 @@
  *
  * Addresses and pacing (failover): every failure moves on to the NEXT
  * address of the list. Within a round (addresses not yet tried since a
- * server last answered) the pause is `nextAddressPause` (10-50 ms); after a
- * whole round failed, `backoff(round)` (50 ms doubling to 2 s, half fixed,
- * half random). An answer from any server starts over. Before any server
+ * server last answered) the pause is 10-50 ms; after a whole round failed,
+ * the backoff (50 ms doubling to 2 s, half fixed, half random): both
+ * `reconnectPause` (schedule.ts), the rule all three clients share. An answer from any server starts over. Before any server
  * has answered, each address is tried once, without pauses, and the claim
  * fails, unless `retryFirstConnect`. A TLS set-up problem fails the claim
  * once every address of the round has been tried: it is a setting to fix.
@@ -71,7 +71,7 @@ import {
   errorClassOf,
   type FrameSink,
 } from "../protocol/index.ts";
-import { formatAddress, formatAddressList, type Address } from "../net/address.ts";
+import { DEFAULT_LOCK_PORT, formatAddress, formatAddressList, type Address } from "../net/address.ts";
 import {
   LockAbortedError,
   LockBusyError,
@@ -83,7 +83,7 @@ import {
   WaitTimeoutError,
   type LostWhy,
 } from "./errors.ts";
-import { backoff, clientTimeout, heartbeatInterval, nextAddressPause, smoothRtt } from "./schedule.ts";
+import { clientTimeout, heartbeatInterval, reconnectPause, smoothRtt } from "./schedule.ts";
 import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
 
 const LIMITS = new FrameLimits(SERVER_FRAMES);
@@ -243,8 +243,8 @@ export class ClaimMachine implements FrameSink {
         return;
       }
       if (startsWithHttp(chunk)) {
-        // Someone pointed the client at an HTTP port, lockd's own ops port (7701) most likely.
-        this.violation(`the server at ${where} answered in HTTP: that is an HTTP port (lockd's ops server?), not the lock protocol port (default 7700)`);
+        // Someone pointed the client at an HTTP port, lockd's own ops port (DEFAULT_OPS_PORT) most likely.
+        this.violation(`the server at ${where} answered in HTTP: that is an HTTP port (lockd's ops server?), not the lock protocol port (default ${DEFAULT_LOCK_PORT})`);
         return;
       }
     }
@@ -484,7 +484,7 @@ export class ClaimMachine implements FrameSink {
       this.fail(this.unavailable(detail, cause, now - this.troubleSince));
       return;
     }
-    const delay = roundDone ? backoff(this.failures / count, this.rules.random) : nextAddressPause(this.rules.random);
+    const delay = reconnectPause(this.failures, count, this.rules.random());
     this.effects.retry(detail, delay, roundDone);
     this.retryAt = now + delay;
   }

@@ -1,9 +1,10 @@
 /**
  * The heartbeat schedule of protocol.md section 8.2, and the pacing of
- * reconnects, as pure functions of the lease the client chose, the round
- * trips it measured and (for the jitter) a random number. No clock and no
- * state here: the claim machine (machine.ts) and the load bench feed in
- * numbers and get numbers back, so tests can check the arithmetic directly.
+ * reconnects (section 8.5), as pure functions of the lease the client
+ * chose, the round trips it measured and (for the jitter) a random draw. No
+ * clock and no state here: the claim machine (machine.ts) and the load bench
+ * feed in numbers and get numbers back, so tests can check the arithmetic
+ * directly.
  *
  *     baseInterval  = lease / 4
  *     clientTimeout = lease * 0.8
@@ -53,16 +54,41 @@ export function heartbeatInterval(leaseMs: number, smoothedRttMs: number, minInt
 export type Random = () => number;
 
 /**
- * Pause after round `round` (1, 2, ...) of failures over every address:
- * half fixed, half random, 50 ms doubling to 2 s (base = min(2000, 50 x 2^round);
- * the pause is base/2 + random() x base/2).
+ * The bounds of the reconnect pacing (protocol.md section 8.5), in ms. The
+ * pause before the next address of a round is drawn from
+ * [nextAddressMinMs, nextAddressMaxMs); the backoff after a whole round
+ * starts from backoffBaseMs, doubles per round and stops at backoffMaxMs.
  */
-export function backoff(round: number, random: Random): number {
-  const base = Math.min(2000, 50 * 2 ** Math.min(round, 10));
-  return base / 2 + random() * (base / 2);
+export interface PauseBounds {
+  readonly nextAddressMinMs: number;
+  readonly nextAddressMaxMs: number;
+  readonly backoffBaseMs: number;
+  readonly backoffMaxMs: number;
 }
 
-/** Pause before the next address of a round: 10-50 ms, jittered so that many clients do not move in step. */
-export function nextAddressPause(random: Random): number {
-  return 10 + random() * 40;
+/** The bounds every bundled client uses: 10-50 ms within a round, 50 ms doubling to 2 s after one. */
+export const PAUSE_BOUNDS: PauseBounds = { nextAddressMinMs: 10, nextAddressMaxMs: 50, backoffBaseMs: 50, backoffMaxMs: 2000 };
+
+/**
+ * The pause before the next connect after failure number `failures`
+ * (1, 2, ...; failures in a row since a server last answered) over a list of
+ * `addresses` addresses, for one `draw` in [0, 1):
+ *
+ *     failures % addresses != 0 (the round goes on):
+ *         nextAddressMinMs + draw * (nextAddressMaxMs - nextAddressMinMs)
+ *     else (round k = failures / addresses is done):
+ *         base = min(backoffMaxMs, backoffBaseMs * 2^k)
+ *         base / 2 + draw * base / 2
+ *
+ * The one rule of the three bundled clients (this one, clients/go's
+ * ReconnectPause, clients/python's reconnect_pause), each checked on the
+ * vectors of test/conformance/backoff.json, which were generated from this
+ * function. The doubling stops at the cap, so no round number overflows.
+ */
+export function reconnectPause(failures: number, addresses: number, draw: number, bounds: PauseBounds = PAUSE_BOUNDS): number {
+  if (failures % addresses !== 0) return bounds.nextAddressMinMs + draw * (bounds.nextAddressMaxMs - bounds.nextAddressMinMs);
+  let base = bounds.backoffBaseMs;
+  for (let round = failures / addresses; round > 0 && base < bounds.backoffMaxMs; round--) base *= 2;
+  base = Math.min(base, bounds.backoffMaxMs);
+  return base / 2 + draw * (base / 2);
 }

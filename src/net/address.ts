@@ -28,7 +28,16 @@ export interface Address {
 /** The host `:PORT` stands for. */
 export const DEFAULT_HOST = "127.0.0.1";
 
-export const ADDRESS_EXAMPLE = "127.0.0.1:7700";
+/** The lock protocol's port by default: `lockd serve --listen`, and where clients look without LOCKD_SERVER. */
+export const DEFAULT_LOCK_PORT = 7700;
+/** The ops server's port by default: `lockd serve --ops`, and where `lockd status` and the admin verbs look. */
+export const DEFAULT_OPS_PORT = 7701;
+/** `lockd serve --listen`'s default, and the server of `lockd run` and the client library by default. */
+export const DEFAULT_LOCK_ADDRESS = `${DEFAULT_HOST}:${DEFAULT_LOCK_PORT}`;
+/** `lockd serve --ops`'s default, and the ops server `lockd status` and the admin verbs ask by default. */
+export const DEFAULT_OPS_ADDRESS = `${DEFAULT_HOST}:${DEFAULT_OPS_PORT}`;
+
+export const ADDRESS_EXAMPLE = DEFAULT_LOCK_ADDRESS;
 
 /** A malformed address or address list; the message names the bad element. */
 export class AddressError extends RangeError {

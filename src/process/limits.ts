@@ -22,16 +22,25 @@ import { readFileSync } from "node:fs";
  *   for accepts racing the close of sessions that just ended.
  */
 export const PROCESS_FDS = 64;
-/** The ops connection limit the reserve assumes by default. */
+/**
+ * The ops listener's connection limit by default (--ops-max-connections),
+ * which the reserve assumes: the one definition the CLI's default takes.
+ */
 export const DEFAULT_OPS_CONNECTIONS = 64;
 export const REFUSAL_FDS = 128;
+
+/**
+ * The ops listener's idle timeout by default (--ops-idle-timeout), in ms:
+ * kept beside the connection limit it goes with, for the CLI's default.
+ */
+export const DEFAULT_OPS_IDLE_TIMEOUT_MS = 5000;
 
 /** Descriptors reserved beside sessions for an ops connection limit of `opsConnections`. */
 export function reservedFds(opsConnections = DEFAULT_OPS_CONNECTIONS): number {
   return PROCESS_FDS + opsConnections + REFUSAL_FDS;
 }
 
-/** The reserve with the default ops connection limit: 64 + 64 + 128 = 256. */
+/** The reserve with the default ops connection limit: 64 + 64 + 128 = 256 (test/server/limits.test.ts). */
 export const RESERVED_FDS = reservedFds();
 
 export interface OpenFileLimit {

@@ -8,7 +8,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { LockAbortedError, LockBusyError, LockDelayedError, LockError, LockLostError, LockRequestError, ServerUnavailableError, WaitTimeoutError } from "../../src/client/errors.ts";
-import { backoff, heartbeatInterval, nextAddressPause, smoothRtt } from "../../src/client/schedule.ts";
+import { heartbeatInterval, reconnectPause, smoothRtt } from "../../src/client/schedule.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { ManualClaim } from "./manual-claim.ts";
 
@@ -407,14 +407,14 @@ describe("before the grant", () => {
       const indices = m.of("connect").map((c) => c.index);
       for (let i = 1; i < indices.length; i++) expect(indices[i]).not.toBe(indices[i - 1]);
     }
-    // The pure functions, at their bounds.
+    // The pure function, at its bounds (test/client/schedule.test.ts checks it on the shared vectors).
     for (let round = 1; round <= 12; round++) {
       const base = Math.min(2000, 50 * 2 ** round);
-      expect(backoff(round, () => 0)).toBe(base / 2);
-      expect(backoff(round, () => 0.999999)).toBeLessThan(base);
+      expect(reconnectPause(round, 1, 0)).toBe(base / 2);
+      expect(reconnectPause(round, 1, 0.999999)).toBeLessThan(base);
     }
-    expect(nextAddressPause(() => 0)).toBe(10);
-    expect(nextAddressPause(() => 0.999999)).toBeLessThan(50);
+    expect(reconnectPause(1, 2, 0)).toBe(10);
+    expect(reconnectPause(1, 2, 0.999999)).toBeLessThan(50);
   });
 
   test("an answer from any server starts the count over", () => {

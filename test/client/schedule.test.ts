@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { MIN_HEARTBEAT_INTERVAL_MS, RTT_ALPHA, baseInterval, clientTimeout, heartbeatInterval, smoothRtt } from "../../src/client/schedule.ts";
+import { MIN_HEARTBEAT_INTERVAL_MS, PAUSE_BOUNDS, RTT_ALPHA, baseInterval, clientTimeout, heartbeatInterval, reconnectPause, smoothRtt } from "../../src/client/schedule.ts";
+import backoff from "../conformance/backoff.json";
 
 describe("schedule (protocol.md section 8.2)", () => {
   test("baseInterval is lease/4 and clientTimeout lease*0.8, for leases from 1 ms to the u32 maximum", () => {
@@ -55,5 +56,46 @@ describe("schedule (protocol.md section 8.2)", () => {
     // Converges on a steady RTT.
     for (let i = 0; i < 100; i++) rtt = smoothRtt(rtt, 50);
     expect(rtt).toBeCloseTo(50, 3);
+  });
+});
+
+describe("reconnect pacing (protocol.md section 8.5) on test/conformance/backoff.json, which the Go and Python clients check too", () => {
+  test("the first set's bounds are the defaults", () => {
+    expect(backoff.sets[0]!.bounds).toEqual({ ...PAUSE_BOUNDS });
+  });
+
+  for (const set of backoff.sets) {
+    test(`every vector: ${set.note}`, () => {
+      expect(set.vectors.length).toBeGreaterThan(0);
+      for (const v of set.vectors) {
+        expect({ ...v, pauseMs: reconnectPause(v.failures, v.addresses, v.draw, set.bounds) }).toEqual(v);
+      }
+    });
+  }
+
+  test("the default bounds are the default", () => {
+    for (const v of backoff.sets[0]!.vectors) expect(reconnectPause(v.failures, v.addresses, v.draw)).toBe(v.pauseMs);
+  });
+
+  test("within a round the pause is in [min, max); after one, in [base/2, base), base doubling to the cap", () => {
+    for (const draw of [0, 0.5, 0.999999]) {
+      for (const addresses of [1, 2, 5]) {
+        let previousBase = 0;
+        for (let failures = 1; failures <= 40 * addresses; failures++) {
+          const pause = reconnectPause(failures, addresses, draw);
+          if (failures % addresses !== 0) {
+            expect(pause).toBeGreaterThanOrEqual(PAUSE_BOUNDS.nextAddressMinMs);
+            expect(pause).toBeLessThan(PAUSE_BOUNDS.nextAddressMaxMs);
+            continue;
+          }
+          const base = reconnectPause(failures, addresses, 0) * 2;
+          expect(base).toBe(Math.min(PAUSE_BOUNDS.backoffMaxMs, PAUSE_BOUNDS.backoffBaseMs * 2 ** (failures / addresses)));
+          expect(base).toBeGreaterThanOrEqual(previousBase);
+          expect(pause).toBeGreaterThanOrEqual(base / 2);
+          expect(pause).toBeLessThan(base);
+          previousBase = base;
+        }
+      }
+    }
   });
 });

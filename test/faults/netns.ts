@@ -3,7 +3,7 @@
  * always removed by it: traffic flows only between the namespace and the
  * host's end of the veth, in a private /30 picked from the pid (so parallel
  * runs do not collide). Needs root and `ip`; `create()` returns null where
- * either is missing, and the caller falls back to a proxy.
+ * either is missing, and the caller skips what needs it.
  */
 import { existsSync } from "node:fs";
 

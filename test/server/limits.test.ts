@@ -1,7 +1,10 @@
 import { expect, test } from "bun:test";
 import { ErrorCode } from "../../src/protocol/index.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
-import { DEFAULT_OPS_CONNECTIONS, PROCESS_FDS, REFUSAL_FDS, RESERVED_FDS, openFileLimit, parseLimits, reservedFds } from "../../src/process/limits.ts";
+import { DEFAULT_OPS_CONNECTIONS, DEFAULT_OPS_IDLE_TIMEOUT_MS, PROCESS_FDS, REFUSAL_FDS, RESERVED_FDS, openFileLimit, parseLimits, reservedFds } from "../../src/process/limits.ts";
+import { SERVE_OPTIONS } from "../../src/cli/config.ts";
+import { parseDuration } from "../../src/cli/options/values.ts";
+import { DEFAULT_OPS_LIMITS } from "../../src/ops/server.ts";
 
 test("parses the open-file line of /proc/self/limits", () => {
   const text = [
@@ -26,6 +29,17 @@ test("the reserve is the process, the ops connection limit and refusals: 256 wit
   expect(parseLimits(text, 1024).sessionCapacity).toBe(4096 - reservedFds(1024));
   expect(reservedFds(1024) - reservedFds()).toBe(1024 - DEFAULT_OPS_CONNECTIONS);
   expect(parseLimits("Max open files            100                  100                  files").sessionCapacity).toBe(0);
+});
+
+test("the ops defaults are defined here once: the CLI's defaults and help text come from them", () => {
+  expect(SERVE_OPTIONS.opsMaxConnections.default).toBe(String(DEFAULT_OPS_CONNECTIONS));
+  expect(parseDuration(SERVE_OPTIONS.opsIdleTimeout.default)).toBe(DEFAULT_OPS_IDLE_TIMEOUT_MS);
+  expect(SERVE_OPTIONS.maxSessions.help).toContain(`minus ${RESERVED_FDS} kept`);
+  expect(SERVE_OPTIONS.opsMaxConnections.help).toContain(`the ${RESERVED_FDS} kept`);
+  // src/ops/server.ts still writes its own DEFAULT_OPS_LIMITS (left to the rewrite of the ops
+  // server, which should take these two from src/process/limits.ts): until then they must agree.
+  expect(DEFAULT_OPS_LIMITS.maxConnections).toBe(DEFAULT_OPS_CONNECTIONS);
+  expect(DEFAULT_OPS_LIMITS.idleTimeoutMs).toBe(DEFAULT_OPS_IDLE_TIMEOUT_MS);
 });
 
 test("a connection refused with OVERLOADED gives its descriptor back at once, even when its peer never closes", async () => {

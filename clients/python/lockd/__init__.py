@@ -26,11 +26,11 @@ from .errors import (
     WrongShardError,
 )
 from .shard import ServerMap, Shard, parse_server_map, place_index, weight
-from .schedule import base_interval, client_timeout, heartbeat_interval, smooth_rtt
+from .schedule import PAUSE_BOUNDS, PauseBounds, base_interval, client_timeout, heartbeat_interval, reconnect_pause, smooth_rtt
 
 __all__ = [
     "Client", "Lock", "parse_addresses", "DEFAULT_LEASE", "DEFAULT_RECONNECT", "DEFAULT_SERVER",
     "LockError", "LockBusyError", "LockDelayedError", "WaitTimeoutError", "LockLostError", "ServerUnavailableError", "LockRequestError", "LockAbortedError", "WrongShardError",
     "ServerMap", "Shard", "parse_server_map", "place_index", "weight",
-    "base_interval", "client_timeout", "heartbeat_interval", "smooth_rtt",
+    "base_interval", "client_timeout", "heartbeat_interval", "smooth_rtt", "reconnect_pause", "PauseBounds", "PAUSE_BOUNDS",
 ]

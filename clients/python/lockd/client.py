@@ -24,7 +24,7 @@ from .errors import (
     server_error,
 )
 from .frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, ProtocolViolation, Reader, SpeaksTLS, class_of_code, code_name, encode_acquire
-from .schedule import MIN_HEARTBEAT_INTERVAL, client_timeout, heartbeat_interval, smooth_rtt
+from .schedule import MIN_HEARTBEAT_INTERVAL, client_timeout, heartbeat_interval, reconnect_pause, smooth_rtt
 
 DEFAULT_SERVER = "127.0.0.1:7700"
 DEFAULT_LEASE = 5.0
@@ -386,11 +386,8 @@ class Client:
             idx = (idx + 1) % n
             if not answered_ever and not self.retry_first_connect:
                 pause = 0.0
-            elif failures % n:
-                pause = 0.010 + random.random() * 0.040
             else:
-                base = min(2.0, 0.050 * 2 ** (failures // n))
-                pause = base / 2 + random.random() * base / 2
+                pause = reconnect_pause(failures, n, random.random())
             if wait_until is not None and now + pause >= wait_until:
                 raise WaitTimeoutError(f"lock {name!r} not granted within {wait} s; last: {last}", lock=name)
             if cancel is not None:
