@@ -30,7 +30,7 @@
 import type { Socket } from "bun";
 import { Engine, SessionState, type Transport } from "../src/core/index.ts";
 import { FrameType, encodeAcquire } from "../src/protocol/index.ts";
-import { Logger } from "../src/log.ts";
+import { Logger } from "../src/log/logger.ts";
 import { AdminAuth } from "../src/ops/admin.ts";
 import type { Conn } from "../src/server/conn.ts";
 import { OpsServer } from "../src/ops/server.ts";

@@ -4,7 +4,7 @@
  * the engine's counters, so the benchmarks can check, for example, that no
  * session ended by LEASE_EXPIRED. Usage: bun bench/lib/server-child.ts [ioTimeoutMs]
  */
-import { Logger } from "../../src/log.ts";
+import { Logger } from "../../src/log/logger.ts";
 import { CLOSED_BY_PEER } from "../../src/core/session.ts";
 import { ErrorCode } from "../../src/protocol/index.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";

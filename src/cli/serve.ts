@@ -3,7 +3,7 @@ import { formatAddress } from "../net/address.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
 import { SERVE_OPTIONS } from "./config.ts";
-import { Logger } from "../log.ts";
+import { Logger } from "../log/logger.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import { Daemon } from "../server/daemon.ts";
 import { openFileLimit } from "../process/limits.ts";

@@ -5,7 +5,7 @@
  * sentence for a listener that cannot be opened.
  */
 import { formatAddress } from "../net/address.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/logger.ts";
 import type { Daemon, DaemonOptions } from "../server/daemon.ts";
 import { ListenError } from "../server/daemon.ts";
 import type { openFileLimit } from "../process/limits.ts";

@@ -29,7 +29,7 @@
  * late is taken over again after a lease).
  */
 import { formatAddress } from "../net/address.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/logger.ts";
 import { type DelayView, LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
 import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";

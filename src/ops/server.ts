@@ -28,7 +28,7 @@
 import { SessionState } from "../core/session.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
-import { type Logger, RateLimit } from "../log.ts";
+import { type Logger, RateLimit } from "../log/logger.ts";
 import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";

@@ -36,7 +36,7 @@ import { type EngineWords, type GrantGuard, PLAIN_ENGINE_WORDS } from "../core/e
 import { CLOSED_BY_PEER, type Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
-import { type Logger, RateLimit } from "../log.ts";
+import { type Logger, RateLimit } from "../log/logger.ts";
 import { AdminAuth } from "../ops/admin.ts";
 import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer } from "../ops/server.ts";

@@ -7,7 +7,7 @@
  */
 import { DAEMON_WORDS } from "../../src/cli/words.ts";
 import { expect, test } from "bun:test";
-import { Logger } from "../../src/log.ts";
+import { Logger } from "../../src/log/logger.ts";
 import { Daemon } from "../../src/server/daemon.ts";
 import { MemoryRow, MemoryStore } from "./memory-store.ts";
 

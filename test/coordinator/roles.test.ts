@@ -5,7 +5,7 @@
  * step-down, no takeover); lockd's coordinator code reads no wall clock.
  */
 import { afterEach, expect, setSystemTime, test } from "bun:test";
-import { Logger } from "../../src/log.ts";
+import { Logger } from "../../src/log/logger.ts";
 import { activeHolder, type HolderMap, ownMapOf, releasedHolder } from "../../src/failover/holder.ts";
 import { FailoverShell } from "../../src/failover/shell.ts";
 import { LockServer } from "../../src/server/server.ts";

@@ -17,7 +17,7 @@ import { parseExposition } from "../ops/promtext.ts";
 import { sigtermOutcome } from "../packaging/sigterm.ts";
 import { MemoryRow, MemoryStore } from "../coordinator/memory-store.ts";
 import { Daemon } from "../../src/server/daemon.ts";
-import { Logger } from "../../src/log.ts";
+import { Logger } from "../../src/log/logger.ts";
 import { openFileLimit } from "../../src/process/limits.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");

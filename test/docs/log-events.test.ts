@@ -1,11 +1,11 @@
 /**
  * Log event codes are API: the table in docs/operations.md ("Logs"), the
- * table of codes in src/log-events.ts and the codes the Logger's call sites
+ * table of codes in src/log/events.ts and the codes the Logger's call sites
  * in src pass are one and the same set, with the same levels.
  */
 import { expect, test } from "bun:test";
 import { join, resolve } from "node:path";
-import { LOG_EVENTS } from "../../src/log-events.ts";
+import { LOG_EVENTS } from "../../src/log/events.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 
@@ -30,7 +30,7 @@ async function used(): Promise<[string, string, string][]> {
   return calls;
 }
 
-test("every code in the docs' table is in src/log-events.ts at the same level, once, and the other way round", async () => {
+test("every code in the docs' table is in src/log/events.ts at the same level, once, and the other way round", async () => {
   const docs = await documented();
   expect(docs.length).toBeGreaterThan(0);
   const codes = docs.map(([code]) => code);

@@ -15,13 +15,13 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   shard: ["net", "protocol", "core"],
   tokens: ["core"],
   process: [],
-  "log.ts": [],
+  log: [],
   "version.ts": [],
-  failover: ["core", "net", "shard", "log.ts"],
-  ops: ["core", "protocol", "net", "shard", "failover", "process", "log.ts"],
-  server: ["core", "protocol", "net", "shard", "tokens", "failover", "ops", "process", "log.ts"],
+  failover: ["core", "net", "shard", "log"],
+  ops: ["core", "protocol", "net", "shard", "failover", "process", "log"],
+  server: ["core", "protocol", "net", "shard", "tokens", "failover", "ops", "process", "log"],
   client: ["protocol", "net", "shard"],
-  cli: ["protocol", "core", "net", "shard", "tokens", "failover", "ops", "server", "process", "client", "log.ts", "version.ts"],
+  cli: ["protocol", "core", "net", "shard", "tokens", "failover", "ops", "server", "process", "client", "log", "version.ts"],
 };
 
 function sources(): string[] {

@@ -1,5 +1,5 @@
 /** An in-process daemon (both listeners on 127.0.0.1, port 0) with its log captured, for ops tests. */
-import { Logger, type LogLevelName } from "../../src/log.ts";
+import { Logger, type LogLevelName } from "../../src/log/logger.ts";
 import { Daemon, type DaemonOptions } from "../../src/server/daemon.ts";
 
 export interface TestDaemon extends AsyncDisposable {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { Logger, RateLimit } from "../../src/log.ts";
+import { Logger, RateLimit } from "../../src/log/logger.ts";
 import { ErrorCode } from "../../src/protocol/index.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { startDaemon } from "./harness.ts";

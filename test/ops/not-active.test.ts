@@ -6,7 +6,7 @@
  * roles are in test/coordinator/failover.test.ts.
  */
 import { afterEach, expect, test } from "bun:test";
-import { Logger } from "../../src/log.ts";
+import { Logger } from "../../src/log/logger.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
 import { OpsServer } from "../../src/ops/server.ts";
 import type { CoordinatorMetrics, RoleView } from "../../src/failover/shell.ts";

@@ -11,7 +11,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import type { LogEvent } from "../../src/log-events.ts";
+import type { LogEvent } from "../../src/log/events.ts";
 import { SIGNAL_REPEAT_WINDOW_MS } from "../../src/server/daemon.ts";
 import { forEachLine } from "../helpers/lines.ts";
 

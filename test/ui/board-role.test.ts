@@ -4,7 +4,7 @@
 // test/coordinator/failover.test.ts).
 import { afterEach, expect, test } from "bun:test";
 import type { Engine } from "../../src/core/index.ts";
-import { Logger } from "../../src/log.ts";
+import { Logger } from "../../src/log/logger.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
 import type { Conn } from "../../src/server/conn.ts";
 import { OpsServer } from "../../src/ops/server.ts";

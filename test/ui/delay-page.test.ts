@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, chromium, type Page, type Route } from "playwright-core";
 import type { DelayView } from "../../src/core/delay.ts";
-import { Logger } from "../../src/log.ts";
+import { Logger } from "../../src/log/logger.ts";
 import { FrameType } from "../../src/protocol/index.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
 import { type LeaseState, writeLeases } from "../../src/tokens/leases.ts";

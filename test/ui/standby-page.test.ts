@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
-import { Logger } from "../../src/log.ts";
+import { Logger } from "../../src/log/logger.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
 import type { LockServer } from "../../src/server/server.ts";
 import { OpsServer } from "../../src/ops/server.ts";

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { AddressError, parseAddress, parseAddressList } from "../../net/address.ts";
 import { parseServerMap } from "../../shard/map.ts";
-import { isLogLevel, LOG_LEVEL_NAMES } from "../../log.ts";
+import { isLogLevel, LOG_LEVEL_NAMES } from "../../log/logger.ts";
 import { isWildcardHost } from "../../net/address.ts";
 import { MAX_OWNER_LENGTH } from "../../protocol/constants.ts";
 import type { OptionSpec } from "./argv.ts";

@@ -1,6 +1,6 @@
 /**
  * Structured logs: one JSON object per line on stderr, with a level, a
- * stable `event` code (src/log-events.ts: the table of codes and their
+ * stable `event` code (src/log/events.ts: the table of codes and their
  * levels) and a `msg` sentence for people. Nothing
  * on a hot path logs at the default level (info): session lifecycle is
  * debug, and callers test `enabled("debug")` before building fields.
@@ -10,7 +10,7 @@
  * next line that gets through says how many were suppressed. So a flood of
  * bad clients costs a counter increment each, not a write each.
  */
-import type { LogEventAt } from "./log-events.ts";
+import type { LogEventAt } from "./events.ts";
 
 export const LogLevel = { debug: 10, info: 20, warn: 30, error: 40 } as const;
 export type LogLevelName = keyof typeof LogLevel;

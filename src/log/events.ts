@@ -10,7 +10,7 @@
  * The Logger's methods take a code of their own level only, so a typo or a
  * level that disagrees with this table fails the typecheck.
  */
-import type { LogLevelName } from "./log.ts";
+import type { LogLevelName } from "./logger.ts";
 
 export const LOG_EVENTS = {
   // startup (src/cli/serve.ts, src/cli/coordinator.ts)
