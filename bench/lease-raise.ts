@@ -22,7 +22,15 @@
  * same loop: writeLeases() into a directory on the same filesystem, and the
  * same UPDATE ... GREATEST ... RETURNING on a table of its own.
  *
- * Usage: bun bench/lease-raise.ts [--samples 300] [--batch 100] [--only data-dir,coordinator] [--coordinator-lease 4s]
+ * Bursts (--bursts per server, after its pairs): --burst claims
+ * sent at once, each with a lease of a new recorded step of its own, in a
+ * shuffled order, against as many claims of leases already durable: the
+ * first send to the last ACQUIRED. A data directory writes once per claim
+ * that raises (in arrival order); a coordinated active has one raise in
+ * flight at a time and asks for the largest lease waiting when it lands.
+ *
+ * Usage: bun bench/lease-raise.ts [--samples 300] [--batch 100] [--burst 16] [--bursts 4]
+ *        [--only data-dir,coordinator] [--coordinator-lease 4s]
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -30,7 +38,7 @@ import { join } from "node:path";
 import { ChildServer } from "../test/fixtures/ops-child.ts";
 import { freePort, Postgres } from "../test/coordinator/pg.ts";
 import { WirePeer } from "../test/helpers/wire.ts";
-import { FrameType } from "../src/protocol/index.ts";
+import { FrameType, MAX_LEASE_MS } from "../src/protocol/index.ts";
 import { writeLeases } from "../src/server/leases-file.ts";
 import { summarize, table } from "./lib/stats.ts";
 
@@ -40,7 +48,9 @@ const SAMPLES = Number(args.get("samples") ?? 300);
 const BATCH = Number(args.get("batch") ?? 100);
 const ONLY = new Set((args.get("only") ?? "data-dir,coordinator").split(","));
 const COORDINATOR_LEASE = args.get("coordinator-lease") ?? "4s";
-if (!(SAMPLES >= 1) || !(BATCH >= 1) || BATCH > 150) throw new Error("--samples >= 1, --batch 1..150");
+const BURST = Number(args.get("burst") ?? 16);
+const BURSTS = Number(args.get("bursts") ?? 4);
+if (!(SAMPLES >= 1) || !(BATCH >= 1) || BATCH > 120 || !(BURST >= 1) || !(BURSTS >= 0)) throw new Error("--samples >= 1, --batch 1..120, --burst >= 1, --bursts >= 0");
 
 /** A lease as the server records it: rounded up to one of eight steps per power of two (core/delay.ts roundLease). */
 function recorded(leaseMs: number): number {
@@ -142,9 +152,11 @@ async function coordinatorMode(pg: Postgres): Promise<Mode> {
   };
 }
 
-async function measure(mode: Mode): Promise<string[]> {
+async function measure(mode: Mode): Promise<{ pairs: string[]; bursts: string[] }> {
   const raise: number[] = [];
   const covered: number[] = [];
+  const burstRaise: number[] = [];
+  const burstCovered: number[] = [];
   const floor: number[] = [];
   for (let batch = 0; raise.length < SAMPLES; batch++) {
     const server = await mode.start(batch);
@@ -170,9 +182,32 @@ async function measure(mode: Mode): Promise<string[]> {
         last = lease;
         lease = recorded(lease) + 1; // the next recorded step: not covered
       }
-      const durable = await server.durable();
+      let durable = await server.durable();
       if (durable !== recorded(last)) throw new Error(`${mode.name}: durable largest lease ${durable}, expected ${recorded(last)}`);
       process.stdout.write(`  ${mode.name}, batch ${batch + 1}: ${n} raises, leases 1100 .. ${last} ms, durable ${durable} ms\n`);
+      // Bursts: BURST claims sent at once, each with a lease of its own new recorded step (shuffled), against
+      // BURST claims of leases already durable; alternating which goes first.
+      let coveredLeases = Array.from({ length: BURST }, () => last);
+      for (let b = 0; b < BURSTS; b++) {
+        const fresh: number[] = [];
+        for (let i = 0; i < BURST; i++) {
+          fresh.push(lease);
+          lease = recorded(lease) + 1;
+        }
+        if (recorded(fresh[fresh.length - 1]!) > MAX_LEASE_MS) break;
+        shuffle(fresh);
+        if (b % 2 === 0) {
+          burstRaise.push(await burstOnce(server.port, fresh));
+          burstCovered.push(await burstOnce(server.port, fresh));
+        } else {
+          burstCovered.push(await burstOnce(server.port, coveredLeases));
+          burstRaise.push(await burstOnce(server.port, fresh));
+        }
+        coveredLeases = fresh;
+        await Bun.sleep(2);
+      }
+      durable = await server.durable();
+      process.stdout.write(`  ${mode.name}, batch ${batch + 1}: ${burstRaise.length} bursts so far of ${BURST} new leases, durable ${durable} ms\n`);
     } finally {
       await server.stop();
     }
@@ -181,16 +216,51 @@ async function measure(mode: Mode): Promise<string[]> {
   const c = summarize(covered);
   const f = summarize(floor);
   const us = (ms: number): string => (ms * 1000).toFixed(0);
-  return [mode.name, String(r.n), us(c.p50), us(c.p99), us(r.p50), us(r.p99), `${(r.p50 / c.p50).toFixed(2)}x`, `${(r.p99 / c.p99).toFixed(2)}x`, us(r.p50 - c.p50), `${us(f.p50)} / ${us(f.p99)}`, mode.floorName];
+  const br = summarize(burstRaise);
+  const bc = summarize(burstCovered);
+  return {
+    pairs: [mode.name, String(r.n), us(c.p50), us(c.p99), us(r.p50), us(r.p99), `${(r.p50 / c.p50).toFixed(2)}x`, `${(r.p99 / c.p99).toFixed(2)}x`, us(r.p50 - c.p50), `${us(f.p50)} / ${us(f.p99)}`, mode.floorName],
+    bursts: [mode.name, String(br.n), us(bc.p50), us(br.p50), `${(br.p50 / bc.p50).toFixed(2)}x`, us(Math.max(...burstCovered)), us(Math.max(...burstRaise))],
+  };
+}
+
+function shuffle(xs: number[]): void {
+  for (let i = xs.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [xs[i], xs[j]] = [xs[j]!, xs[i]!];
+  }
+}
+
+/** Claims of fresh names, one per lease, sent at once on connections opened before: the first send to the last ACQUIRED (ms). */
+async function burstOnce(port: number, leases: readonly number[]): Promise<number> {
+  const peers = await Promise.all(leases.map(() => WirePeer.connect(port)));
+  try {
+    await Bun.sleep(1);
+    const asked = performance.now();
+    peers.forEach((peer, i) => peer.acquire(`burst-${++serial}`, leases[i]!));
+    let last = 0;
+    for (const peer of peers) {
+      const frame = await peer.frame(0, 10_000);
+      if (frame.type !== FrameType.ACQUIRED) throw new Error(`not granted: ${peer.describe()}`);
+      if (frame.at > last) last = frame.at;
+    }
+    return last - asked;
+  } finally {
+    for (const peer of peers) peer.end();
+    await Promise.all(peers.map((peer) => peer.closed()));
+  }
 }
 
 const load = loadavg();
 console.log(`lease-raise bench: ${new Date().toISOString()}, load average ${load.map((x) => x.toFixed(2)).join(" ")}`);
 const rows: string[][] = [];
+const bursts: string[][] = [];
 if (ONLY.has("data-dir")) {
   const mode = dataDirMode();
   try {
-    rows.push(await measure(mode));
+    const got = await measure(mode);
+    rows.push(got.pairs);
+    bursts.push(got.bursts);
   } finally {
     await mode.close();
   }
@@ -199,11 +269,15 @@ if (ONLY.has("coordinator")) {
   await using pg = await Postgres.start();
   const mode = await coordinatorMode(pg);
   try {
-    rows.push(await measure(mode));
+    const got = await measure(mode);
+    rows.push(got.pairs);
+    bursts.push(got.bursts);
   } finally {
     await mode.close();
   }
 }
 console.log("\nACQUIRE -> ACQUIRED (µs, loopback): a grant whose lease raises the durable largest lease vs a covered grant of the same lease, interleaved");
 console.log(table(["server", "pairs", "covered p50", "covered p99", "raise p50", "raise p99", "p50 ratio", "p99 ratio", "raise - covered p50", "bare op p50 / p99", "bare op"], rows));
+console.log(`\nBursts of ${BURST} claims sent at once (µs, first ACQUIRE -> last ACQUIRED): each with a new largest lease (shuffled) vs leases already durable`);
+console.log(table(["server", "bursts", "covered p50", "new leases p50", "ratio", "covered max", "new leases max"], bursts));
 console.log(`done; load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
