@@ -3,27 +3,48 @@
  * throwaway PostgreSQL 15 (test/coordinator/pg.ts).
  *
  * 1. Failover time: an active and a standby share one lock port; a client
- *    holds lock "k" at the active and a second waits for it. The active is
- *    killed with SIGKILL; the waiter, its connection broken, reconnects every
- *    10 ms and sends ACQUIRE again. Measured from the kill() call to the
- *    waiter's ACQUIRED from the new active (and, for reference, to the new
- *    active's "active: listening" log line arriving). A fresh standby is
- *    started for the next round. --rounds takeovers (default 20) at each of
- *    2 s and 4 s coordinator leases.
- * 2. Hot path: claim (connect, ACQUIRE of a free lock, ACQUIRED) and
+ *    holds lock "k" at the active and a second waits for it, both with the
+ *    client lease --client-lease (default: a quarter of the coordinator
+ *    lease, C/4, the largest that owes no lock-delay). The active is killed
+ *    with SIGKILL; the waiter, its connection broken, reconnects every 10 ms
+ *    and sends ACQUIRE again (heartbeating at lease/4 while it waits).
+ *    Measured from the kill() call to the waiter's ACQUIRED from the new
+ *    active (and, for reference, to the new active's "active: listening" log
+ *    line arriving). A fresh standby is started for the next round. --rounds
+ *    takeovers (default 20) at each of 2 s and 4 s coordinator leases. With
+ *    --baseline DIR (another lockd tree, e.g. the build before the
+ *    lock-delay: `git archive 9f5de78 | tar -x -C DIR && ln -s $PWD/node_modules DIR/`),
+ *    the same rounds run against that build too, alternating round by round
+ *    (its own service, in a database of its own), so both see the same machine.
+ * 2. Lock-delay after a takeover: the same takeover at a 2 s coordinator
+ *    lease with client leases of --delay-leases multiples of it (default
+ *    1,5,10; --delay-rounds 8,4,3). The new active holds every name back for
+ *    0.8 x M - gap + 0.02 x M (M: the largest client lease, rounded up to one
+ *    of eight steps per power of two; gap: the lease the standby waited,
+ *    here C, less 0.8 x C), so the waiter is queued (WAITING) and granted by
+ *    a push when the delay ends. The delay measured is from the new active's
+ *    activation (the time in its "active: listening" line, taken just after
+ *    the delay is set) to the waiter's ACQUIRED; the prediction is the
+ *    formula computed here, beside the lockDelayMs the server logged.
+ * 3. Hot path: claim (connect, ACQUIRE of a free lock, ACQUIRED) and
  *    handover (the owner closes; the queued waiter's ACQUIRED) against
  *    `lockd serve` without and with --coordinator, interleaved in blocks of
  *    10 samples so the machine's drift hits both alike; the ratio of medians.
- * 3. Coordinator statements: index scans on lockd_coordinator (every
+ * 4. Coordinator statements: index scans on lockd_coordinator (every
  *    statement lockd sends is one) per second, idle and under a claim load,
  *    from PostgreSQL's statistics, for one active and one standby at a 2 s
  *    lease and --token-block 1000.
  *
- * Usage: bun bench/failover.ts [--rounds 20] [--samples 300] [--only failover,hotpath,statements]
+ * Usage: bun bench/failover.ts [--rounds 20] [--client-lease 0.25] [--baseline DIR]
+ *        [--delay-leases 1,5,10] [--delay-rounds 8,4,3] [--samples 300]
+ *        [--only failover,delay,hotpath,statements]
+ * (--client-lease: a multiple of the coordinator lease, or ms with "ms": 500ms.)
  */
+import { existsSync } from "node:fs";
 import { loadavg } from "node:os";
+import { join, resolve } from "node:path";
 import { ChildServer } from "../test/fixtures/ops-child.ts";
-import { freePort, freePorts, Postgres } from "../test/coordinator/pg.ts";
+import { freePort, freePorts, Postgres, PG_PASSWORD } from "../test/coordinator/pg.ts";
 import { WirePeer } from "../test/helpers/wire.ts";
 import { FrameType } from "../src/protocol/index.ts";
 import { summarize, table } from "./lib/stats.ts";
@@ -32,12 +53,25 @@ const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
 const ROUNDS = Number(args.get("rounds") ?? 20);
 const SAMPLES = Number(args.get("samples") ?? 300);
-const ONLY = new Set((args.get("only") ?? "failover,hotpath,statements").split(","));
+const CLIENT_LEASE = args.get("client-lease") ?? "0.25";
+const DELAY_LEASES = (args.get("delay-leases") ?? "1,5,10").split(",").map(Number);
+const DELAY_ROUNDS = (args.get("delay-rounds") ?? "8,4,3").split(",").map(Number);
+const BASELINE = args.get("baseline");
+const BASELINE_MAIN = BASELINE === undefined ? null : join(resolve(BASELINE), "src/cli/main.ts");
+if (BASELINE_MAIN !== null && !existsSync(BASELINE_MAIN)) throw new Error(`--baseline: no ${BASELINE_MAIN}`);
+const ONLY = new Set((args.get("only") ?? "failover,delay,hotpath,statements").split(","));
+if (DELAY_LEASES.some((x) => !(x > 0)) || DELAY_ROUNDS.some((x) => !(x >= 1))) throw new Error("--delay-leases and --delay-rounds: positive numbers");
 
-function serve(pg: Postgres | null, port: number, extra: readonly string[] = []): ChildServer {
+/** The client lease for coordinator lease `coordinatorMs` (--client-lease: a multiple, or "NNNms"). */
+function clientLeaseFor(coordinatorMs: number): number {
+  return CLIENT_LEASE.endsWith("ms") ? Number(CLIENT_LEASE.slice(0, -2)) : Math.round(Number(CLIENT_LEASE) * coordinatorMs);
+}
+
+function serve(pg: Postgres | null, port: number, extra: readonly string[] = [], url = pg?.url(), main?: string): ChildServer {
   return ChildServer.spawn(
     ["serve", "--listen", `127.0.0.1:${port}`, "--ops", "127.0.0.1:0", "--shutdown-grace", "0s", "--log-level", "info", ...extra],
-    pg === null ? {} : { LOCKD_COORDINATOR: pg.url() },
+    url === undefined ? {} : { LOCKD_COORDINATOR: url },
+    main,
   );
 }
 
@@ -53,51 +87,153 @@ async function connectRetrying(port: number, deadlineMs: number): Promise<WirePe
   }
 }
 
-/** Kill-to-grant over `rounds` SIGKILL takeovers at one lease. */
-async function failover(pg: Postgres, leaseMs: number, rounds: number): Promise<{ grant: number[]; listening: number[] }> {
-  const port = await freePort();
-  const service = `bench-${leaseMs}-${process.pid}`;
-  const extra = ["--service", service, "--coordinator-lease", `${leaseMs}ms`];
-  let active = serve(pg, port, extra);
-  await active.line("active: listening", 30_000);
-  const grant: number[] = [];
-  const listening: number[] = [];
-  try {
-    for (let round = 0; round < rounds; round++) {
-      const standby = serve(pg, port, extra);
-      watchArrivals(standby, "active: listening");
+/** Heartbeat `peer` every lease/4 (a client's schedule, roughly) until the returned function is called. */
+function keepAlive(peer: WirePeer, leaseMs: number): () => void {
+  const timer = setInterval(() => {
+    if (!peer.isClosed) peer.heartbeat();
+  }, Math.max(10, leaseMs / 4));
+  return () => clearInterval(timer);
+}
+
+// --- the lock-delay's formula, written out here (docs/how-it-works.md section 10), to check the server against ---
+
+/** A lease as the server records it: rounded up to one of eight steps per power of two. */
+function recorded(leaseMs: number): number {
+  if (leaseMs <= 8) return Math.ceil(leaseMs);
+  const step = 2 ** (Math.floor(Math.log2(leaseMs)) - 3);
+  return Math.ceil(leaseMs / step) * step;
+}
+
+/**
+ * The delay after a takeover of an expired row (ms), for a chain whose every client lease is `clientLeaseMs`:
+ * M = the larger of C/4 (every term starts with it durable) and the recorded client lease (a grant above C/4
+ * raises it); gap = the lease the standby waited (C: the same lease) - 0.8 x C.
+ */
+function predictedDelay(coordinatorMs: number, clientLeaseMs: number): number {
+  const quarter = Math.floor(coordinatorMs / 4);
+  const m = clientLeaseMs <= quarter ? quarter : Math.max(quarter, recorded(clientLeaseMs));
+  const wait = 0.8 * m - (coordinatorMs - 0.8 * coordinatorMs);
+  return wait <= 0 ? 0 : Math.ceil(wait + 0.02 * m);
+}
+
+// --- takeovers -----------------------------------------------------------------------------
+
+interface Round {
+  /** kill() to the waiter's ACQUIRED from the new active (ms). */
+  readonly grant: number;
+  /** kill() to the new active's "active: listening" line arriving here (ms). */
+  readonly listening: number;
+  /** kill() to the time written in that line (the activation, on the same clock; ms). */
+  readonly activated: number;
+  /** The activation to the waiter's ACQUIRED (ms): the lock-delay, plus the push. */
+  readonly delay: number;
+  /** lockDelayMs in the activation line (0: none logged). */
+  readonly loggedDelay: number;
+  /** Whether the waiter's claim at the new active was first answered WAITING (it was held back). */
+  readonly queued: boolean;
+  /** The holder's ACQUIRE to its ACQUIRED at the active (ms): includes a raise when its lease is a new largest. */
+  readonly holderGrant: number;
+}
+
+/** One service's active, its port and options: a new standby per round, which becomes the next active. */
+class Chain {
+  private active: ChildServer | null = null;
+  private constructor(
+    readonly label: string,
+    readonly port: number,
+    readonly coordinatorMs: number,
+    readonly clientLeaseMs: number,
+    private readonly url: string,
+    private readonly main: string | undefined,
+  ) {}
+
+  private get extra(): string[] {
+    return ["--service", `bench-${this.label}-${this.coordinatorMs}-${this.clientLeaseMs}-${process.pid}`, "--coordinator-lease", `${this.coordinatorMs}ms`];
+  }
+
+  static async start(label: string, url: string, main: string | undefined, coordinatorMs: number, clientLeaseMs: number): Promise<Chain> {
+    const chain = new Chain(label, await freePort(), coordinatorMs, clientLeaseMs, url, main);
+    chain.active = serve(null, chain.port, chain.extra, url, main);
+    await chain.active.line("active: listening", 30_000);
+    return chain;
+  }
+
+  /** One SIGKILL takeover. */
+  async round(): Promise<Round> {
+    const lease = this.clientLeaseMs;
+    const expected = predictedDelay(this.coordinatorMs, lease);
+    const active = this.active!;
+    const standby = serve(null, this.port, this.extra, this.url, this.main);
+    this.active = standby; // from here on, disposing the chain stops the standby too
+    watchArrivals(standby, "active: listening");
+    const stops: (() => void)[] = [];
+    const peers: WirePeer[] = [];
+    try {
       if ((await standby.line("lockd started", 30_000)).role !== "standby") throw new Error("the new instance is not a standby");
-      const holder = await WirePeer.connect(port);
-      holder.acquire("k", 60_000);
-      await holder.frame(0);
-      const waiter = await WirePeer.connect(port);
-      waiter.acquire("k", 60_000);
+      const holder = await WirePeer.connect(this.port);
+      peers.push(holder);
+      const asked = performance.now();
+      holder.acquire("k", lease);
+      // The active may still be in its own lock-delay (none is left after the last round's grant, but be sure).
+      const held = await holder.until(() => holder.frames.find((f) => f.type !== FrameType.WAITING), expected + 10_000, "the holder's grant");
+      if (held.type !== FrameType.ACQUIRED) throw new Error(`the holder was not granted: ${holder.describe()}`);
+      const holderGrant = held.at - asked;
+      stops.push(keepAlive(holder, lease));
+      const waiter = await WirePeer.connect(this.port);
+      peers.push(waiter);
+      waiter.acquire("k", lease);
       if ((await waiter.frame(0)).type !== FrameType.WAITING) throw new Error("the waiter was not queued");
+      stops.push(keepAlive(waiter, lease));
       const killedAt = performance.now();
+      const killedWall = Date.now();
       active.proc.kill("SIGKILL");
       await waiter.closed(10_000);
-      // Reconnect every 10 ms until the new active answers the claim with ACQUIRED.
+      // Reconnect every 10 ms until the new active answers the claim with ACQUIRED (at once, or by a push after WAITING).
       let grantedAt = 0;
+      let queued = false;
       while (grantedAt === 0) {
-        const retry = await connectRetrying(port, 4 * leaseMs + 10_000);
-        retry.acquire("k", 60_000);
-        const frame = await retry.until(() => retry.frames[0] ?? (retry.isClosed ? ("closed" as const) : undefined), 10_000, "an answer");
+        const retry = await connectRetrying(this.port, 4 * this.coordinatorMs + 10_000);
+        peers.push(retry);
+        retry.acquire("k", lease);
+        const stop = keepAlive(retry, lease);
+        const frame = await retry.until(
+          () => retry.frames.find((f) => f.type !== FrameType.WAITING) ?? (retry.isClosed ? ("closed" as const) : undefined),
+          expected + 10_000,
+          "an answer",
+        );
+        stop();
+        if (retry.frames[0]?.type === FrameType.WAITING) queued = true;
         if (frame !== "closed" && frame.type === FrameType.ACQUIRED) grantedAt = frame.at;
+        else if (frame !== "closed") throw new Error(`the claim at the new active failed: ${retry.describe()}`);
         retry.end();
         if (grantedAt === 0) await Bun.sleep(10);
       }
-      grant.push(grantedAt - killedAt);
-      listening.push(await arrivalOf(standby, "active: listening") - killedAt);
+      const line = await standby.line("active: listening", 10_000);
+      const activatedWall = Date.parse(String(line.time));
+      const grantedWall = killedWall + (grantedAt - killedAt);
+      for (const stop of stops) stop();
       holder.terminate();
       await active.exited;
       await active[Symbol.asyncDispose]();
-      active = standby;
-      process.stdout.write(`  lease ${leaseMs} ms, round ${round + 1}/${rounds}: kill -> grant ${(grantedAt - killedAt).toFixed(0)} ms\n`);
+      return {
+        grant: grantedAt - killedAt,
+        listening: (await arrivalOf(standby, "active: listening")) - killedAt,
+        activated: activatedWall - killedWall,
+        delay: grantedWall - activatedWall,
+        loggedDelay: Number(line.lockDelayMs ?? 0),
+        queued,
+        holderGrant,
+      };
+    } finally {
+      for (const stop of stops) stop();
+      for (const peer of peers) peer.terminate();
+      await active[Symbol.asyncDispose]();
     }
-  } finally {
-    await active[Symbol.asyncDispose]();
   }
-  return { grant, listening };
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.active?.[Symbol.asyncDispose]();
+  }
 }
 
 /** When a log line arrived in this process (ChildServer keeps lines, not times: watch for it). */
@@ -228,24 +364,111 @@ const load = loadavg();
 console.log(`failover bench: ${new Date().toISOString()}, load average ${load.map((x) => x.toFixed(2)).join(" ")}`);
 await using pg = await Postgres.start();
 
+const ms = (x: number): string => x.toFixed(0);
+
 if (ONLY.has("failover")) {
+  let before: Postgres | null = null;
+  if (BASELINE_MAIN !== null) {
+    // The baseline build knows only its own coordinator schema: a database of its own.
+    const admin = pg.client();
+    try {
+      await admin.unsafe("CREATE DATABASE baseline");
+    } finally {
+      await admin.close();
+    }
+    before = pg;
+  }
   const results: string[][] = [];
-  for (const lease of [2000, 4000]) {
-    const patched = await failover(pg, lease, ROUNDS);
-    const g = summarize(patched.grant);
-    const l = summarize(patched.listening);
-    results.push([
-      `${lease / 1000} s`,
-      String(g.n),
-      g.p50.toFixed(0),
-      g.p99.toFixed(0),
-      l.p50.toFixed(0),
-      l.p99.toFixed(0),
-      `${(lease + lease / 4).toFixed(0)}`,
-    ]);
+  for (const coordinatorMs of [2000, 4000]) {
+    const lease = clientLeaseFor(coordinatorMs);
+    const builds: { name: string; chain: Chain; rounds: Round[] }[] = [];
+    try {
+      builds.push({ name: "this build", chain: await Chain.start("now", pg.url(), undefined, coordinatorMs, lease), rounds: [] });
+      if (before !== null) builds.push({ name: "baseline", chain: await Chain.start("base", before.url(PG_PASSWORD, "baseline"), BASELINE_MAIN!, coordinatorMs, lease), rounds: [] });
+      for (let round = 0; round < ROUNDS; round++) {
+        // Alternate which build goes first, so neither always follows the other's takeover.
+        const order = round % 2 === 0 ? builds : [...builds].reverse();
+        for (const build of order) {
+          const r = await build.chain.round();
+          build.rounds.push(r);
+          process.stdout.write(`  ${build.name}, coordinator lease ${coordinatorMs} ms, client lease ${lease} ms, round ${round + 1}/${ROUNDS}: kill -> grant ${ms(r.grant)} ms (delay ${ms(r.delay)} ms${r.queued ? ", queued" : ""})\n`);
+        }
+      }
+    } finally {
+      for (const build of builds) await build.chain[Symbol.asyncDispose]();
+    }
+    const base = builds.find((b) => b.name === "baseline");
+    const bg = base === undefined ? null : summarize(base.rounds.map((r) => r.grant));
+    for (const build of builds) {
+      const g = summarize(build.rounds.map((r) => r.grant));
+      const l = summarize(build.rounds.map((r) => r.listening));
+      const d = summarize(build.rounds.map((r) => r.delay));
+      results.push([
+        `${coordinatorMs / 1000} s`,
+        build.name,
+        `${lease}`,
+        String(g.n),
+        ms(g.p50),
+        ms(g.p99),
+        bg === null ? "-" : `${(g.p50 / bg.p50).toFixed(3)}x`,
+        bg === null ? "-" : `${(g.p99 / bg.p99).toFixed(3)}x`,
+        ms(l.p50),
+        ms(l.p99),
+        `${ms(d.p50)} / ${ms(d.p99)}`,
+        String(build.rounds.filter((r) => r.queued).length),
+        ms(coordinatorMs + coordinatorMs / 4),
+      ]);
+    }
   }
   console.log("\nSIGKILL of the active -> first grant to a waiting client (ms)");
-  console.log(table(["lease", "n", "p50 grant", "p99 grant", "p50 new active listening", "p99 listening", "lease + lease/4"], results));
+  console.log(
+    table(
+      ["coord. lease", "build", "client lease", "n", "p50 grant", "p99 grant", "p50 / baseline", "p99 / baseline", "p50 listening", "p99 listening", "activation -> grant p50 / p99", "queued", "lease + lease/4"],
+      results,
+    ),
+  );
+}
+
+if (ONLY.has("delay")) {
+  const coordinatorMs = 2000;
+  const rows: string[][] = [];
+  for (let i = 0; i < DELAY_LEASES.length; i++) {
+    const lease = Math.round(DELAY_LEASES[i]! * coordinatorMs);
+    const rounds = DELAY_ROUNDS[Math.min(i, DELAY_ROUNDS.length - 1)]!;
+    const expected = predictedDelay(coordinatorMs, lease);
+    await using chain = await Chain.start("delay", pg.url(), undefined, coordinatorMs, lease);
+    const got: Round[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const r = await chain.round();
+      got.push(r);
+      process.stdout.write(`  client lease ${lease} ms, round ${round + 1}/${rounds}: kill -> activation ${ms(r.activated)} ms, activation -> grant ${ms(r.delay)} ms (predicted ${expected}, logged ${r.loggedDelay}), holder's grant ${r.holderGrant.toFixed(1)} ms\n`);
+    }
+    const d = summarize(got.map((r) => r.delay));
+    const a = summarize(got.map((r) => r.activated));
+    const g = summarize(got.map((r) => r.grant));
+    const over = got.map((r) => r.delay - expected);
+    const logged = [...new Set(got.map((r) => r.loggedDelay))].join(", ");
+    rows.push([
+      `${lease / coordinatorMs}x (${lease / 1000} s)`,
+      String(recorded(lease)),
+      String(d.n),
+      String(expected),
+      logged,
+      `${ms(d.p50)} / ${ms(Math.min(...got.map((r) => r.delay)))} .. ${ms(Math.max(...got.map((r) => r.delay)))}`,
+      `${(d.p50 / expected).toFixed(4)}x`,
+      `${ms(Math.min(...over))} .. ${ms(Math.max(...over))}`,
+      `${ms(a.p50)}`,
+      `${ms(g.p50)} / ${ms(g.p99)}`,
+      `${got.filter((r) => r.queued).length}/${got.length}`,
+    ]);
+  }
+  console.log(`\nLock-delay after a SIGKILL takeover, coordinator lease ${coordinatorMs} ms (ms; delay = the new active's activation -> the queued waiter's ACQUIRED)`);
+  console.log(
+    table(
+      ["client lease", "M recorded", "n", "predicted", "logged lockDelayMs", "delay p50 / min .. max", "p50 / predicted", "delay - predicted", "kill -> activation p50", "kill -> grant p50 / p99", "queued"],
+      rows,
+    ),
+  );
 }
 if (ONLY.has("hotpath")) {
   console.log("\nHot path with and without --coordinator (µs, loopback, same run)");
