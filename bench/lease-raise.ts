@@ -39,7 +39,7 @@ import { ChildServer } from "../test/fixtures/ops-child.ts";
 import { freePort, Postgres } from "../test/coordinator/pg.ts";
 import { WirePeer } from "../test/helpers/wire.ts";
 import { FrameType, MAX_LEASE_MS } from "../src/protocol/index.ts";
-import { writeLeases } from "../src/server/leases-file.ts";
+import { writeLeases } from "../src/tokens/leases.ts";
 import { summarize, table } from "./lib/stats.ts";
 
 const args = new Map<string, string>();
