@@ -3,7 +3,7 @@
  * answer, and the failures mapped to exit codes (unreachable 69, refused
  * token 77, nothing to do 1).
  */
-import { formatAddress } from "../net/address.ts";
+import { type Address, formatAddress, hostOf, isLoopbackHost } from "../net/address.ts";
 import { tlsConnectProblem } from "../client/tls-problem.ts";
 import type { Address as HostPort } from "../net/address.ts";
 import { CliError } from "./errors.ts";
@@ -70,14 +70,14 @@ export class OpsUnreachable extends CliError {
 export async function withoutStandbys(list: readonly HostPort[], options: RequestOptions): Promise<readonly HostPort[]> {
   if (list.length < 2) return list;
   const kept: HostPort[] = [];
-  let named = "";
+  const said: unknown[] = [];
   for (const address of list) {
     const body = await readyBody(address, options);
     if (body?.role !== "standby") kept.push(address);
-    else if (named === "" && typeof body.active === "string") named = activeNamed(body.active, body.activeOps);
+    else said.push(body);
   }
   if (kept.length === 0) {
-    throw new CliError(`no active instance among the ops servers ${list.map(formatAddress).join(",")} (--ops, LOCKD_OPS): each is a standby (it serves no locks)${named}`, ExitCode.UNAVAILABLE);
+    throw new CliError(`no active instance among the ops servers ${list.map(formatAddress).join(",")} (--ops, LOCKD_OPS): each is a standby (it serves no locks)${activeHint(said, list, null)}`, ExitCode.UNAVAILABLE);
   }
   return kept;
 }
@@ -92,11 +92,30 @@ async function readyBody(address: HostPort, options: RequestOptions): Promise<{ 
   }
 }
 
-/** "; the service's active is ID at HOST:PORT (ask it: ...)", from a standby's /readyz `active` and `activeOps`. */
-function activeNamed(active: string, activeOps: unknown): string {
-  return typeof activeOps === "string" && activeOps !== ""
-    ? `; the service's active is ${active} at ${activeOps} (ask it: --ops ${activeOps})`
-    : `; the service's active is ${active} (it gives no ops address: set --advertise-ops on it)`;
+/**
+ * When only standbys answered: the service's active as they name it (the
+ * `active` and `activeOps` of their /readyz or NOT_ACTIVE answer), for the
+ * end of the error: where to ask instead. "" when none names one (an
+ * older lockd). `shard` is the map's shard of the list (null: a plain list).
+ */
+export function activeHint(said: readonly unknown[], ops: readonly Address[], shard: string | null): string {
+  const bodies = said.filter((b): b is { active?: unknown; activeOps?: unknown } => b !== null && typeof b === "object");
+  const named = bodies.find((b) => typeof b.active === "string");
+  if (named === undefined) {
+    return bodies.some((b) => b.active === null) ? "; the standbys see no active (the service's coordinator row is released or absent)" : "";
+  }
+  const id = named.active as string;
+  const at = bodies.map((b) => (b.active === id && typeof b.activeOps === "string" ? b.activeOps : null)).find((a) => a !== null);
+  if (at === undefined || at === null) return `; the service's active is ${id} (it gives no ops address: set --advertise-ops on it)`;
+  // Already asked: it is down or stepped down, and the standbys have not taken over yet.
+  if (ops.some((o) => formatAddress(o) === at)) {
+    // A loopback address names the active only on its own machine: from another one it is whatever listens there.
+    const loopback = isLoopbackHost(hostOf(at))
+      ? `; or, if the instances run on several machines, the active advertises a loopback address, which from here names this machine (set --advertise-ops on every instance)`
+      : "";
+    return `; the standbys name ${id} at ${at} as the service's active, and it did not answer as the active (a failover under way? a standby takes over once the active's lease runs out: try again${loopback})`;
+  }
+  return `; the service's active is ${id} at ${at} (${shard === null ? `ask it: --ops ${at}` : `add it to shard ${shard}'s addresses in --ops`})`;
 }
 
 async function requestOne(ops: HostPort, method: "GET" | "POST", path: string, options: RequestOptions): Promise<OpsAnswer> {

@@ -6,8 +6,7 @@ import { STATUS_OPTIONS } from "./config.ts";
 import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-import { expectOk, humanMs, isNotActive, lockQuery, type OpsAnswer, opsRequest, OpsUnreachable } from "./ops-client.ts";
-import { hostOf, isLoopbackHost } from "../net/address.ts";
+import { activeHint, expectOk, humanMs, isNotActive, lockQuery, type OpsAnswer, opsRequest, OpsUnreachable } from "./ops-client.ts";
 import { type Address, formatAddress } from "../net/address.ts";
 import { describeShards, Placement, placementOf } from "../shard/placement.ts";
 import { NO_SHARDS } from "../shard/identity.ts";
@@ -672,31 +671,6 @@ export function roleText(body: RoleOf): string {
   return `service ${body.service}: ${body.role}, epoch ${body.epoch}${active}${note}\n`;
 }
 
-/**
- * When only standbys answered: the service's active as they name it (the
- * `active` and `activeOps` of their /readyz or NOT_ACTIVE answer), for the
- * end of the error: where to ask instead. "" when none names one (an
- * older lockd). `shard` is the map's shard of the list (null: a plain list).
- */
-export function activeHint(said: readonly unknown[], ops: readonly Address[], shard: string | null): string {
-  const bodies = said.filter((b): b is { active?: unknown; activeOps?: unknown } => b !== null && typeof b === "object");
-  const named = bodies.find((b) => typeof b.active === "string");
-  if (named === undefined) {
-    return bodies.some((b) => b.active === null) ? "; the standbys see no active (the service's coordinator row is released or absent)" : "";
-  }
-  const id = named.active as string;
-  const at = bodies.map((b) => (b.active === id && typeof b.activeOps === "string" ? b.activeOps : null)).find((a) => a !== null);
-  if (at === undefined || at === null) return `; the service's active is ${id}`;
-  // Already asked: it is down or stepped down, and the standbys have not taken over yet.
-  if (ops.some((o) => formatAddress(o) === at)) {
-    // A loopback address names the active only on its own machine: from another one it is whatever listens there.
-    const loopback = isLoopbackHost(hostOf(at))
-      ? `; or, if the instances run on several machines, the active advertises a loopback address, which from here names this machine (set --advertise-ops on every instance)`
-      : "";
-    return `; the standbys name ${id} at ${at} as the service's active, and it did not answer as the active (a failover under way? a standby takes over once the active's lease runs out: try again${loopback})`;
-  }
-  return `; the service's active is ${id} at ${at} (${shard === null ? `ask it: --ops ${at}` : `add it to shard ${shard}'s addresses in --ops`})`;
-}
 
 const HEADER = ["LOCK", "ROLE", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];
 

@@ -223,7 +223,7 @@ test("only standbys answer, for NAME: the error names the service's active and w
   });
   // An active that advertises no ops address (or an older lockd): its id only.
   const noOps = fake("standby", NO_SHARDS, { activeOps: null });
-  expect((await run(["--ops", noOps.at, "jobs/nightly"])).err).toEndWith(`${noOps.at}: a standby (it serves no locks); the service's active is db1/pid-1/9f3a01bc\n`);
+  expect((await run(["--ops", noOps.at, "jobs/nightly"])).err).toEndWith(`${noOps.at}: a standby (it serves no locks); the service's active is db1/pid-1/9f3a01bc (it gives no ops address: set --advertise-ops on it)\n`);
   const released = fake("standby", NO_SHARDS, { active: null, activeOps: null });
   expect((await run(["--ops", released.at, "jobs/nightly"])).err).toEndWith("; the standbys see no active (the service's coordinator row is released or absent)\n");
   // Without NAME a lone standby's role line is the answer (exit 0).
