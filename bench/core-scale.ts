@@ -1,6 +1,6 @@
 /**
  * Core-only scale run: the sans-I/O Engine (src/core) with a million
- * simulated sessions on a virtual clock, and a Transport that drops every
+ * simulated sessions on a virtual clock, and a EngineOutput that drops every
  * frame. No sockets, so this measures what the core costs per session, per
  * heartbeat and per tick, and nothing of Bun's networking.
  *
@@ -19,14 +19,14 @@
  * Usage: bun bench/core-scale.ts [--sessions 1000000]
  */
 import { heapStats } from "bun:jsc";
-import { Engine, type Session, type Transport } from "../src/core/index.ts";
+import { Engine, type Session, type EngineOutput } from "../src/core/index.ts";
 import { ErrorCode, FrameType, HEARTBEAT_FRAME, encodeAcquire } from "../src/protocol/index.ts";
 import { pct, sorted, table } from "./lib/stats.ts";
 
 const argIndex = process.argv.indexOf("--sessions");
 const N = argIndex > 0 ? Number(process.argv[argIndex + 1]) : 1_000_000;
 
-class DropTransport implements Transport<number> {
+class DropTransport implements EngineOutput<number> {
   sent = 0;
   closed = 0;
   send(): void {
@@ -183,5 +183,5 @@ for (let i = 0; i < DUES.length; i++) {
   }
 }
 
-console.log(`\nCore-only scale run (src/core Engine, drop-everything Transport, virtual clock), ${N} sessions\n`);
+console.log(`\nCore-only scale run (src/core Engine, drop-everything EngineOutput, virtual clock), ${N} sessions\n`);
 console.log(table(["measure", "value", "beside it"], rows));

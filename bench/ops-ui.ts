@@ -28,7 +28,7 @@
  * Usage: bun bench/ops-ui.ts [--locks 100000] [--rounds 6]
  */
 import type { Socket } from "bun";
-import { Engine, SessionState, type Transport } from "../src/core/index.ts";
+import { Engine, SessionState, type EngineOutput } from "../src/core/index.ts";
 import { FrameType, encodeAcquire } from "../src/protocol/index.ts";
 import { Logger } from "../src/log/logger.ts";
 import { AdminAuth } from "../src/ops/admin.ts";
@@ -77,7 +77,7 @@ const client = await Bun.connect({
 while (echoSide === null) await new Promise((r) => setImmediate(r));
 
 // The lock table.
-class DropTransport implements Transport<Conn> {
+class DropTransport implements EngineOutput<Conn> {
   send(): void {}
   close(): void {}
 }

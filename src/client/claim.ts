@@ -5,7 +5,7 @@
  *
  * - it opens the connection the machine asks for through the runtime's
  *   Connector (Bun.connect in bun-transport.ts, node:net / node:tls in
- *   node-transport.ts), tags it with a generation so events of a connection
+ *   node-transport.ts), tags it with an attempt number so events of a connection
  *   the machine has dropped are never reported, and passes on bytes, the
  *   close, and the connect's outcome;
  * - it arms the machine's one timer;
@@ -47,7 +47,7 @@ export class Claim implements ClaimEffects {
 
   private transport: Transport | null = null;
   /** Bumped per connection (and when one is dropped), so callbacks of an old connection are ignored. */
-  private generation = 0;
+  private attempt = 0;
   private timerHandle: ReturnType<typeof setTimeout> | null = null;
   private settle: { resolve: (g: Granted) => void; reject: (e: unknown) => void } | null = null;
   private readonly onAbort = (): void => this.machine.abort(performance.now(), this.settings.signal?.reason);
@@ -88,24 +88,24 @@ export class Claim implements ClaimEffects {
   // --- effects: what the machine asks for -------------------------------------------
 
   connect(index: number): void {
-    const generation = ++this.generation;
+    const attempt = ++this.attempt;
     const address = this.settings.addresses[index]!;
     const machine = this.machine;
     this.settings
       .connect(address, this.settings.tls, {
         data: (chunk) => {
-          if (generation === this.generation) machine.data(performance.now(), chunk);
+          if (attempt === this.attempt) machine.data(performance.now(), chunk);
         },
         closed: (error) => {
-          if (generation !== this.generation) return;
-          this.generation++; // nothing more of this connection counts, its connect's outcome included
+          if (attempt !== this.attempt) return;
+          this.attempt++; // nothing more of this connection counts, its connect's outcome included
           this.transport = null;
           machine.closed(performance.now(), error);
         },
       })
       .then(
         (transport) => {
-          if (generation !== this.generation) {
+          if (attempt !== this.attempt) {
             void transport.close();
             return;
           }
@@ -113,7 +113,7 @@ export class Claim implements ClaimEffects {
           machine.connected(performance.now());
         },
         (error: unknown) => {
-          if (generation === this.generation) machine.connectFailed(performance.now(), error);
+          if (attempt === this.attempt) machine.connectFailed(performance.now(), error);
         },
       );
   }
@@ -123,7 +123,7 @@ export class Claim implements ClaimEffects {
   }
 
   disconnect(): void {
-    this.generation++;
+    this.attempt++;
     const transport = this.transport;
     this.transport = null;
     if (transport !== null) void transport.close();

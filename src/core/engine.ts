@@ -10,7 +10,7 @@
  * Rule 2: the engine does no I/O and reads no clock. The shell calls it
  * with events and the current monotonic time in ms (`open`, `frame`,
  * `readProgress`, `writeBlocked`/`writeDrained`, `closed`, `tick`), and the
- * engine answers through the Transport: `send` a frame, or `close` a
+ * engine answers through the EngineOutput: `send` a frame, or `close` a
  * connection after an optional last frame. Tests drive it with a number.
  *
  * Handover is a push: when an owner's session ends for any reason, the head
@@ -53,7 +53,7 @@ import { MemoryTokens, type TokenSource } from "./tokens.ts";
 import { TimerWheel, type WheelDriver, type WheelOwner } from "./wheel.ts";
 
 /** How the engine acts on the world. */
-export interface Transport<C> {
+export interface EngineOutput<C> {
   /**
    * Write one frame to the connection. The bytes are valid only during the
    * call (the engine reuses buffers): copy whatever is not written at once.
@@ -193,7 +193,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   private readonly heldBack = new Map<string, Lock<C>>();
 
   constructor(
-    private readonly transport: Transport<C>,
+    private readonly transport: EngineOutput<C>,
     options: EngineOptions,
     now: number,
   ) {

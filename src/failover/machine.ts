@@ -1,9 +1,18 @@
 /**
  * RoleMachine: the role machine of an instance of a lockd service run as
- * one active and standbys, without I/O and without a clock (like
- * core/engine.ts). The shell (shell.ts) feeds it events with the current
- * monotonic time in ms and carries out the actions it returns against the
- * coordinator row (a PostgreSQL table, store.ts).
+ * one active and standbys.
+ *
+ * Rule 1: every decision about the role lives in this file: when to read,
+ * take over, renew, reserve, raise, step down, and what a new term must
+ * wait before it grants (the lock-delay). The shell decides nothing.
+ *
+ * Rule 2: the machine does no I/O and reads no clock, like core/engine.ts
+ * and client/machine.ts. The shell (shell.ts) calls it with events and the
+ * current monotonic time in ms (`start`, `tick`, the statements' answers
+ * `readDone` ... `raiseDone`, `stop`, `abandon`), and the machine answers
+ * through `RoleEffects`: a statement to send against the coordinator row (a
+ * PostgreSQL table, store.ts), become active, step down, release, and
+ * `arm(at)`, the one timer, after every event. Tests drive it with a number.
  *
  * The row: (epoch, holder, renewals, token_floor, lease_ms). No timestamp of
  * any machine decides anything; expiry is judged by how long this instance
@@ -86,6 +95,36 @@ export interface Watched {
   readonly holder: string;
 }
 
+/**
+ * How the machine acts on the world, as the engine's Transport and the
+ * client's ClaimEffects do: one method per thing to do, carried out by the
+ * shell (src/failover/shell.ts; the simulation's is a model). After every
+ * event the machine asks for its one timer with `arm`.
+ */
+export interface RoleEffects {
+  /** Read the row (answer: `readDone`). */
+  read(): void;
+  /** Insert the row with epoch 1, holder me, token_floor = `floor` + block (answer: `createDone`). */
+  create(floor: number): void;
+  /** The compare-and-set on `watched` (answer: `takeoverDone`). */
+  takeover(watched: Watched): void;
+  /** Renew term `epoch`, writing the carried lease (answer: `renewDone` with `sentAt`). */
+  renew(epoch: number, sentAt: number, carryLeaseMs: number): void;
+  /** Raise the row's largest lease to at least `leaseMs` (answer: `raiseDone`). */
+  raise(epoch: number, leaseMs: number): void;
+  /** Reserve the next token block (answer: `reserveDone`). */
+  reserve(epoch: number): void;
+  /** Become active: listen, and issue tokens from the machine. */
+  activate(activation: Extract<RoleAction, { type: "activate" }>): void;
+  /** Stop granting: every session gets SHUTTING_DOWN; a standby again. */
+  stepDown(epoch: number, reason: string): void;
+  /** Release the row, publishing the held names (no answer needed). */
+  release(release: Extract<RoleAction, { type: "release" }>): void;
+  /** Call `tick` at `at` (monotonic ms), replacing the one armed before; Infinity: none. */
+  arm(at: number): void;
+}
+
+/** What the machine decides, as data: each is one RoleEffects call (tests and the simulation record them this way). */
 export type RoleAction =
   /** Read the row (an answer: `readDone`). */
   | { readonly type: "read" }
@@ -220,7 +259,10 @@ export class RoleMachine {
   refusal: string | null = null;
   private readonly refuse: ((holder: string) => string | null) | null;
 
-  constructor(options: RoleMachineOptions) {
+  constructor(
+    options: RoleMachineOptions,
+    private readonly fx: RoleEffects,
+  ) {
     if (!(options.leaseMs > 0)) throw new RangeError("leaseMs must be positive");
     if (!(options.block >= 2)) throw new RangeError("block must be at least 2");
     this.leaseMs = options.leaseMs;
@@ -238,20 +280,118 @@ export class RoleMachine {
     return this.confirmedSentAt + STEP_DOWN_SHARE * this.leaseMs;
   }
 
-  // --- events ----------------------------------------------------------------------------
+  // --- events: each decides, then acts through the effects and arms the timer ----------------
 
   /** Start as a standby: read the row now. */
-  start(now: number): RoleAction[] {
+  start(now: number): void {
+    this.emit(this.decideStart(now));
+  }
+
+  /** Time passed (the armed timer fired, or any other event): whatever is due now. */
+  tick(now: number): void {
+    this.emit(this.decideTick(now));
+  }
+
+  /** The row as read; null when the service has no row yet. Null `row` with `failed`: no answer. */
+  readDone(now: number, row: CoordinatorRow | null, failed = false): void {
+    this.emit(this.decideReadDone(now, row, failed));
+  }
+
+  /** The answer to `create`: the row as inserted, or null when another instance created it first (or no answer). */
+  createDone(now: number, row: CoordinatorRow | null): void {
+    this.emit(this.decideCreateDone(now, row));
+  }
+
+  /** The answer to `takeover`: the row as updated, or null when it changed nothing (or no answer). */
+  takeoverDone(now: number, row: CoordinatorRow | null): void {
+    this.emit(this.decideTakeoverDone(now, row));
+  }
+
+  /** The answer to the renewal of term `epoch` sent at `sentAt`. */
+  renewDone(now: number, epoch: number, sentAt: number, outcome: Outcome): void {
+    this.emit(this.decideRenewDone(now, epoch, sentAt, outcome));
+  }
+
+  /** The answer to `reserve` of term `epoch`: the row's new token floor, or the outcome that says why there is none. */
+  reserveDone(now: number, epoch: number, outcome: Outcome, floor = 0): void {
+    this.emit(this.decideReserveDone(now, epoch, outcome, floor));
+  }
+
+  /** A grant waits for a client lease of `leaseMs` to be durable in the row: raise the row's largest lease. */
+  raise(leaseMs: number): void {
+    this.emit(this.decideRaise(leaseMs));
+  }
+
+  /** The answer to `raise` of term `epoch`: OK with the row's largest lease now, TAKEN (steps down), or FAILED. */
+  raiseDone(now: number, epoch: number, outcome: Outcome, maxLeaseMs = 0): void {
+    this.emit(this.decideRaiseDone(now, epoch, outcome, maxLeaseMs));
+  }
+
+  /** A clean stop: release the row if active, publishing `held` (the names held at the stop with their leases). */
+  stop(now: number, held: HeldSet = []): void {
+    this.emit(this.decideStop(now, held));
+  }
+
+  /** The shell could not serve as active (e.g. the lock port is taken): give the term up at once. */
+  abandon(now: number, reason: string): void {
+    this.emit(this.decideAbandon(now, reason));
+  }
+
+  /** Carry the decisions out, in order, then arm the one timer. */
+  private emit(actions: readonly RoleAction[]): void {
+    const fx = this.fx;
+    for (const a of actions) {
+      switch (a.type) {
+        case "read":
+          fx.read();
+          break;
+        case "create":
+          fx.create(a.floor);
+          break;
+        case "takeover":
+          fx.takeover(a.watched);
+          break;
+        case "renew":
+          fx.renew(a.epoch, a.sentAt, a.carryLeaseMs);
+          break;
+        case "raise":
+          fx.raise(a.epoch, a.leaseMs);
+          break;
+        case "reserve":
+          fx.reserve(a.epoch);
+          break;
+        case "activate":
+          fx.activate(a);
+          break;
+        case "stepDown":
+          fx.stepDown(a.epoch, a.reason);
+          break;
+        case "release":
+          fx.release(a);
+          break;
+        default: {
+          const never: never = a;
+          throw new Error(`unknown action ${JSON.stringify(never)}`);
+        }
+      }
+    }
+    fx.arm(this.role === "stopped" ? Infinity : this.nextWake());
+  }
+
+  // --- decisions (pure: state and `now` in, actions out) -----------------------------------
+
+  /** Start as a standby: read the row now. */
+  private decideStart(now: number): RoleAction[] {
     this.role = "standby";
     this.nextReadAt = now;
-    return this.tick(now);
+    return this.decideTick(now);
   }
 
   /**
    * Time passed (a timer fired, or any other event): whatever is due now.
    * Call again at `nextWake()`.
    */
-  tick(now: number): RoleAction[] {
+  private decideTick(now: number): RoleAction[] {
     const out: RoleAction[] = [];
     if (this.role === "active") {
       if (now >= this.deadline) {
@@ -293,12 +433,12 @@ export class RoleMachine {
   }
 
   /** The row as read; null when the service has no row yet. Null `row` with `failed`: no answer. */
-  readDone(now: number, row: CoordinatorRow | null, failed = false): RoleAction[] {
+  private decideReadDone(now: number, row: CoordinatorRow | null, failed = false): RoleAction[] {
     if (this.pending !== "read") return [];
     this.pending = null;
     this.nextReadAt = now + this.interval;
     if (this.role !== "standby") return [];
-    if (failed) return this.tick(now);
+    if (failed) return this.decideTick(now);
     this.lastRoundTripMs = now - this.pendingSentAt;
     if (row === null ? this.epochSeen > 0 : row.epoch < this.epochSeen || row.tokenFloor < this.floorSeen) this.regressions++;
     this.refusal = row === null || this.refuse === null ? null : this.refuse(row.holder);
@@ -312,7 +452,7 @@ export class RoleMachine {
     if (this.refusal !== null) {
       // Not ours to take: read again, and take it only once a read shows a row this instance may hold.
       this.watched = null;
-      return this.tick(now);
+      return this.decideTick(now);
     }
     const seen: Watched = { epoch: row.epoch, renewals: row.renewals, holder: row.holder };
     if (this.watchedRow === null || this.watchedRow.epoch !== row.epoch) this.watchedLeaseMax = 0;
@@ -332,34 +472,34 @@ export class RoleMachine {
       this.watchedSince = now;
       this.watchLeaseMs = Math.max(this.leaseMs, row.leaseMs);
     }
-    return this.tick(now);
+    return this.decideTick(now);
   }
 
   /** The answer to `create`: the row as inserted, or null when another instance created it first (or no answer). */
-  createDone(now: number, row: CoordinatorRow | null): RoleAction[] {
+  private decideCreateDone(now: number, row: CoordinatorRow | null): RoleAction[] {
     if (this.pending !== "create") return [];
     this.pending = null;
     if (row === null || this.role !== "standby") {
       this.nextReadAt = now;
-      return this.tick(now);
+      return this.decideTick(now);
     }
     return this.becomeActive(now, row, "created");
   }
 
   /** The answer to `takeover`: the row as updated, or null when it changed nothing (or no answer). */
-  takeoverDone(now: number, row: CoordinatorRow | null): RoleAction[] {
+  private decideTakeoverDone(now: number, row: CoordinatorRow | null): RoleAction[] {
     if (this.pending !== "takeover") return [];
     this.pending = null;
     this.watched = null;
     if (row === null || this.role !== "standby") {
       this.nextReadAt = now;
-      return this.tick(now);
+      return this.decideTick(now);
     }
     return this.becomeActive(now, row, this.takeoverWhy);
   }
 
   /** The answer to the renewal of term `epoch` sent at `sentAt`. */
-  renewDone(now: number, epoch: number, sentAt: number, outcome: Outcome): RoleAction[] {
+  private decideRenewDone(now: number, epoch: number, sentAt: number, outcome: Outcome): RoleAction[] {
     if (this.role !== "active" || epoch !== this.epoch) return []; // an answer from an earlier term
     const out: RoleAction[] = [];
     if (outcome === Outcome.OK) {
@@ -371,12 +511,12 @@ export class RoleMachine {
     } else {
       this.renewalsFailed++;
     }
-    out.push(...this.tick(now));
+    out.push(...this.decideTick(now));
     return out;
   }
 
   /** The answer to `reserve` of term `epoch`: the row's new token floor, or the outcome that says why there is none. */
-  reserveDone(now: number, epoch: number, outcome: Outcome, floor = 0): RoleAction[] {
+  private decideReserveDone(now: number, epoch: number, outcome: Outcome, floor = 0): RoleAction[] {
     if (this.role !== "active" || epoch !== this.epoch) return [];
     this.reserveInFlight = false;
     const out: RoleAction[] = [];
@@ -395,7 +535,7 @@ export class RoleMachine {
     } else if (outcome === Outcome.FAILED) {
       this.nextReserveAt = now + this.interval;
     }
-    out.push(...this.tick(now));
+    out.push(...this.decideTick(now));
     return out;
   }
 
@@ -404,13 +544,13 @@ export class RoleMachine {
    * raise the row's largest lease (one statement; the shell holds the grant
    * back until `raiseDone`).
    */
-  raise(leaseMs: number): RoleAction[] {
+  private decideRaise(leaseMs: number): RoleAction[] {
     if (this.role !== "active") return [];
     return [{ type: "raise", epoch: this.epoch, leaseMs }];
   }
 
   /** The answer to `raise` of term `epoch`: OK with the row's largest lease now, TAKEN (steps down), or FAILED. */
-  raiseDone(now: number, epoch: number, outcome: Outcome, maxLeaseMs = 0): RoleAction[] {
+  private decideRaiseDone(now: number, epoch: number, outcome: Outcome, maxLeaseMs = 0): RoleAction[] {
     if (this.role !== "active" || epoch !== this.epoch) return [];
     const out: RoleAction[] = [];
     if (outcome === Outcome.TAKEN) {
@@ -430,7 +570,7 @@ export class RoleMachine {
    * A clean stop: release the row if active, publishing `held` (the names
    * held at the stop with their leases). The machine does nothing more.
    */
-  stop(now: number, held: HeldSet = []): RoleAction[] {
+  private decideStop(now: number, held: HeldSet = []): RoleAction[] {
     const wasActive = this.role === "active";
     this.role = "stopped";
     this.pending = null;
@@ -438,7 +578,7 @@ export class RoleMachine {
   }
 
   /** The shell could not serve as active (e.g. the lock port is taken): give the term up at once. */
-  abandon(now: number, reason: string): RoleAction[] {
+  private decideAbandon(now: number, reason: string): RoleAction[] {
     const out: RoleAction[] = [];
     if (this.role !== "active") return out;
     out.push(this.release(now, []));
@@ -567,7 +707,7 @@ export class RoleMachine {
         maxLeaseMs: this.maxLeaseMs,
       },
     ];
-    out.push(...this.tick(now));
+    out.push(...this.decideTick(now));
     return out;
   }
 

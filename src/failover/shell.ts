@@ -34,7 +34,7 @@ import { type DelayView, LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts
 import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { Conn } from "../server/conn.ts";
-import { RoleMachine, type RoleAction, Outcome, type TermDelay } from "./machine.ts";
+import { type RoleAction, type RoleEffects, RoleMachine, Outcome, type TermDelay } from "./machine.ts";
 import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, type ShardWords, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
 import type { CoordinatorStore } from "./store.ts";
 import type { LockServer } from "../server/server.ts";
@@ -155,6 +155,8 @@ export class FailoverShell implements GrantGuard, TokenSource {
   private rowSeen: { readonly epoch: number; readonly holder: string } | null = null;
   /** The ops address this instance advertises when active (start's argument). */
   private ops: string | null = null;
+  /** A release the machine asked for while stopping: sent by stop() once the sessions are closed. */
+  private releasing: Extract<RoleAction, { type: "release" }> | null = null;
   /** The current term's lock-delay (null while standby). */
   private delay: LockDelay | null = null;
 
@@ -166,7 +168,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
       block: options.block,
       initialFloor: options.initialFloor ?? 0,
       refuse: (holder) => takeoverRefusal(map, holder, options.words),
-    });
+    }, this.effects());
     this.clock = options.clock ?? REAL_CLOCK;
     const clock = this.clock;
     this.now = () => clock.now();
@@ -219,7 +221,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
   start(ops: string | null = null): void {
     this.ops = ops;
     this.options.store.setHolder(activeHolder(this.options.instance, this.map, ops));
-    this.run(this.machine.start(this.now()));
+    this.machine.start(this.now());
   }
 
   // --- GrantGuard and TokenSource: the hot path --------------------------------------
@@ -264,13 +266,14 @@ export class FailoverShell implements GrantGuard, TokenSource {
     this.cancelTimer = null;
     // The names held at this moment are published with the release: only they wait at the next active.
     const held = this.server?.engine.held(MAX_PUBLISHED_NAMES) ?? [];
-    const actions = this.machine.stop(this.now(), held ?? "*");
+    this.machine.stop(this.now(), held ?? "*"); // a release to send, if active: `releasing`
     const server = this.server;
     this.server = null;
     if (server !== null) await server.stop();
     await this.lastStop;
-    for (const action of actions) {
-      if (action.type !== "release") continue;
+    const action = this.releasing;
+    this.releasing = null;
+    if (action !== null) {
       const released = await this.bounded(this.options.store.release(action.epoch, action), 2 * this.statementTimeoutMs);
       // The active cannot see its standbys (the row names only the active): say what happens if one runs.
       if (released === true) {
@@ -296,25 +299,40 @@ export class FailoverShell implements GrantGuard, TokenSource {
     this.pumpQueued = true;
     queueMicrotask(() => {
       this.pumpQueued = false;
-      if (!this.stopping) this.run(this.machine.tick(this.now()));
+      if (!this.stopping) this.machine.tick(this.now());
     });
   }
 
-  private run(actions: readonly RoleAction[]): void {
-    if (this.stopping) return;
-    for (const action of actions) this.perform(action);
-    this.arm();
+  /** The machine's effects: each carried out at once (nothing after a stop began but its release). */
+  private effects(): RoleEffects {
+    const perform = (action: RoleAction): void => {
+      if (action.type === "release" && this.stopping) {
+        this.releasing = action; // stop() sends it once the sessions are closed
+        return;
+      }
+      if (!this.stopping) this.perform(action);
+    };
+    return {
+      read: () => perform({ type: "read" }),
+      create: (floor) => perform({ type: "create", floor }),
+      takeover: (watched) => perform({ type: "takeover", watched }),
+      renew: (epoch, sentAt, carryLeaseMs) => perform({ type: "renew", epoch, sentAt, carryLeaseMs }),
+      raise: (epoch, leaseMs) => perform({ type: "raise", epoch, leaseMs }),
+      reserve: (epoch) => perform({ type: "reserve", epoch }),
+      activate: (activation) => perform(activation),
+      stepDown: (epoch, reason) => perform({ type: "stepDown", epoch, reason }),
+      release: (release) => perform(release),
+      arm: (at) => this.arm(at),
+    };
   }
 
-  private arm(): void {
+  private arm(at: number): void {
     this.cancelTimer?.();
     this.cancelTimer = null;
-    if (this.stopping) return;
-    const at = this.machine.nextWake();
-    if (at === Infinity) return;
+    if (this.stopping || at === Infinity) return;
     this.cancelTimer = this.clock.arm(at, () => {
       this.cancelTimer = null;
-      this.run(this.machine.tick(this.now()));
+      if (!this.stopping) this.machine.tick(this.now());
     });
   }
 
@@ -344,7 +362,8 @@ export class FailoverShell implements GrantGuard, TokenSource {
             if (change !== null) log.warn("standby.map_differs", "standby: this instance serves another shard map than its service's active", { service, epoch: row.epoch, note: change });
           }
           const regressions = m.regressions;
-          const actions = row === undefined ? m.readDone(this.now(), null, true) : m.readDone(this.now(), row);
+          if (row === undefined) m.readDone(this.now(), null, true);
+          else m.readDone(this.now(), row);
           this.logRefusal(row ?? null);
           if (m.regressions !== regressions) {
             log.error("failover.row_regressed", "the coordinator row went back (a lower epoch or token floor, or gone): the coordinator lost committed data; this instance will not issue tokens below what it saw, others may", {
@@ -354,34 +373,33 @@ export class FailoverShell implements GrantGuard, TokenSource {
           }
           // Watching an active, or refusing the row: either way the first decision is made.
           if (row !== undefined && row !== null && (!isReleased(row.holder) || m.refusal !== null)) this.resolveStarted();
-          return actions;
         });
         return;
       case "create":
         this.ask(store.create(action.floor), (row) => {
           if (row !== undefined && row !== null) this.rowSeen = row;
-          return m.createDone(this.now(), row ?? null);
+          m.createDone(this.now(), row ?? null);
         });
         return;
       case "takeover":
         this.ask(store.takeover(action.watched), (row) => {
           if (row === null || row === undefined) log.info("failover.takeover_lost", "takeover did not happen: the coordinator row changed", { service });
           else this.rowSeen = row;
-          return m.takeoverDone(this.now(), row ?? null);
+          m.takeoverDone(this.now(), row ?? null);
         });
         return;
       case "renew":
         this.ask(store.renew(action.epoch, action.carryLeaseMs), (ok) => {
           if (ok === undefined) log.warn("failover.renewal_failed", "coordinator renewal failed", { service, epoch: action.epoch, failed: m.renewalsFailed + 1 });
           else if (ok) this.delay?.retry(); // a raise that failed is asked again while the coordinator answers
-          return m.renewDone(this.now(), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN);
+          m.renewDone(this.now(), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN);
         });
         return;
       case "raise": {
         const delay = this.delay;
         this.ask(store.raise(action.epoch, action.leaseMs), (max) => {
           const outcome = max === undefined ? Outcome.FAILED : max === null ? Outcome.TAKEN : Outcome.OK;
-          const actions = m.raiseDone(this.now(), action.epoch, outcome, max ?? 0);
+          m.raiseDone(this.now(), action.epoch, outcome, max ?? 0); // TAKEN: a step-down, which drops this.delay
           if (delay !== null && delay === this.delay) {
             if (outcome === Outcome.OK) {
               delay.raised(max!);
@@ -391,15 +409,13 @@ export class FailoverShell implements GrantGuard, TokenSource {
               delay.raiseFailed();
             }
           }
-          return actions;
         });
         return;
       }
       case "reserve":
         this.ask(store.reserve(action.epoch), (floor) => {
-          const actions = m.reserveDone(this.now(), action.epoch, floor === undefined ? Outcome.FAILED : floor === null ? Outcome.TAKEN : Outcome.OK, floor ?? 0);
+          m.reserveDone(this.now(), action.epoch, floor === undefined ? Outcome.FAILED : floor === null ? Outcome.TAKEN : Outcome.OK, floor ?? 0);
           if (typeof floor === "number") queueMicrotask(() => this.server?.resume()); // claims held back for want of a token
-          return actions;
         });
         return;
       case "activate":
@@ -441,8 +457,10 @@ export class FailoverShell implements GrantGuard, TokenSource {
   }
 
   /** Run a statement bounded in time; `undefined` to `then` means no answer (failed or timed out). */
-  private ask<T>(statement: Promise<T>, then: (result: T | undefined) => RoleAction[]): void {
-    void this.bounded(statement, this.statementTimeoutMs).then((result) => this.run(then(result)));
+  private ask<T>(statement: Promise<T>, then: (result: T | undefined) => void): void {
+    void this.bounded(statement, this.statementTimeoutMs).then((result) => {
+      if (!this.stopping) then(result);
+    });
   }
 
   private async bounded<T>(statement: Promise<T>, ms: number): Promise<T | undefined> {
@@ -472,7 +490,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
       names: new Map(termDelay.names.map(([name, ms]) => [name, now + ms])),
       durableMaxMs: maxLeaseMs,
       raise: (leaseMs) => {
-        this.run(m.raise(leaseMs));
+        m.raise(leaseMs);
         return false;
       },
     });
@@ -482,7 +500,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
       server = this.options.listen(this, this, delay);
     } catch (error) {
       this.options.log.error("failover.cannot_listen", "active, but cannot listen: giving the term up", { service: this.options.service, epoch, error: (error as Error).message });
-      this.run(m.abandon(this.now(), "cannot listen"));
+      m.abandon(this.now(), "cannot listen");
       return;
     }
     this.server = server;

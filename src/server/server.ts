@@ -30,7 +30,7 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type EngineView, type EngineWords, type GrantGuard, type Session, SessionState, type Transport } from "../core/index.ts";
+import { Engine, type EngineView, type EngineWords, type GrantGuard, type Session, SessionState, type EngineOutput } from "../core/index.ts";
 import type { LockDelay } from "../core/delay.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
@@ -107,7 +107,7 @@ const MAX_TIMER_DELAY = 2 ** 31 - 1;
  */
 export const SCRATCH_SIZE = PIPELINE_LIMIT * (HEADER_LENGTH + TOKEN_LENGTH) + HEADER_LENGTH + 1 + MAX_ERROR_MESSAGE_LENGTH;
 
-export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
+export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver {
   readonly engine: Engine<Conn>;
   private readonly listener: TCPSocketListener<Conn>;
   private readonly outboxLimit: number;
@@ -294,7 +294,7 @@ export class LockServer implements Transport<Conn>, FrameHandler, WheelDriver {
     this.timer = setTimeout(this.fire, Math.min(MAX_TIMER_DELAY, Math.max(0, Math.ceil(tick - performance.now()))));
   }
 
-  // --- Transport -----------------------------------------------------------------
+  // --- EngineOutput -----------------------------------------------------------------
 
   send(conn: Conn, frame: Uint8Array): void {
     if (conn === this.batchConn && conn.pendingOutput === 0 && this.batchLength + frame.length <= SCRATCH_SIZE) {

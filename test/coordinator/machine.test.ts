@@ -3,8 +3,9 @@
  * (standby watch and takeover, active renewal and step-down, the check
  * before a grant, token blocks), with `now` as a plain number.
  */
+import { type DrivenMachine, drivenMachine } from "../helpers/role-machine.ts";
 import { describe, expect, test } from "bun:test";
-import { RoleMachine, type RoleAction, type CoordinatorRow, Outcome } from "../../src/failover/machine.ts";
+import { type RoleAction, type CoordinatorRow, Outcome } from "../../src/failover/machine.ts";
 
 const LEASE = 2000;
 const BLOCK = 10;
@@ -18,8 +19,8 @@ function types(actions: readonly RoleAction[]): string[] {
 }
 
 /** A machine made active at `at` by a takeover sent at `at` (epoch 2, floor 100). */
-function active(at = 0, floor = 100): RoleMachine {
-  const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+function active(at = 0, floor = 100): DrivenMachine {
+  const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
   m.start(at);
   m.readDone(at, row(1, 0, "", floor - BLOCK));
   const actions = m.takeoverDone(at, row(2, 0, "me", floor));
@@ -29,7 +30,7 @@ function active(at = 0, floor = 100): RoleMachine {
 
 describe("standby", () => {
   test("a missing row is created and the creator is active at once", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK, initialFloor: 40 });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK, initialFloor: 40 });
     expect(m.start(0)).toEqual([{ type: "read" }]);
     expect(m.readDone(5, null)).toEqual([{ type: "create", floor: 40 }]);
     const actions = m.createDone(8, row(1, 0, "me", 50));
@@ -39,7 +40,7 @@ describe("standby", () => {
   });
 
   test("another instance created the row first: read again and watch", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(1, null);
     expect(m.createDone(2, null)).toEqual([{ type: "read" }]);
@@ -47,7 +48,7 @@ describe("standby", () => {
   });
 
   test("reads every lease/4 and takes over only after a whole lease unchanged, counted from the answer that showed it", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     // The read was sent at 0 but answered at 300: the lease counts from 300.
     expect(m.readDone(300, row(3, 7))).toEqual([]);
@@ -63,7 +64,7 @@ describe("standby", () => {
   });
 
   test("a renewal seen restarts the watch from the read that showed it", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, row(3, 7));
     m.tick(LEASE / 2);
@@ -77,7 +78,7 @@ describe("standby", () => {
   });
 
   test("a new epoch (another standby took over) restarts the watch too", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, row(3, 7));
     m.tick(LEASE / 4);
@@ -86,7 +87,7 @@ describe("standby", () => {
   });
 
   test("waits the longer of its own lease and the row's", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, row(3, 7, "other", 100, 3 * LEASE));
     expect(m.nextWake()).toBe(LEASE / 4);
@@ -100,13 +101,13 @@ describe("standby", () => {
   });
 
   test("a released row (clean stop) is taken over at once", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     expect(m.readDone(10, row(5, 9, ""))).toEqual([{ type: "takeover", watched: { epoch: 5, renewals: 9, holder: "" } }]);
   });
 
   test("a failed takeover (the active renewed in between) reads again at once", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, row(3, 7));
     m.tick(LEASE);
@@ -115,7 +116,7 @@ describe("standby", () => {
   });
 
   test("an unanswered read is retried at the next lease/4 and decides nothing", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     expect(m.readDone(50, null, true)).toEqual([]);
     expect(m.nextWake()).toBe(50 + LEASE / 4);
@@ -125,7 +126,7 @@ describe("standby", () => {
 
 describe("active", () => {
   test("the takeover gives a block above the old floor and renewals every lease/4", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, row(1, 0, ""));
     const actions = m.takeoverDone(40, row(2, 0, "me", 110));
@@ -207,7 +208,7 @@ describe("active", () => {
     const m = active(0);
     expect(m.stop(10, [["a", 900]])).toEqual([{ type: "release", epoch: 2, held: [["a", 900]], maxLeaseMs: 900, carryLeaseMs: 0 }]);
     expect(m.mayGrant(11)).toBe(false);
-    const s = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const s = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     s.start(0);
     expect(s.stop(1)).toEqual([]);
   });
@@ -279,7 +280,7 @@ describe("tokens", () => {
 
 describe("a coordinator that lost data (the row went back)", () => {
   test("the row gone: it is created above the floor this instance saw, not from the start", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, row(7, 3, "other", 500));
     m.tick(LEASE / 4);
@@ -288,7 +289,7 @@ describe("a coordinator that lost data (the row went back)", () => {
   });
 
   test("a takeover of a row whose floor went back issues nothing at or below the floor seen; reservations walk up past it", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, row(7, 3, "other", 500));
     m.tick(LEASE / 4);
@@ -307,7 +308,7 @@ describe("a coordinator that lost data (the row went back)", () => {
   });
 
   test("an ordinary takeover skips nothing", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, row(7, 3, "other", 500));
     m.tick(LEASE);
@@ -325,8 +326,8 @@ test("the machine has no clock: every time is an argument", async () => {
 
 describe("the lock-delay of a new term", () => {
   /** A standby that watched `watched` unchanged for a lease and took over; the takeover answered `taken`. */
-  function takeOver(watched: CoordinatorRow, taken: CoordinatorRow, at = 0): { m: RoleMachine; activate: Extract<RoleAction, { type: "activate" }> } {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+  function takeOver(watched: CoordinatorRow, taken: CoordinatorRow, at = 0): { m: DrivenMachine; activate: Extract<RoleAction, { type: "activate" }> } {
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(at);
     m.readDone(at, watched);
     if (watched.holder !== "") expect(types(m.tick(at + LEASE))).toEqual(["takeover"]);
@@ -349,7 +350,7 @@ describe("the lock-delay of a new term", () => {
   });
 
   test("a row that went back (lost commits) does not shorten the delay: the largest lease any read of the epoch showed counts", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: BLOCK });
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
     m.start(0);
     m.readDone(0, { ...row(3, 7, "other"), maxLeaseMs: 30_000 });
     m.tick(LEASE / 4);

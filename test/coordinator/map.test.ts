@@ -3,8 +3,9 @@
  * and the role machine refusing to take over a row whose map this instance
  * must not follow.
  */
+import { drivenMachine } from "../helpers/role-machine.ts";
 import { describe, expect, test } from "bun:test";
-import { RoleMachine, type CoordinatorRow } from "../../src/failover/machine.ts";
+import type { CoordinatorRow } from "../../src/failover/machine.ts";
 import { SHARD_WORDS } from "../../src/cli/words.ts";
 import { activeHolder, type HolderMap, advertisedOps, describeHolderMap, describeRowMap, holderInstance, holderMapOf, isReleased, mapId, ownMapOf, parseHolderMap, parseHolderOps, refusalHeadline, releasedHolder, takeoverChangesMap, takeoverRefusal } from "../../src/failover/holder.ts";
 
@@ -216,7 +217,7 @@ describe("the role machine with a refusal", () => {
   const LEASE = 1000;
   const row = (holder: string, renewals = 0): CoordinatorRow => ({ epoch: 1, holder, renewals, tokenFloor: 100, leaseMs: LEASE, maxLeaseMs: LEASE / 4, carryLeaseMs: 0, held: null });
   const mine = map("alpha", ["alpha", "beta"], 2);
-  const machine = () => new RoleMachine({ leaseMs: LEASE, block: 100, refuse: (holder) => refuse(mine, holder) });
+  const machine = () => drivenMachine({ leaseMs: LEASE, block: 100, refuse: (holder) => refuse(mine, holder) });
 
   test("a row held with a higher generation is never taken over, however long it stays unchanged; it is read again every lease/4", () => {
     const m = machine();
@@ -246,7 +247,7 @@ describe("the role machine with a refusal", () => {
   });
 
   test("the same row without the refusal is taken over after a lease (the check is what stops it)", () => {
-    const m = new RoleMachine({ leaseMs: LEASE, block: 100 });
+    const m = drivenMachine({ leaseMs: LEASE, block: 100 });
     const holder = activeHolder("other/pid-1/x", map("alpha", ["alpha", "beta"], 3));
     m.start(0);
     expect(m.readDone(0, row(holder))).toEqual([]);

@@ -6,7 +6,7 @@
  * Each case's answers are held to `predict`; afterwards the engine must be
  * back to its baseline: one session, one lock, one wheel entry, no waiter.
  */
-import { Engine, type Session, SessionState, type Transport } from "../../src/core/index.ts";
+import { Engine, type Session, SessionState, type EngineOutput } from "../../src/core/index.ts";
 import { CLIENT_FRAMES, encodeAcquire, FrameLimits, FrameReader, FrameType, ReadResult } from "../../src/protocol/index.ts";
 import type { Rng } from "../sim/prng.ts";
 import { judge, predict, type Received } from "./predict.ts";
@@ -41,7 +41,7 @@ export function fuzzStream(rng: Rng): Uint8Array {
   }
 }
 
-export class EngineFuzz implements Transport<FuzzConn> {
+export class EngineFuzz implements EngineOutput<FuzzConn> {
   readonly engine: Engine<FuzzConn>;
   private now = 1000;
   private readonly control: FuzzConn = { received: [], closed: false, session: null };

@@ -3,7 +3,7 @@
  * clock. Each fake connection keeps the frames the engine sent it and
  * whether (and with what last frame) the engine closed it.
  */
-import { Engine, type EngineOptions, type Session, type Transport } from "../../src/core/index.ts";
+import { Engine, type EngineOptions, type Session, type EngineOutput } from "../../src/core/index.ts";
 import { FrameType, HEARTBEAT_FRAME, decodeAcquired, encodeAcquire } from "../../src/protocol/index.ts";
 
 export interface Sent {
@@ -31,7 +31,7 @@ function parse(frame: Uint8Array): Sent {
   return sent;
 }
 
-export class Harness implements Transport<FakeConn> {
+export class Harness implements EngineOutput<FakeConn> {
   now = 1000;
   readonly engine: Engine<FakeConn>;
 

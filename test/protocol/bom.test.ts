@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { Engine, type Transport } from "../../src/core/index.ts";
+import { Engine, type EngineOutput } from "../../src/core/index.ts";
 import { decodeAcquire, encodeAcquire, FrameType } from "../../src/protocol/index.ts";
 
 // protocol.md: "Lock names are compared byte for byte." A default TextDecoder
@@ -21,7 +21,7 @@ test("a leading U+FEFF stays part of the name and the owner", () => {
 
 test("names that differ only by a leading U+FEFF are different locks", () => {
   const sent: [number, Uint8Array][] = [];
-  const transport: Transport<number> = { send: (conn, frame) => sent.push([conn, frame]), close: () => {} };
+  const transport: EngineOutput<number> = { send: (conn, frame) => sent.push([conn, frame]), close: () => {} };
   const engine = new Engine<number>(transport, { ioTimeoutMs: 5000 }, 0);
   for (const [conn, name] of [[1, "jobs"], [2, "\ufeffjobs"]] as const) {
     const session = engine.open(conn, 0)!;

@@ -21,7 +21,8 @@
  *   never go back), and not above the row's token floor.
  * The `selfTest` variants break the rules on purpose to show the checks fail.
  */
-import { RoleMachine, type RoleAction, type CoordinatorRow, Outcome, type Watched } from "../../src/failover/machine.ts";
+import { type DrivenMachine, drivenMachine } from "../helpers/role-machine.ts";
+import { type RoleAction, type CoordinatorRow, Outcome, type Watched } from "../../src/failover/machine.ts";
 import { Rng } from "./prng.ts";
 
 /** no-deadline-check: a grant trusts the step-down timer instead of reading the clock; no-compare: the takeover is a plain write. */
@@ -48,7 +49,7 @@ export interface CoordinatorSimResult {
 
 interface Instance {
   readonly id: string;
-  readonly machine: RoleMachine;
+  readonly machine: DrivenMachine;
   readonly offset: number;
   readonly rate: number;
   alive: boolean;
@@ -153,7 +154,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
   const spawn = (): Instance => {
     const x: Instance = {
       id: `i${++serial}`,
-      machine: new RoleMachine({ leaseMs, block, initialFloor: 0 }),
+      machine: drivenMachine({ leaseMs, block, initialFloor: 0 }),
       offset: rng.int(2 ** 40),
       rate: 1 + (rng.float() - 0.5) * 0.04,
       alive: true,

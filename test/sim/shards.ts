@@ -21,7 +21,7 @@
  * shards grant one name), `same-generation` changes the map without raising
  * the generation (a moved name's token goes back).
  */
-import { Engine, type Session, type Transport } from "../../src/core/index.ts";
+import { Engine, type Session, type EngineOutput } from "../../src/core/index.ts";
 import { encodeAcquire, FrameType, HEADER_LENGTH } from "../../src/protocol/index.ts";
 import { Placement } from "../../src/shard/placement.ts";
 import { shardGuard } from "../../src/shard/guard.ts";
@@ -84,7 +84,7 @@ export function simulateShards(options: ShardSimOptions): ShardSimResult {
   const lastShard = new Map<string, string>();
   let step = 0;
 
-  const transport: Transport<Conn> = {
+  const transport: EngineOutput<Conn> = {
     send(conn, frame) {
       if (frame[0] === FrameType.ACQUIRED) granted(conn, Number(new DataView(frame.buffer, frame.byteOffset).getBigUint64(HEADER_LENGTH)));
     },

@@ -1,5 +1,5 @@
 /**
- * The simulation's Transport: it records every frame the engine sends and
+ * The simulation's EngineOutput: it records every frame the engine sends and
  * every connection it closes, in call order, for the model to judge. Like
  * the real shell it may re-enter the engine from inside `send`: a short
  * write calls `writeBlocked`, an outbox over its limit calls `timeOut`
@@ -7,7 +7,7 @@
  * logged too, at the point where they happen, so the log is one linear
  * story the model can replay.
  */
-import type { Engine, Session, Transport } from "../../src/core/index.ts";
+import type { Engine, Session, EngineOutput } from "../../src/core/index.ts";
 import type { Rng } from "./prng.ts";
 
 /** The simulation's connection handle: which model client it belongs to. */
@@ -24,7 +24,7 @@ export type SimEvent =
   /** The fake outbox overflowed: the transport called timeOut. */
   | { readonly kind: "cut"; readonly conn: SimConn };
 
-export class SimTransport implements Transport<SimConn> {
+export class SimTransport implements EngineOutput<SimConn> {
   log: SimEvent[] = [];
   engine: Engine<SimConn> | null = null;
   now = 0;
