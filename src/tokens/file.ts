@@ -26,7 +26,8 @@
  * that does not parse or whose checksum is wrong stops start-up: restarting
  * tokens from 1 would silently break every guarded resource.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync } from "node:fs";
+import { crc, replaceDurably } from "./durable.ts";
 import { dirname, join } from "node:path";
 import type { TokenSource } from "../core/tokens.ts";
 import { DirLock, DirLockError } from "./dir-lock.ts";
@@ -61,9 +62,6 @@ function line(floor: number): string {
   return `${body} crc=${crc(body)}\n`;
 }
 
-function crc(text: string): string {
-  return (Bun.hash.crc32(text) >>> 0).toString(16).padStart(8, "0");
-}
 
 /** Read the floor from `dir`: 0 when there is no file yet. Throws TokenStoreError when it is unreadable or corrupt. */
 export function readFloor(dir: string): number {
@@ -92,22 +90,8 @@ export function readFloor(dir: string): number {
 /** Durably replace the floor file: write a temp file, fsync, rename, fsync the directory. */
 export function writeFloor(dir: string, floor: number): void {
   const path = join(dir, FILE);
-  const temp = `${path}.tmp`;
   try {
-    const fd = openSync(temp, "w", 0o644);
-    try {
-      writeSync(fd, line(floor));
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(temp, path);
-    const dirFd = openSync(dir, "r");
-    try {
-      fsyncSync(dirFd);
-    } finally {
-      closeSync(dirFd);
-    }
+    replaceDurably(dir, path, line(floor));
   } catch (error) {
     throw new TokenStoreError(`cannot write the token floor ${path}: ${(error as Error).message}`, { cause: error });
   }

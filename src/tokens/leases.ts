@@ -24,7 +24,8 @@
  * the first grant. Writes happen under the data directory's lock, which the
  * token store (file.ts) holds.
  */
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { crc, replaceDurably } from "./durable.ts";
 import { join } from "node:path";
 import { delayFor, type HeldSet, LockDelay } from "../core/delay.ts";
 import { TokenStoreError } from "./file.ts";
@@ -40,9 +41,6 @@ export interface LeaseState {
   readonly held: HeldSet | null;
 }
 
-function crc(text: string): string {
-  return (Bun.hash.crc32(text) >>> 0).toString(16).padStart(8, "0");
-}
 
 function isHeld(value: unknown): value is HeldSet {
   return value === "*" || (Array.isArray(value) && value.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === "string" && typeof e[1] === "number" && e[1] >= 0));
@@ -86,23 +84,9 @@ export function readLeases(dir: string): LeaseState | null {
 /** Durably replace `<dir>/leases`. Throws TokenStoreError. */
 export function writeLeases(dir: string, state: LeaseState): void {
   const path = join(dir, FILE);
-  const temp = `${path}.tmp`;
   const body = `lockd-leases v1 ${JSON.stringify(state)}`;
   try {
-    const fd = openSync(temp, "w", 0o644);
-    try {
-      writeSync(fd, `${body} crc=${crc(body)}\n`);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(temp, path);
-    const dirFd = openSync(dir, "r");
-    try {
-      fsyncSync(dirFd);
-    } finally {
-      closeSync(dirFd);
-    }
+    replaceDurably(dir, path, `${body} crc=${crc(body)}\n`);
   } catch (error) {
     throw new TokenStoreError(`cannot write the lease record ${path}: ${(error as Error).message}`, { cause: error });
   }
