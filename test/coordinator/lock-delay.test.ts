@@ -17,6 +17,7 @@
  * Waits are for events (log lines, frames). Where the rule is about time,
  * lower bounds are strict and upper bounds generous (safety, not speed).
  */
+import { expectDelayed, metric, readyz, tryClaim } from "../helpers/delay-probe.ts";
 import { describe, expect, test } from "bun:test";
 import { delayFor, roundLease } from "../../src/core/delay.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
@@ -46,35 +47,6 @@ function instance(service: string, listenPort: number, coordinator = pg.url()): 
 
 async function opsPort(child: ChildServer): Promise<number> {
   return Number(String((await child.line("lockd started")).ops).split(":").pop());
-}
-
-async function readyz(port: number): Promise<{ status: number; body: Record<string, any> }> {
-  const response = await fetch(`http://127.0.0.1:${port}/readyz`);
-  return { status: response.status, body: (await response.json()) as Record<string, any> };
-}
-
-/** One value of /metrics (a metric without labels). */
-async function metric(port: number, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const match = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
-  if (match === null) throw new Error(`no ${name} in /metrics:\n${text}`);
-  return Number(match[1]);
-}
-
-/** A TRY claim: its only answer (ACQUIRED or an ERROR). */
-async function tryClaim(port: number, name: string, leaseMs = 5000): Promise<ServerFrame> {
-  const peer = await WirePeer.claim(port, name, leaseMs, { try: true });
-  try {
-    return peer.frames[0]!;
-  } finally {
-    peer.terminate();
-  }
-}
-
-function expectDelayed(frame: ServerFrame): void {
-  expect({ type: frame.type, code: frame.code }).toEqual({ type: FrameType.ERROR, code: ErrorCode.LOCK_DELAYED });
-  expect(ErrorCode.LOCK_DELAYED).toBe(0x14);
-  expect(frame.message).toMatch(/^lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another \d+ ms$/);
 }
 
 describe("the lock-delay after a failover", () => {

@@ -15,6 +15,7 @@
 //
 // Waits are for events (log lines, frames); where the rule is about time,
 // lower bounds are strict and upper bounds generous (safety, not speed).
+import { expectDelayed, metric, readyz, tryClaim } from "../helpers/delay-probe.ts";
 import { afterEach, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -43,33 +44,6 @@ function dataDir(): string {
 
 function serve(dir: string, port: number): ChildServer {
   return ChildServer.spawn(["serve", "--listen", `127.0.0.1:${port}`, "--ops", "127.0.0.1:0", "--shutdown-grace", "0s"], { LOCKD_DATA_DIR: dir });
-}
-
-async function readyz(port: number): Promise<{ status: number; body: Record<string, any> }> {
-  const response = await fetch(`http://127.0.0.1:${port}/readyz`);
-  return { status: response.status, body: (await response.json()) as Record<string, any> };
-}
-
-async function metric(port: number, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const match = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
-  if (match === null) throw new Error(`no ${name} in /metrics:\n${text}`);
-  return Number(match[1]);
-}
-
-/** A TRY claim: its only answer (ACQUIRED or an ERROR). */
-async function tryClaim(port: number, name: string, leaseMs = 5000): Promise<ServerFrame> {
-  const peer = await WirePeer.claim(port, name, leaseMs, { try: true });
-  try {
-    return peer.frames[0]!;
-  } finally {
-    peer.terminate();
-  }
-}
-
-function expectDelayed(frame: ServerFrame): void {
-  expect({ type: frame.type, code: frame.code }).toEqual({ type: FrameType.ERROR, code: ErrorCode.LOCK_DELAYED });
-  expect(frame.message).toMatch(/^lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another \d+ ms$/);
 }
 
 /** A pushed grant (the claim was answered WAITING) no earlier than `notBefore`, no later than `notAfter`. */
