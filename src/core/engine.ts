@@ -154,6 +154,10 @@ const IO_TIMEOUT_FRAME = encodeError(ErrorCode.IO_TIMEOUT, "io-timeout: a frame 
 const FORCE_RELEASED_FRAME = encodeError(ErrorCode.FORCE_RELEASED, "an operator force-released this lock");
 const KICKED_FRAME = encodeError(ErrorCode.KICKED, "an operator removed this session from the queue");
 const SHUTTING_DOWN_FRAME = encodeError(ErrorCode.SHUTTING_DOWN, "server is shutting down; reconnect and claim again");
+const TOKENS_EXHAUSTED_FRAME = encodeError(
+  ErrorCode.TOKENS_EXHAUSTED,
+  "this server can issue no more fencing tokens: its counter reached the end of the map's generation; the operator must raise the shards generation and restart",
+);
 const OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "server is at its session limit; reconnect with backoff");
 const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
 /** Grants resumed per `resume` call: the rest goes on in the next loop turn. */
@@ -414,6 +418,13 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
    */
   resume(now: number, budget: number = RESUME_BUDGET): boolean {
     if (this.draining || this.heldBack.size === 0) return false;
+    if (this.tokens.exhausted === true) {
+      for (const lock of this.heldBack.values()) {
+        for (let s = lock.head; s !== null; s = lock.head) this.end(s, ErrorCode.TOKENS_EXHAUSTED, TOKENS_EXHAUSTED_FRAME, now);
+      }
+      this.heldBack.clear();
+      return false;
+    }
     if (this.guard !== null && !this.guard.mayGrant(now)) return false;
     for (const [name, lock] of this.heldBack) {
       const next = lock.head;
@@ -491,6 +502,11 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
       this.end(session, ErrorCode.SHUTTING_DOWN, SHUTTING_DOWN_FRAME, now);
       return false;
     }
+    if (this.tokens.exhausted === true) {
+      // Refused before anything is kept: no lock, no queue that nobody could ever be granted.
+      this.end(session, ErrorCode.TOKENS_EXHAUSTED, TOKENS_EXHAUSTED_FRAME, now);
+      return false;
+    }
     session.leaseMs = request.leaseMs;
     session.owner = request.owner;
     session.acquiredAt = now;
@@ -556,6 +572,11 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
       return;
     }
     if (this.draining) return;
+    if (this.tokens.exhausted === true) {
+      // No token for anyone: every waiter of this lock ends, and the lock with the last of them.
+      for (let s = lock.head; s !== null; s = lock.head) this.end(s, ErrorCode.TOKENS_EXHAUSTED, TOKENS_EXHAUSTED_FRAME, now);
+      return;
+    }
     if ((this.guard !== null && !this.guard.mayGrant(now)) || !this.mayGrantNow(lock, next, now)) {
       this.heldBack.set(lock.name, lock); // granted by `resume` once allowed
       return;

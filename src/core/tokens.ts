@@ -10,6 +10,11 @@ export interface TokenSource {
   next(): number;
   /** The last token issued, 0 if none. */
   readonly last: number;
+  /**
+   * True once no further token can be issued (a counter at the end of its
+   * range): the engine then grants nothing, and says why. Omitted: never.
+   */
+  readonly exhausted?: boolean;
 }
 
 /** Tokens from memory, starting after `floor`. */

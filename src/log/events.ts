@@ -26,6 +26,7 @@ export const LOG_EVENTS = {
   "tokens.reserve_failed": "error",
   "tokens.floor_saved": "info",
   "tokens.floor_save_failed": "warn",
+  "tokens.exhausted": "error",
   "leases.record_failed": "error",
   "leases.held_saved": "info",
   "leases.held_save_failed": "warn",

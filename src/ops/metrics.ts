@@ -52,6 +52,8 @@ export interface MetricsInput {
   readonly opsConnections: OpsConnections;
   /** With --coordinator: the instance's role and the coordinator's figures. */
   readonly coordinator?: CoordinatorMetrics;
+  /** The token counter reached the end of its generation. */
+  readonly tokensExhausted?: boolean;
   /** The lock-delay as it stands (null: none). */
   readonly lockDelay?: DelayView | null;
   /** This server's shard ("" for none) and the map's generation (lockd_shard_info). */
@@ -103,6 +105,7 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_lock_delay_names", "gauge", "Names still held back one by one (published by the last clean stop); 0 while every name waits, or none.", delay === null ? 0 : delay.names);
   out.single("lockd_lock_delayed_total", "counter", "TRY claims refused with LOCK_DELAYED during a lock-delay.", stats.delayed);
   out.single("lockd_fencing_token_last", "gauge", "The last fencing token issued (0 before the first grant).", engine.tokens.last);
+  out.single("lockd_tokens_exhausted", "gauge", "1 once the token counter reached the end of the map's generation: every claim is refused until a restart with a higher generation.", input.tokensExhausted === true ? 1 : 0);
 
   // Session capacity, and what was refused or cut to keep it (lock port; see limits.ts and conn.ts).
   if (Number.isFinite(engine.maxSessions)) out.single("lockd_session_limit", "gauge", "Live sessions beyond this are refused with OVERLOADED (--max-sessions).", engine.maxSessions);

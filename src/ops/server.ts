@@ -63,6 +63,8 @@ export interface OpsOptions {
   readonly shard?: ShardIdentity;
   /** False from the first moment of shutdown. */
   readonly isReady: () => boolean;
+  /** Why a running server is not ready (its /readyz `status`), or null: "tokens_exhausted". */
+  readonly trouble?: () => string | null;
   /** The lock-delay as it stands (null: none runs): /readyz, /metrics and the page show it. */
   readonly lockDelay?: () => DelayView | null;
   /** Serve HTTPS with this PEM certificate chain and key. */
@@ -277,8 +279,9 @@ export class OpsServer {
     const shard = this.shardView;
     // Ready during a lock-delay too: claims queue here, so clients must be sent here; the field says what remains.
     const lockDelay = this.options.lockDelay?.() ?? null;
-    if (roles === undefined) return ready ? json(200, { status: "ready", shard, lockDelay }) : json(503, { status: "shutting_down", shard, lockDelay: null });
-    const status = ready ? "ready" : roles.role === "standby" ? "standby" : "shutting_down";
+    const trouble = this.options.trouble?.() ?? null;
+    if (roles === undefined) return ready ? json(200, { status: "ready", shard, lockDelay }) : json(503, { status: trouble ?? "shutting_down", shard, lockDelay: null });
+    const status = ready ? "ready" : (trouble ?? (roles.role === "standby" ? "standby" : "shutting_down"));
     return json(ready ? 200 : 503, {
       status,
       role: roles.role,
@@ -335,6 +338,7 @@ export class OpsServer {
       logSuppressed: this.options.log.suppressed,
       opsConnections: this.connections,
       lockDelay: this.options.lockDelay?.() ?? null,
+      tokensExhausted: this.options.trouble?.() === "tokens_exhausted",
       ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
       ...(this.options.shard === undefined ? {} : { shard: this.options.shard }),
     }));

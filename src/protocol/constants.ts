@@ -43,6 +43,8 @@ export const TOKEN_LENGTH = 8;
 export const ErrorCode = {
   SHUTTING_DOWN: 0x01,
   OVERLOADED: 0x02,
+  /** The server can issue no more fencing tokens (its counter reached the end of its generation). */
+  TOKENS_EXHAUSTED: 0x03,
   LEASE_EXPIRED: 0x10,
   FORCE_RELEASED: 0x11,
   KICKED: 0x12,

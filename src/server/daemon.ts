@@ -179,6 +179,7 @@ export class Daemon {
         version: options.version,
         shard: options.shards ?? NO_SHARDS,
         isReady: () => this.ready,
+        trouble: () => this.trouble,
         lockDelay: () => this.lockDelay(),
         ...(roles === null ? {} : { roles }),
         ...(options.opsTls === undefined ? {} : { tls: options.opsTls }),
@@ -234,7 +235,7 @@ export class Daemon {
       maxSessionsPerSource: options.maxSessionsPerSource,
       events: sessionLog(options.log),
       // Tokens carry the shard map's generation (0: as they are), whichever source issues them.
-      tokens: tokensInGeneration(tokens ?? new MemoryTokens(), options.shards?.generation ?? 0),
+      tokens: tokensInGeneration(tokens ?? new MemoryTokens(), options.shards?.generation ?? 0, () => this.tokensExhausted()),
       ...(options.shards === undefined ? {} : { shardGuard: shardGuard(options.shards) }),
       ...(guard === null ? {} : { grantGuard: guard }),
       ...(delay === null ? {} : {
@@ -250,9 +251,31 @@ export class Daemon {
     });
   }
 
+  /**
+   * The token counter reached the end of the map's generation: said once,
+   * and the server is not ready from now on (every claim is refused with
+   * TOKENS_EXHAUSTED; a restart with a higher generation is the way on).
+   */
+  private tokensExhausted(): void {
+    if (this.exhausted) return;
+    this.exhausted = true;
+    const generation = this.options.shards?.generation ?? 0;
+    this.options.log.error("tokens.exhausted", "the fencing-token counter reached the end of the map's generation: no claim can be granted; restart every server of the map with a higher shards generation", {
+      generation,
+      lastToken: this.fixedServer?.view.tokens.last ?? this.roles?.server?.view.tokens.last ?? null,
+    });
+  }
+
+  /** Why this server is not ready though running (the token counter's end), or null. */
+  get trouble(): string | null {
+    return this.exhausted ? "tokens_exhausted" : null;
+  }
+
+  private exhausted = false;
+
   /** Serving: running, and (with --coordinator) active with its listener open. */
   get ready(): boolean {
-    return this.phase === "running" && (this.roles === null || (this.roles.role === "active" && this.roles.server !== null));
+    return !this.exhausted && this.phase === "running" && (this.roles === null || (this.roles.role === "active" && this.roles.server !== null));
   }
 
   /** The controlled shutdown (see the top of this file). Idempotent. */

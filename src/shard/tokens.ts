@@ -9,8 +9,10 @@
  *
  * Tokens stay below 2^53 (generation <= 31, counter < 2^48), so they are
  * exact as JavaScript numbers. A counter that reaches 2^48 (281 trillion
- * grants) would run into the next generation: `next` throws instead of
- * issuing a token that may not be above the one before.
+ * grants) would run into the next generation: `exhausted` says so before
+ * the engine asks (it then refuses every claim with TOKENS_EXHAUSTED), and
+ * `next` throws rather than issue a token that may not be above the one
+ * before.
  */
 import type { TokenSource } from "../core/tokens.ts";
 import { MAX_GENERATION } from "./map.ts";
@@ -20,15 +22,17 @@ export const GENERATION_UNIT = 2 ** 48;
 
 export class GenerationTokens implements TokenSource {
   private readonly base: number;
+  private told = false;
 
   constructor(
     readonly counter: TokenSource,
     readonly generation: number,
+    /** Called once, the first time the counter is found at its end (the server logs it and turns unready). */
+    private readonly onExhausted: () => void = () => {},
   ) {
     if (!Number.isInteger(generation) || generation < 0 || generation > MAX_GENERATION) {
       throw new RangeError(`generation ${generation} is not in 0..${MAX_GENERATION}`);
     }
-    if (counter.last >= GENERATION_UNIT - 1) throw new RangeError(`the token counter (${counter.last}) has reached 2^48: no room in a generation`);
     this.base = generation * GENERATION_UNIT;
   }
 
@@ -41,9 +45,19 @@ export class GenerationTokens implements TokenSource {
   get last(): number {
     return this.base + this.counter.last;
   }
+
+  /** The counter is at 2^48 - 1: the next token would be in the next generation's range. */
+  get exhausted(): boolean {
+    if (this.counter.last < GENERATION_UNIT - 1) return false;
+    if (!this.told) {
+      this.told = true;
+      this.onExhausted();
+    }
+    return true;
+  }
 }
 
 /** `counter` itself for generation 0 (today's tokens, untouched), else wrapped. */
-export function tokensInGeneration(counter: TokenSource, generation: number): TokenSource {
-  return generation === 0 ? counter : new GenerationTokens(counter, generation);
+export function tokensInGeneration(counter: TokenSource, generation: number, onExhausted?: () => void): TokenSource {
+  return generation === 0 ? counter : new GenerationTokens(counter, generation, onExhausted);
 }

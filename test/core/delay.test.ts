@@ -218,3 +218,21 @@ describe("the arithmetic", () => {
     expect(steps.size).toBeLessThanOrEqual(9);
   });
 });
+
+describe("the end of the token counter", () => {
+  test("once the source is exhausted every claim ends with TOKENS_EXHAUSTED, waiters too, and nothing is left in the engine's maps", () => {
+    let last = 0;
+    const tokens = { next: () => ++last, get last() { return last; }, get exhausted() { return last >= 2; } };
+    const h = new Harness({ tokens });
+    const a = h.client("L", 1000, "a"); // token 1
+    const w = h.client("L", 1000, "w"); // waits
+    const b = h.client("M", 1000, "b"); // token 2: the last one
+    expect([a.last!.token, b.last!.token]).toEqual([1n, 2n]);
+    const c = h.client("N", 1000, "c");
+    expect(c.closeFrame).toEqual({ type: FrameType.ERROR, flags: 0, code: ErrorCode.TOKENS_EXHAUSTED });
+    h.closePeer(a); // its waiter cannot be granted: it ends too
+    expect(w.closeFrame?.code).toBe(ErrorCode.TOKENS_EXHAUSTED);
+    expect([...h.engine.locks.keys()]).toEqual(["M"]);
+    expect(h.engine.sessions.size).toBe(1);
+  });
+});

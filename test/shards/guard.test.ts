@@ -54,7 +54,11 @@ test("generation tokens: generation 0 is the counter itself; a higher generation
   expect(first).toBeGreaterThan(last);
   expect(new GenerationTokens(new MemoryTokens(0), 31).next()).toBeLessThan(2 ** 53);
   expect(() => new GenerationTokens(new MemoryTokens(0), 32)).toThrow(RangeError);
-  const full = new GenerationTokens(new MemoryTokens(GENERATION_UNIT - 2), 1);
+  let told = 0;
+  const full = new GenerationTokens(new MemoryTokens(GENERATION_UNIT - 2), 1, () => told++);
+  expect(full.exhausted).toBe(false);
   expect(full.next()).toBe(2 * GENERATION_UNIT - 1);
+  // The end is said before the engine asks for another (it then refuses claims), and once.
+  expect([full.exhausted, full.exhausted, told]).toEqual([true, true, 1]);
   expect(() => full.next()).toThrow(/2\^48/);
 });
