@@ -129,7 +129,7 @@ export interface GrantGuard {
 export type EngineStatsView = Omit<Readonly<EngineStats>, "handedOver" | "granted" | "held">;
 
 /** The timer wheel's figures, without the methods that file and advance. */
-export type WheelView = Pick<TimerWheel<Session<unknown>>, "size" | "nextTick" | "refiled" | "cascaded">;
+export type WheelView = Pick<TimerWheel<Session<unknown>>, "size" | "nextTick" | "refiled" | "cascaded" | "cuts">;
 
 /**
  * What the ops server, metrics, views and the /ui board read of an engine:
@@ -162,6 +162,12 @@ const OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "server is at its ses
 const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
 /** Grants resumed per `resume` call: the rest goes on in the next loop turn. */
 export const RESUME_BUDGET = 1000;
+/**
+ * Deadlines handled per timer callback of the shell. Ending a session is a
+ * write and a close (some microseconds each): 256 of them keep one callback
+ * to a few milliseconds, and the rest come in the next loop turns.
+ */
+export const EXPIRY_BUDGET = 256;
 const SECOND_ACQUIRE_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "a second ACQUIRE: one connection makes one claim");
 const EARLY_HEARTBEAT_FRAME = encodeError(ErrorCode.PROTOCOL_ERROR, "HEARTBEAT before ACQUIRE: the first frame must be ACQUIRE");
 const PIPELINING_FRAME = encodeError(
@@ -342,9 +348,14 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     this.detach(session, now);
   }
 
-  /** Run the wheel up to `now`: end sessions whose deadline has passed. */
-  tick(now: number): void {
-    this.timers.advance(now, this);
+  /**
+   * Run the wheel up to `now`: end sessions whose deadline has passed, at
+   * most `budget` of them (true: some are left; the wheel's driver is armed
+   * to come back for them at once). The shell passes EXPIRY_BUDGET, so a
+   * crowd of leases ending in one millisecond is spread over loop turns.
+   */
+  tick(now: number, budget = Infinity): boolean {
+    return this.timers.advance(now, this, budget);
   }
 
   /** WheelOwner: the session's filed deadline has passed. */

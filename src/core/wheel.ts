@@ -92,6 +92,10 @@ export class TimerWheel<E extends WheelEntry> {
   refiled = 0;
   /** Entries moved down a level. */
   cascaded = 0;
+  /** Advances cut short by their budget. */
+  cuts = 0;
+  /** What is left of the current advance's budget. */
+  private budget = Infinity;
 
   constructor(now: number) {
     this.current = Math.floor(now);
@@ -122,11 +126,16 @@ export class TimerWheel<E extends WheelEntry> {
 
   /**
    * Process every tick up to `now`: cascade what comes due, hand each entry
-   * whose tick has passed to `owner.due`, and re-arm the driver.
+   * whose tick has passed to `owner.due`, and re-arm the driver. At most
+   * `budget` entries are handed over: the rest stay due, the driver is
+   * armed for them at once (a crowd of deadlines in one millisecond is
+   * spread over loop turns), and the call returns true.
    */
-  advance(now: number, owner: WheelOwner<E>): void {
+  advance(now: number, owner: WheelOwner<E>, budget = Infinity): boolean {
     const target = Math.floor(now);
     this.advancing = true;
+    this.budget = budget;
+    let cut = false;
     try {
       while (this.current <= target) {
         if (this.count === 0) {
@@ -135,8 +144,11 @@ export class TimerWheel<E extends WheelEntry> {
         }
         const tick = this.current;
         const index = tick % L0_SLOTS;
-        if (index === 0) this.cascade(tick);
-        this.expireSlot(index, now, owner);
+        if (index === 0) this.cascade(tick); // idempotent: a tick resumed after a cut cascades an empty slot
+        if (!this.expireSlot(index, now, owner)) {
+          cut = true; // this tick again, next time
+          break;
+        }
         this.current = tick + 1;
         // Skip empty ticks: to the next occupied slot of this 256-tick window,
         // else to the window's end, or, with level 0 empty, straight to the
@@ -152,8 +164,10 @@ export class TimerWheel<E extends WheelEntry> {
     } finally {
       this.advancing = false;
     }
+    if (cut) this.cuts++;
     this.armedAt = Infinity;
     this.rearm();
+    return cut;
   }
 
   /** The earliest tick at which `advance` has work, or -1 when the wheel is empty. */
@@ -243,10 +257,13 @@ export class TimerWheel<E extends WheelEntry> {
     }
   }
 
-  private expireSlot(index: number, now: number, owner: WheelOwner<E>): void {
+  /** Hand the slot's entries to the owner; false when the budget ran out with some left. */
+  private expireSlot(index: number, now: number, owner: WheelOwner<E>): boolean {
     // Pop one at a time: `due` may remove other entries of this slot.
     let entry = this.heads[index]!;
     while (entry !== null) {
+      if (this.budget <= 0) return false;
+      this.budget--;
       this.unlink(entry);
       const deadline = owner.due(entry as E, now);
       if (deadline >= 0) {
@@ -257,6 +274,7 @@ export class TimerWheel<E extends WheelEntry> {
       }
       entry = this.heads[index]!;
     }
+    return true;
   }
 }
 

@@ -30,7 +30,7 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type EngineView, type EngineWords, type GrantGuard, type Session, SessionState, type EngineOutput } from "../core/index.ts";
+import { Engine, type EngineView, type EngineWords, EXPIRY_BUDGET, type GrantGuard, type Session, SessionState, type EngineOutput } from "../core/index.ts";
 import type { LockDelay } from "../core/delay.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
@@ -117,7 +117,8 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
     this.timer = null;
     const promoted = this.engine.stats.grantsPromoted;
     const now = performance.now();
-    this.engine.tick(now);
+    // At most EXPIRY_BUDGET deadlines per callback: the wheel re-arms at once for the rest.
+    this.engine.tick(now, EXPIRY_BUDGET);
     this.handedOver(promoted, now);
   };
   /** The connection whose chunk is being read, and the replies gathered for it. */

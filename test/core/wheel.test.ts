@@ -232,3 +232,25 @@ describe("TimerWheel", () => {
     expect(wheel.refiled).toBeLessThanOrEqual(11); // about once per lease
   });
 });
+
+test("a budget spreads a crowd of deadlines in one tick over several advances, in order, arming the driver at once for the rest", () => {
+  const wheel = new TimerWheel<Entry>(0);
+  const armed: number[] = [];
+  wheel.setDriver({ arm: (tick) => armed.push(tick) });
+  const items = Array.from({ length: 1000 }, (_, i) => new Entry(i, 50));
+  for (const item of items) wheel.schedule(item, 50);
+  const ended: number[] = [];
+  const owner = { due: (item: Entry) => (ended.push(item.id), -1) };
+  armed.length = 0;
+  expect(wheel.advance(60, owner, 300)).toBe(true);
+  expect(ended).toHaveLength(300);
+  // The rest is due now: the driver is armed for a tick already past, so it comes back at once.
+  expect(armed.at(-1)).toBeLessThanOrEqual(60);
+  expect(wheel.advance(60, owner, 300)).toBe(true);
+  expect(wheel.advance(60, owner, 300)).toBe(true);
+  expect(wheel.advance(60, owner, 300)).toBe(false);
+  expect(ended).toHaveLength(1000);
+  expect(new Set(ended).size).toBe(1000);
+  expect(wheel.size).toBe(0);
+  expect(wheel.cuts).toBe(3);
+});
