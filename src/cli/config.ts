@@ -97,7 +97,7 @@ export const SERVE_OPTIONS = {
     flag: "--max-lease",
     env: "LOCKD_MAX_LEASE",
     default: "off",
-    help: "an ACQUIRE with a longer lease is refused with BAD_REQUEST; bounds the lock-delay after a failover or an unclean restart (0.8 x the largest lease in use)",
+    help: "an ACQUIRE with a longer lease is refused with BAD_REQUEST; bounds the lock-delay after a failover or an unclean restart (0.82 x the largest lease in use)",
     schema: offOr(duration(1, 0xffff_ffff)),
   },
   shutdownGrace: {
@@ -120,8 +120,9 @@ export const SERVE_OPTIONS = {
     flag: "--data-dir",
     env: "LOCKD_DATA_DIR",
     default: "./lockd-data",
-    help: "durable state: the fencing-token floor (keep it: tokens must never go back)",
+    help: "durable state: the fencing-token floor (keep it: tokens must never go back) and the lease record of the lock-delay",
     schema: path,
+    value: "DIR",
   },
   tokenBlock: {
     flag: "--token-block",

@@ -81,7 +81,9 @@ export class LockDelayedError extends LockError {
     readonly serverMessage: string,
     cause?: unknown,
   ) {
-    super(`lock ${JSON.stringify(lock)} is held back by a lock-delay${serverMessage ? `: ${serverMessage}` : ""}`, { cause });
+    // The server's message opens with "lock-delay: ...": quote what follows, not the word twice.
+    const detail = serverMessage?.replace(/^lock-delay:\s*/, "");
+    super(`lock ${JSON.stringify(lock)} is held back by a lock-delay${detail ? `: ${detail}` : ""}`, { cause });
   }
 }
 

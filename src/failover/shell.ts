@@ -527,7 +527,8 @@ export class FailoverShell implements GrantGuard, TokenSource {
       this.options.log.info("lock_delay.begins", "lock-delay: holding back grants while an earlier active's holders may still believe they hold their locks", {
         service: this.options.service,
         epoch,
-        why,
+        // The delay's reason, as /readyz and lockd status name it (takeover, released); the activation's is on "active: listening".
+        why: delay.why,
         everyNameMs: termDelay.everyNameMs,
         names: termDelay.names.length,
         untilMs: Math.ceil(delay.endsAt - now),
