@@ -100,7 +100,7 @@ describe("simulation of failover (coordinator.ts)", () => {
   });
 });
 
-describe("simulation of failover with engines and clients (believers.ts)", () => {
+describe("what clients believe (believers.ts): failover with engines and clients, single-server restarts", () => {
   const BELIEVER_SEEDS = 150;
 
   test(`${BELIEVER_SEEDS} seeded schedules: no two clients believe they hold one name at once`, () => {
@@ -137,6 +137,7 @@ describe("simulation of failover with engines and clients (believers.ts)", () =>
     ["no-carry", 60],
     ["no-raise", 40],
     ["no-heartbeat-guard", 300],
+    ["no-restart-delay", 20], // single-server seeds only: every fifth
   ] as const)("self-test %s: caught within %i seeds", (selfTest, bound) => {
     let message: string | undefined;
     for (let seed = 1; seed <= bound && message === undefined; seed++) message = simulateBelievers({ seed, selfTest }).failure?.message;
