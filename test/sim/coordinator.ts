@@ -22,8 +22,10 @@
  * The `selfTest` variants break the rules on purpose to show the checks fail.
  */
 import { type DrivenMachine, drivenMachine } from "../helpers/role-machine.ts";
-import { type RoleAction, type CoordinatorRow, Outcome, type Watched } from "../../src/failover/machine.ts";
+import { type RoleAction, Outcome } from "../../src/failover/machine.ts";
+import { EventQueue } from "./events.ts";
 import { Rng } from "./prng.ts";
+import { RowModel } from "./row.ts";
 
 /** no-deadline-check: a grant trusts the step-down timer instead of reading the clock; no-compare: the takeover is a plain write. */
 export type CoordinatorSelfTest = "no-deadline-check" | "no-compare";
@@ -60,55 +62,6 @@ interface Instance {
   timerSeq: number;
 }
 
-interface Event {
-  readonly at: number;
-  readonly seq: number;
-  readonly run: () => void;
-}
-
-/** A binary min-heap of events by (at, seq). */
-class Queue {
-  private readonly heap: Event[] = [];
-  get size(): number {
-    return this.heap.length;
-  }
-  push(e: Event): void {
-    const h = this.heap;
-    h.push(e);
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!less(h[i]!, h[p]!)) break;
-      [h[i], h[p]] = [h[p]!, h[i]!];
-      i = p;
-    }
-  }
-  pop(): Event | undefined {
-    const h = this.heap;
-    const top = h[0];
-    const last = h.pop();
-    if (h.length > 0 && last !== undefined) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && less(h[l]!, h[m]!)) m = l;
-        if (r < h.length && less(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
-      }
-    }
-    return top;
-  }
-}
-
-function less(a: Event, b: Event): boolean {
-  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
-}
-
 class Violation extends Error {}
 
 export function simulateCoordinator(options: CoordinatorSimOptions): CoordinatorSimResult {
@@ -125,8 +78,8 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
   let now = 0;
   let seq = 0;
   let step = 0;
-  const queue = new Queue();
-  let row: CoordinatorRow | null = null;
+  const queue = new EventQueue();
+  const store = new RowModel(block);
   let outageUntil = -1;
   const instances: Instance[] = [];
   let serial = 0;
@@ -203,58 +156,23 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
     });
   };
 
-  const mine = (x: Instance, epoch: number): boolean => row !== null && row.holder === x.id && row.epoch === epoch;
-
   const act = (x: Instance, action: RoleAction): void => {
     const m = x.machine;
     switch (action.type) {
       case "read":
-        statement(x, "read", () => row, (r) => (r === undefined ? m.readDone(local(x), null, true) : m.readDone(local(x), r)));
+        statement(x, "read", () => store.row, (r) => (r === undefined ? m.readDone(local(x), null, true) : m.readDone(local(x), r)));
         return;
       case "create":
-        statement(
-          x,
-          "create",
-          () => {
-            if (row !== null) return null;
-            row = { epoch: 1, holder: x.id, renewals: 0, tokenFloor: action.floor + block, leaseMs, maxLeaseMs: leaseMs / 4, carryLeaseMs: 0, held: null };
-            return row;
-          },
-          (r) => m.createDone(local(x), r ?? null),
-        );
+        statement(x, "create", () => store.create(x.id, action.floor, leaseMs), (r) => m.createDone(local(x), r ?? null));
         return;
       case "takeover":
-        statement(
-          x,
-          "takeover",
-          () => {
-            const w: Watched = action.watched;
-            if (row === null) return null;
-            if (selfTest !== "no-compare" && (row.epoch !== w.epoch || row.renewals !== w.renewals || row.holder !== w.holder)) return null;
-            row = {
-              epoch: row.epoch + 1,
-              holder: x.id,
-              renewals: 0,
-              tokenFloor: row.tokenFloor + block,
-              leaseMs,
-              maxLeaseMs: leaseMs / 4,
-              carryLeaseMs: Math.max(row.carryLeaseMs, row.maxLeaseMs ?? 0),
-              held: null,
-            };
-            return row;
-          },
-          (r) => m.takeoverDone(local(x), r ?? null),
-        );
+        statement(x, "takeover", () => store.takeover(x.id, action.watched, leaseMs, selfTest !== "no-compare"), (r) => m.takeoverDone(local(x), r ?? null));
         return;
       case "renew":
         statement(
           x,
           "renew",
-          () => {
-            if (!mine(x, action.epoch)) return false;
-            row = { ...row!, renewals: row!.renewals + 1, carryLeaseMs: action.carryLeaseMs };
-            return true;
-          },
+          () => store.renew(x.id, action.epoch, action.carryLeaseMs),
           (ok) => m.renewDone(local(x), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN),
         );
         return;
@@ -262,35 +180,18 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
         statement(
           x,
           "reserve",
-          () => {
-            if (!mine(x, action.epoch)) return null;
-            row = { ...row!, tokenFloor: row!.tokenFloor + block };
-            return row.tokenFloor;
-          },
+          () => store.reserve(x.id, action.epoch),
           (floor) => m.reserveDone(local(x), action.epoch, floor === undefined ? Outcome.FAILED : floor === null ? Outcome.TAKEN : Outcome.OK, floor ?? 0),
         );
         return;
       case "release":
-        statement(
-          x,
-          "release",
-          () => {
-            if (!mine(x, action.epoch)) return false;
-            row = { ...row!, holder: "", renewals: row!.renewals + 1, maxLeaseMs: action.maxLeaseMs, carryLeaseMs: action.carryLeaseMs, held: action.held };
-            return true;
-          },
-          () => [],
-        );
+        statement(x, "release", () => store.release(x.id, action), () => []);
         return;
       case "raise":
         statement(
           x,
           "raise",
-          () => {
-            if (!mine(x, action.epoch)) return null;
-            row = { ...row!, maxLeaseMs: Math.max(row!.maxLeaseMs ?? 0, action.leaseMs) };
-            return row.maxLeaseMs;
-          },
+          () => store.raise(x.id, action.epoch, action.leaseMs),
           (max) => m.raiseDone(local(x), action.epoch, max === undefined ? Outcome.FAILED : max === null ? Outcome.TAKEN : Outcome.OK, max ?? 0),
         );
         return;
@@ -320,6 +221,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
     const token = m.nextToken();
     grants++;
     log(`${x.id} grants token ${token} (epoch ${m.epoch})`);
+    const row = store.row;
     if (row === null || row.holder !== x.id || row.epoch !== m.epoch) {
       throw new Violation(`${x.id} granted in epoch ${m.epoch} while the row is ${JSON.stringify(row)}: two actives`);
     }

@@ -10,13 +10,23 @@
  *   By default every 20th seed (seed % 20 == 0) gets the far jumps, so a seed replays the same way.
  *   --break B   run against a deliberately broken engine (repeat-tokens, late-driver, lifo)
  *               to see what a failure looks like
- *   --coordinator  the failover simulation instead (coordinator.ts: two or three instances of a
- *               service, a coordinator row, pauses, kills, outages); takes --seeds, --from,
- *               --seed N --trace, and --break no-deadline-check | no-compare
- *   After the core's seeds, a plain run (no --seed, no --break) also runs as many coordinator seeds.
+ *   --coordinator  the failover simulations instead: coordinator.ts (two or three instances of a
+ *               service, a coordinator row, pauses, kills, outages; grants checked against the row)
+ *               and believers.ts (the same with real engines and clients; checked: no two clients
+ *               believe they hold one name at once), as many seeds of each; takes --seeds, --from,
+ *               --seed N --trace, and --break B: no-deadline-check | no-compare (coordinator.ts),
+ *               or no-delay | short-delay | no-carry | no-raise | no-heartbeat-guard | no-restart-delay
+ *               (believers.ts)
+ *   --believers only believers.ts; takes the same, and --rates PCT (clock rates within +-PCT %,
+ *               default 1; 2 shows the lock-delay's margin exceeded now and then) and --steps N
+ *               (events per seed, default 20000); every fifth seed is a single server restarted on
+ *               its data directory instead of a coordinated service
+ *   After the core's seeds, a plain run (no --seed, no --break) also runs as many coordinator seeds
+ *   and a tenth as many believers seeds (each costs about ten coordinator seeds).
  *
  * Exits 1 if any seed fails; each failure prints its seed, step and replay command.
  */
+import { BELIEVER_BREAKS, type BelieverSelfTest, runBelieverSeeds, simulateBelievers } from "./believers.ts";
 import { type CoordinatorSelfTest, runCoordinatorSeeds, simulateCoordinator } from "./coordinator.ts";
 import { type SelfTest, simulate, type SimResult } from "./simulate.ts";
 
@@ -57,22 +67,55 @@ function report(result: SimResult, steps: number, args: Map<string, string>): vo
 
 const COORDINATOR_BREAKS: readonly CoordinatorSelfTest[] = ["no-deadline-check", "no-compare"];
 
+/** --coordinator (both failover simulations) and --believers (believers.ts only). */
 function coordinator(args: Map<string, string>): number {
   const broken = args.get("break");
-  if (broken !== undefined && !COORDINATOR_BREAKS.includes(broken as CoordinatorSelfTest)) throw new Error(`--break must be one of ${COORDINATOR_BREAKS.join(", ")}`);
-  const selfTest = broken as CoordinatorSelfTest | undefined;
+  const believersOnly = args.has("believers");
+  const coordinatorBreak = broken !== undefined && COORDINATOR_BREAKS.includes(broken as CoordinatorSelfTest) ? (broken as CoordinatorSelfTest) : undefined;
+  const believerBreak = broken !== undefined && BELIEVER_BREAKS.includes(broken as BelieverSelfTest) ? (broken as BelieverSelfTest) : undefined;
+  if (broken !== undefined && believerBreak === undefined && (believersOnly || coordinatorBreak === undefined)) {
+    throw new Error(`--break must be one of ${[...(believersOnly ? [] : COORDINATOR_BREAKS), ...BELIEVER_BREAKS].join(", ")}`);
+  }
+  const runCoordinator = !believersOnly && believerBreak === undefined;
+  const runBelievers = coordinatorBreak === undefined;
+  const rates = args.get("rates");
+  const spread = rates === undefined ? undefined : Number(rates) / 100;
+  if (spread !== undefined && !(spread >= 0 && spread < 1)) throw new Error(`--rates must be a percentage from 0 to under 100, got ${rates}`);
+  const believerOptions = {
+    ...(believerBreak === undefined ? {} : { selfTest: believerBreak }),
+    ...(spread === undefined ? {} : { rateSpread: spread }),
+    ...(args.has("steps") ? { steps: int(args, "steps", 20_000) } : {}),
+  };
+  const trace = args.has("trace") ? { trace: (line: string) => console.log(line) } : {};
   if (args.has("seed")) {
     const seed = int(args, "seed", 0);
-    const result = simulateCoordinator({ seed, ...(selfTest === undefined ? {} : { selfTest }), ...(args.has("trace") ? { trace: (line: string) => console.log(line) } : {}) });
-    console.log(result.failure === null ? `coordinator seed ${seed}: ok, ${result.grants} grants, ${result.takeovers} terms` : `FAIL coordinator seed ${seed} at step ${result.failure.step}: ${result.failure.message}`);
-    return result.failure === null ? 0 : 1;
+    let failed = false;
+    if (runCoordinator) {
+      const result = simulateCoordinator({ seed, ...(coordinatorBreak === undefined ? {} : { selfTest: coordinatorBreak }), ...trace });
+      console.log(result.failure === null ? `coordinator seed ${seed}: ok, ${result.grants} grants, ${result.takeovers} terms` : `FAIL coordinator seed ${seed} at step ${result.failure.step}: ${result.failure.message}`);
+      failed ||= result.failure !== null;
+    }
+    if (runBelievers) {
+      const result = simulateBelievers({ seed, ...believerOptions, ...trace });
+      console.log(
+        result.failure === null
+          ? `believers seed ${seed}: ok, ${result.beliefs} beliefs of ${result.grants} grants, ${result.takeovers} terms (${result.delayedTerms} with a lock-delay), ${result.handoffs} close handoffs`
+          : `FAIL believers seed ${seed} at step ${result.failure.step}: ${result.failure.message}`,
+      );
+      failed ||= result.failure !== null;
+    }
+    return failed ? 1 : 0;
   }
-  return runCoordinatorSeeds(int(args, "from", 1), int(args, "seeds", 1000), console.log, selfTest) === 0 ? 0 : 1;
+  const from = int(args, "from", 1);
+  const count = int(args, "seeds", 1000);
+  const coordinatorFailed = runCoordinator ? runCoordinatorSeeds(from, count, console.log, coordinatorBreak) : 0;
+  const believersFailed = runBelievers ? runBelieverSeeds(from, count, console.log, believerOptions) : 0;
+  return coordinatorFailed === 0 && believersFailed === 0 ? 0 : 1;
 }
 
 function main(): number {
   const args = parse(process.argv.slice(2));
-  if (args.has("coordinator")) return coordinator(args);
+  if (args.has("coordinator") || args.has("believers")) return coordinator(args);
   const steps = int(args, "steps", 200);
   const broken = args.get("break");
   if (broken !== undefined && !BREAKS.includes(broken as SelfTest)) throw new Error(`--break must be one of ${BREAKS.join(", ")}`);
@@ -131,7 +174,8 @@ function main(): number {
   );
   if (broken !== undefined) return failed === 0 ? 0 : 1;
   const coordinatorFailed = runCoordinatorSeeds(from, count, console.log);
-  return failed === 0 && coordinatorFailed === 0 ? 0 : 1;
+  const believersFailed = runBelieverSeeds(from, Math.max(1, Math.floor(count / 10)), console.log);
+  return failed === 0 && coordinatorFailed === 0 && believersFailed === 0 ? 0 : 1;
 }
 
 process.exit(main());
