@@ -1,18 +1,22 @@
 /**
- * simulateCoordinator(seed): the coordinator role machine (src/server/
- * coordinator.ts) of two or three instances of one service against a model
- * of the coordinator row, in simulated real time, under a seeded schedule.
+ * simulateCoordinator(seed): the real failover shell (src/failover/shell.ts,
+ * with its role machine) of two or three instances of one service against a
+ * model of the coordinator row, in simulated real time, under a seeded
+ * schedule. Each shell runs on a clock of its own (ShellClock: the
+ * simulation's time, the instance's offset and rate) and reaches the row
+ * through a CoordinatorStore that the simulation answers; nothing in the
+ * shell is re-written here.
  *
  * The world: each instance has its own monotonic clock (its own offset and a
  * rate within +-2 % of real time); every statement executes atomically on
  * the row after a random delay and is answered after another, or is lost
- * before or after executing (the shell then reports it failed after its
- * timeout, as roles.ts does, and a late effect still lands); the coordinator
+ * before or after executing (the shell then reports it failed after its own
+ * timeout, and a late effect still lands); the coordinator
  * has outages; instances are paused (SIGSTOP: nothing runs, the clock goes
  * on), killed, restarted under a new id, and stopped cleanly (release).
  * Clients ask the serving instances for grants at random moments; a grant
- * happens only when the machine's check before a grant says yes, exactly as
- * the engine's grant guard asks it.
+ * happens only when the shell's check before a grant (its GrantGuard) says
+ * yes, and takes its token from the shell, exactly as the engine does.
  *
  * Checked at every grant:
  * - the granting instance is the row's holder in the row's epoch: at most one
@@ -21,8 +25,12 @@
  *   never go back), and not above the row's token floor.
  * The `selfTest` variants break the rules on purpose to show the checks fail.
  */
-import { type DrivenMachine, drivenMachine } from "../helpers/role-machine.ts";
-import { type RoleAction, Outcome } from "../../src/failover/machine.ts";
+import { Engine, type EngineOutput, type EngineView } from "../../src/core/engine.ts";
+import { FailoverShell, type ShellClock } from "../../src/failover/shell.ts";
+import type { CoordinatorStore } from "../../src/failover/store.ts";
+import { Logger } from "../../src/log/logger.ts";
+import type { Conn } from "../../src/server/conn.ts";
+import type { LockServer } from "../../src/server/server.ts";
 import { EventQueue } from "./events.ts";
 import { Rng } from "./prng.ts";
 import { RowModel } from "./row.ts";
@@ -51,20 +59,40 @@ export interface CoordinatorSimResult {
 
 interface Instance {
   readonly id: string;
-  readonly machine: DrivenMachine;
+  /** The real failover shell (src/failover/shell.ts), on this instance's clock. */
+  shell: FailoverShell;
   readonly offset: number;
   readonly rate: number;
   alive: boolean;
-  serving: boolean;
+  /** The current term's server (a stand-in for the lock listener), null while not serving. */
+  server: TermStandIn | null;
   pausedUntil: number;
   /** Events that came due while paused, run on resume in order. */
   backlog: (() => void)[];
-  timerSeq: number;
+}
+
+/** What the shell asks of the term's lock server; grants here are the simulation's, through the shell's guard. */
+interface TermStandIn {
+  readonly hostname: string;
+  readonly port: number;
+  readonly view: EngineView<Conn>;
+  readonly engine: Engine<Conn>;
+  readonly connectionCount: number;
+  stop(): Promise<void>;
+  resume(): void;
 }
 
 class Violation extends Error {}
 
-export function simulateCoordinator(options: CoordinatorSimOptions): CoordinatorSimResult {
+const SILENT = new Logger("error", () => {});
+const NO_OUTPUT: EngineOutput<Conn> = { send() {}, close() {} };
+
+/** Let every promise continuation that is ready run (the shell's statements answer through them). */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 24; i++) await Promise.resolve();
+}
+
+export async function simulateCoordinator(options: CoordinatorSimOptions): Promise<CoordinatorSimResult> {
   const rng = new Rng(options.seed);
   const trace = options.trace;
   const selfTest = options.selfTest;
@@ -72,7 +100,6 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
   const block = rng.pick([2, 3, 10, 1000]);
   const maxDelay = rng.pick([1, 10, leaseMs / 20, leaseMs / 5]);
   const lossRate = rng.pick([0, 0.01, 0.1]);
-  const statementTimeout = leaseMs / 2;
   const steps = options.steps ?? 4000;
 
   let now = 0;
@@ -104,131 +131,117 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
     else body();
   };
 
+  /**
+   * The coordinator as instance x reaches it: each statement executes on the
+   * row after a random delay and is answered after another, or is lost before
+   * or after executing (the shell's own timeout then says it failed, and a
+   * late effect still lands). An answer reaches the instance only when it runs.
+   */
+  const storeFor = (x: Instance): CoordinatorStore => {
+    const statement = <T>(name: string, exec: () => T): Promise<T> =>
+      new Promise<T>((resolve) => {
+        if (rng.chance(lossRate)) return; // lost on the way there
+        at(now + rng.float() * maxDelay, () => {
+          if (now < outageUntil) return;
+          const result = exec();
+          log(`${x.id} ${name} executed -> ${JSON.stringify(result)}`);
+          if (rng.chance(lossRate)) return; // the answer is lost
+          at(now + rng.float() * maxDelay, () => inInstance(x, () => resolve(result)));
+        });
+      });
+    return {
+      setHolder() {}, // the holder is the instance id: no map, no ops address
+      read: () => statement("read", () => store.row),
+      create: (floor) => statement("create", () => store.create(x.id, floor, leaseMs)),
+      takeover: (watched) => statement("takeover", () => store.takeover(x.id, watched, leaseMs, selfTest !== "no-compare")),
+      renew: (epoch, carryLeaseMs) => statement("renew", () => store.renew(x.id, epoch, carryLeaseMs)),
+      raise: (epoch, lease) => statement("raise", () => store.raise(x.id, epoch, lease)),
+      reserve: (epoch) => statement("reserve", () => store.reserve(x.id, epoch)),
+      release: (epoch, published) => statement("release", () => store.release(x.id, { type: "release", epoch, ...published })),
+      close: async () => {},
+    };
+  };
+
+  /** The instance's clock and timers: its own offset and rate; a timer fires only while it runs. */
+  const clockOf = (x: Instance): ShellClock => ({
+    now: () => local(x),
+    arm(atLocal, fire) {
+      let live = true;
+      at(realAt(x, atLocal), () => inInstance(x, () => live && fire()));
+      return () => (live = false);
+    },
+  });
+
   const spawn = (): Instance => {
     const x: Instance = {
       id: `i${++serial}`,
-      machine: drivenMachine({ leaseMs, block, initialFloor: 0 }),
+      shell: null as unknown as FailoverShell,
       offset: rng.int(2 ** 40),
       rate: 1 + (rng.float() - 0.5) * 0.04,
       alive: true,
-      serving: false,
+      server: null,
       pausedUntil: -1,
       backlog: [],
-      timerSeq: 0,
     };
+    x.shell = new FailoverShell({
+      store: storeFor(x),
+      service: "svc",
+      instance: x.id,
+      leaseMs,
+      block,
+      initialFloor: 0,
+      log: SILENT,
+      ioTimeoutMs: 1000,
+      clock: clockOf(x),
+      listen: (tokens, guard, delay) => {
+        const engine = new Engine<Conn>(NO_OUTPUT, { ioTimeoutMs: 1000, tokens, grantGuard: guard, delay }, local(x));
+        const term: TermStandIn = {
+          hostname: "127.0.0.1",
+          port: 7700,
+          view: engine,
+          engine,
+          connectionCount: 0,
+          async stop() {
+            if (x.server === term) x.server = null;
+            engine.shutdown(local(x));
+          },
+          resume() {},
+        };
+        x.server = term;
+        return term as unknown as LockServer;
+      },
+      onRole: (role, epoch) => {
+        if (role === "active") takeovers++;
+        else stepDowns++;
+        log(`${x.id} ${role === "active" ? "active" : "steps down"}, epoch ${epoch}`);
+      },
+    });
     instances.push(x);
     log(`${x.id} starts (rate ${x.rate.toFixed(4)})`);
-    perform(x, x.machine.start(local(x)));
+    x.shell.start(null);
     return x;
   };
 
-  /** Carry out the machine's actions, then arm its timer (roles.ts's run()). */
-  const perform = (x: Instance, actions: readonly RoleAction[]): void => {
-    for (const action of actions) act(x, action);
-    const wake = x.machine.nextWake();
-    const mySeq = ++x.timerSeq;
-    if (wake !== Infinity) {
-      at(realAt(x, wake), () =>
-        inInstance(x, () => {
-          if (x.timerSeq === mySeq) perform(x, x.machine.tick(local(x)));
-        }),
-      );
-    }
-  };
-
-  /** One statement: executes after a delay (maybe not at all), answered (maybe not), bounded by the shell's timeout. */
-  const statement = <T>(x: Instance, name: string, exec: () => T, answer: (result: T | undefined) => RoleAction[]): void => {
-    let reported = false;
-    const report = (result: T | undefined): void => {
-      if (reported) return;
-      reported = true;
-      inInstance(x, () => perform(x, answer(result)));
-    };
-    at(realAt(x, local(x) + statementTimeout), () => report(undefined));
-    const execAt = now + rng.float() * maxDelay;
-    if (rng.chance(lossRate)) return; // lost on the way there
-    at(execAt, () => {
-      if (now < outageUntil) return;
-      const result = exec();
-      log(`${x.id} ${name} executed -> ${JSON.stringify(result)}`);
-      if (rng.chance(lossRate)) return; // the answer is lost
-      at(now + rng.float() * maxDelay, () => report(result));
-    });
-  };
-
-  const act = (x: Instance, action: RoleAction): void => {
-    const m = x.machine;
-    switch (action.type) {
-      case "read":
-        statement(x, "read", () => store.row, (r) => (r === undefined ? m.readDone(local(x), null, true) : m.readDone(local(x), r)));
-        return;
-      case "create":
-        statement(x, "create", () => store.create(x.id, action.floor, leaseMs), (r) => m.createDone(local(x), r ?? null));
-        return;
-      case "takeover":
-        statement(x, "takeover", () => store.takeover(x.id, action.watched, leaseMs, selfTest !== "no-compare"), (r) => m.takeoverDone(local(x), r ?? null));
-        return;
-      case "renew":
-        statement(
-          x,
-          "renew",
-          () => store.renew(x.id, action.epoch, action.carryLeaseMs),
-          (ok) => m.renewDone(local(x), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN),
-        );
-        return;
-      case "reserve":
-        statement(
-          x,
-          "reserve",
-          () => store.reserve(x.id, action.epoch),
-          (floor) => m.reserveDone(local(x), action.epoch, floor === undefined ? Outcome.FAILED : floor === null ? Outcome.TAKEN : Outcome.OK, floor ?? 0),
-        );
-        return;
-      case "release":
-        statement(x, "release", () => store.release(x.id, action), () => []);
-        return;
-      case "raise":
-        statement(
-          x,
-          "raise",
-          () => store.raise(x.id, action.epoch, action.leaseMs),
-          (max) => m.raiseDone(local(x), action.epoch, max === undefined ? Outcome.FAILED : max === null ? Outcome.TAKEN : Outcome.OK, max ?? 0),
-        );
-        return;
-      case "activate":
-        x.serving = true;
-        takeovers++;
-        log(`${x.id} active, epoch ${action.epoch} (${action.why}), tokens from ${action.firstToken}`);
-        return;
-      case "stepDown":
-        x.serving = false;
-        stepDowns++;
-        log(`${x.id} steps down: ${action.reason}`);
-        return;
-    }
-  };
-
-  /** A client asks instance x for a grant (the engine asks the guard first). */
+  /** A client asks instance x for a grant: the engine asks the shell (its grant guard) first, then takes a token from it. */
   const grant = (x: Instance): void => {
-    if (!x.serving) return;
-    const m = x.machine;
-    const allowed = selfTest === "no-deadline-check" ? m.role === "active" && m.mayGrant(-Infinity) : m.mayGrant(local(x));
+    if (x.server === null) return;
+    const s = x.shell;
+    const allowed = selfTest === "no-deadline-check" ? s.role === "active" : s.mayGrant(0);
     if (!allowed) {
-      refused++;
-      perform(x, m.tick(local(x))); // the guard's queued pump
+      refused++; // the shell's guard queued its own pump
       return;
     }
-    const token = m.nextToken();
+    const token = s.next();
     grants++;
-    log(`${x.id} grants token ${token} (epoch ${m.epoch})`);
+    const epoch = s.machine.epoch;
+    log(`${x.id} grants token ${token} (epoch ${epoch})`);
     const row = store.row;
-    if (row === null || row.holder !== x.id || row.epoch !== m.epoch) {
-      throw new Violation(`${x.id} granted in epoch ${m.epoch} while the row is ${JSON.stringify(row)}: two actives`);
+    if (row === null || row.holder !== x.id || row.epoch !== epoch) {
+      throw new Violation(`${x.id} granted in epoch ${epoch} while the row is ${JSON.stringify(row)}: two actives`);
     }
     if (token <= lastToken) throw new Violation(`token ${token} from ${x.id} is not above the last token ${lastToken}`);
     if (token > row.tokenFloor) throw new Violation(`token ${token} is above the row's floor ${row.tokenFloor}`);
     lastToken = token;
-    if (m.wantsReserve()) perform(x, m.tick(local(x)));
   };
 
   // The schedule: the world's own events, drawn as the run goes.
@@ -258,20 +271,19 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
       log(`coordinator unreachable for ${length.toFixed(1)} ms`);
     } else if (kind === 3 && x !== null && live.length > 1) {
       x.alive = false;
-      x.serving = false;
+      x.server = null;
       kills++;
       log(`${x.id} killed`);
     } else if (kind === 4 && x !== null && now >= x.pausedUntil) {
       log(`${x.id} stops cleanly`);
-      const actions = x.machine.stop(local(x));
-      x.serving = false;
-      for (const a of actions) act(x, a);
+      void x.shell.stop(); // its release goes out through the store; the instance runs nothing more
+      x.server = null;
       x.alive = false;
     } else if (kind === 5 && live.length < 3) {
       spawn();
     }
-    if (kind === 6 && x !== null) inInstance(x, () => perform(x, x.machine.tick(local(x))));
-    at(now + rng.float() * leaseMs / 8, chaos);
+    if (kind === 6 && x !== null) inInstance(x, () => grant(x));
+    at(now + (rng.float() * leaseMs) / 8, chaos);
   };
 
   let failure: { step: number; message: string } | null = null;
@@ -284,6 +296,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
       now = event.at;
       step++;
       event.run();
+      await settle(); // what the event resolved runs now, at this moment of the world
     }
   } catch (error) {
     if (!(error instanceof Violation)) throw error;
@@ -294,7 +307,7 @@ export function simulateCoordinator(options: CoordinatorSimOptions): Coordinator
 }
 
 /** Run `count` seeds from `from`; one line per failure and a summary. Returns the number that failed. */
-export function runCoordinatorSeeds(from: number, count: number, print: (line: string) => void, selfTest?: CoordinatorSelfTest): number {
+export async function runCoordinatorSeeds(from: number, count: number, print: (line: string) => void, selfTest?: CoordinatorSelfTest): Promise<number> {
   const started = performance.now();
   let failed = 0;
   let grants = 0;
@@ -303,7 +316,7 @@ export function runCoordinatorSeeds(from: number, count: number, print: (line: s
   let pauses = 0;
   let kills = 0;
   for (let seed = from; seed < from + count; seed++) {
-    const result = simulateCoordinator({ seed, ...(selfTest === undefined ? {} : { selfTest }) });
+    const result = await simulateCoordinator({ seed, ...(selfTest === undefined ? {} : { selfTest }) });
     grants += result.grants;
     takeovers += result.takeovers;
     stepDowns += result.stepDowns;

@@ -68,7 +68,7 @@ function report(result: SimResult, steps: number, args: Map<string, string>): vo
 const COORDINATOR_BREAKS: readonly CoordinatorSelfTest[] = ["no-deadline-check", "no-compare"];
 
 /** --coordinator (both failover simulations) and --believers (believers.ts only). */
-function coordinator(args: Map<string, string>): number {
+async function coordinator(args: Map<string, string>): Promise<number> {
   const broken = args.get("break");
   const believersOnly = args.has("believers");
   const coordinatorBreak = broken !== undefined && COORDINATOR_BREAKS.includes(broken as CoordinatorSelfTest) ? (broken as CoordinatorSelfTest) : undefined;
@@ -91,7 +91,7 @@ function coordinator(args: Map<string, string>): number {
     const seed = int(args, "seed", 0);
     let failed = false;
     if (runCoordinator) {
-      const result = simulateCoordinator({ seed, ...(coordinatorBreak === undefined ? {} : { selfTest: coordinatorBreak }), ...trace });
+      const result = await simulateCoordinator({ seed, ...(coordinatorBreak === undefined ? {} : { selfTest: coordinatorBreak }), ...trace });
       console.log(result.failure === null ? `coordinator seed ${seed}: ok, ${result.grants} grants, ${result.takeovers} terms` : `FAIL coordinator seed ${seed} at step ${result.failure.step}: ${result.failure.message}`);
       failed ||= result.failure !== null;
     }
@@ -108,14 +108,14 @@ function coordinator(args: Map<string, string>): number {
   }
   const from = int(args, "from", 1);
   const count = int(args, "seeds", 1000);
-  const coordinatorFailed = runCoordinator ? runCoordinatorSeeds(from, count, console.log, coordinatorBreak) : 0;
+  const coordinatorFailed = runCoordinator ? await runCoordinatorSeeds(from, count, console.log, coordinatorBreak) : 0;
   const believersFailed = runBelievers ? runBelieverSeeds(from, count, console.log, believerOptions) : 0;
   return coordinatorFailed === 0 && believersFailed === 0 ? 0 : 1;
 }
 
-function main(): number {
+async function main(): Promise<number> {
   const args = parse(process.argv.slice(2));
-  if (args.has("coordinator") || args.has("believers")) return coordinator(args);
+  if (args.has("coordinator") || args.has("believers")) return await coordinator(args);
   const steps = int(args, "steps", 200);
   const broken = args.get("break");
   if (broken !== undefined && !BREAKS.includes(broken as SelfTest)) throw new Error(`--break must be one of ${BREAKS.join(", ")}`);
@@ -173,9 +173,9 @@ function main(): number {
       `worst expiry lateness with a driven timer ${drivenLateness.toFixed(3)} ms; session ends ${endList.join(" ")}`,
   );
   if (broken !== undefined) return failed === 0 ? 0 : 1;
-  const coordinatorFailed = runCoordinatorSeeds(from, count, console.log);
+  const coordinatorFailed = await runCoordinatorSeeds(from, count, console.log);
   const believersFailed = runBelieverSeeds(from, Math.max(1, Math.floor(count / 10)), console.log);
   return failed === 0 && coordinatorFailed === 0 && believersFailed === 0 ? 0 : 1;
 }
 
-process.exit(main());
+process.exit(await main());

@@ -67,9 +67,9 @@ describe("simulation of the core", () => {
 describe("simulation of failover (coordinator.ts)", () => {
   const COORDINATOR_SEEDS = 300;
 
-  test(`${COORDINATOR_SEEDS} seeded schedules: one active at a time, tokens never go back`, () => {
+  test(`${COORDINATOR_SEEDS} seeded schedules of the real shell: one active at a time, tokens never go back`, async () => {
     const results: CoordinatorSimResult[] = [];
-    for (let seed = 1; seed <= COORDINATOR_SEEDS; seed++) results.push(simulateCoordinator({ seed }));
+    for (let seed = 1; seed <= COORDINATOR_SEEDS; seed++) results.push(await simulateCoordinator({ seed }));
     expect(results.filter((r) => r.failure !== null).map((r) => `seed ${r.seed} step ${r.failure!.step}: ${r.failure!.message}`)).toEqual([]);
     // The schedules really exercise takeovers, step-downs, pauses and refused grants.
     const sum = (f: (r: CoordinatorSimResult) => number) => results.reduce((n, r) => n + f(r), 0);
@@ -79,23 +79,23 @@ describe("simulation of failover (coordinator.ts)", () => {
     expect(sum((r) => r.grants)).toBeGreaterThan(50 * COORDINATOR_SEEDS);
   }, 60_000);
 
-  test("a seed replays exactly", () => {
-    const lines = (seed: number): string[] => {
+  test("a seed replays exactly", async () => {
+    const lines = async (seed: number): Promise<string[]> => {
       const out: string[] = [];
-      simulateCoordinator({ seed, trace: (line) => out.push(line) });
+      await simulateCoordinator({ seed, trace: (line) => out.push(line) });
       return out;
     };
-    const first = lines(777);
+    const first = await lines(777);
     expect(first.length).toBeGreaterThan(100);
-    expect(lines(777)).toEqual(first);
+    expect(await lines(777)).toEqual(first);
   });
 
   test.each([
     ["no-deadline-check", "two actives"],
     ["no-compare", "two actives"],
-  ] as const)("self-test %s: broken failover is caught", (selfTest, symptom) => {
+  ] as const)("self-test %s: broken failover is caught", async (selfTest, symptom) => {
     let message: string | undefined;
-    for (let seed = 1; seed <= 300 && message === undefined; seed++) message = simulateCoordinator({ seed, selfTest }).failure?.message;
+    for (let seed = 1; seed <= 300 && message === undefined; seed++) message = (await simulateCoordinator({ seed, selfTest })).failure?.message;
     expect(message).toContain(symptom);
   });
 });
