@@ -33,13 +33,6 @@ export class OpsStats {
   metricsBuilt = 0;
 }
 
-/** The ops listener's connections: open now, the limit, and those refused at it. */
-export interface OpsConnections {
-  readonly open: number;
-  readonly max: number;
-  readonly refused: number;
-}
-
 export interface MetricsInput {
   readonly engine: EngineView<unknown>;
   /** Open TCP connections of the lock listener. */
@@ -49,7 +42,8 @@ export interface MetricsInput {
   readonly ops: OpsStats;
   /** Log lines dropped by rate limits. */
   readonly logSuppressed: number;
-  readonly opsConnections: OpsConnections;
+  /** Ops requests whose answer is being made (the scrape's own included). */
+  readonly opsRequests: number;
   /** With --coordinator: the instance's role and the coordinator's figures. */
   readonly coordinator?: CoordinatorMetrics;
   /** The lock-delay as it stands (null: none). */
@@ -127,10 +121,7 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_admin_denied_total", "counter", "Admin requests refused: no token configured, token missing or wrong.", input.ops.denied);
   out.single("lockd_log_lines_suppressed_total", "counter", "Warning lines dropped by the log rate limit.", input.logSuppressed);
 
-  const ops = input.opsConnections;
-  out.single("lockd_ops_connections", "gauge", "Open connections on the ops listener (this scrape's included).", ops.open);
-  out.single("lockd_ops_max_connections", "gauge", "Ops listener connections beyond this are refused (--ops-max-connections).", ops.max);
-  out.single("lockd_ops_connections_refused_total", "counter", "Ops listener connections refused at the limit (answered 503 and closed).", ops.refused);
+  out.single("lockd_ops_requests_in_flight", "gauge", "Ops requests whose answer is being made, this scrape's included (answers being written no longer count).", input.opsRequests);
 
   if (input.coordinator !== undefined) coordinatorMetrics(out, input.coordinator);
   processMetrics(out);

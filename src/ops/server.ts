@@ -1,7 +1,7 @@
 /**
  * The ops server: health, readiness, metrics, a JSON view of the locks,
- * the two admin actions, and the operator's page (/ui, in ui/board.ts), over
- * the connection-limited HTTP/1.1 listener of http.ts.
+ * the two admin actions, and the operator's page (/ui, in ui/board.ts), on
+ * Bun.serve (http.ts).
  * docs/operations.md is its reference.
  *
  * It shares the event loop with every lock session, so no request does
@@ -34,7 +34,7 @@ import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
 import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./http.ts";
 import { SliceQueue } from "./slices.ts";
-import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
+import { OpsStats, renderMetrics } from "./metrics.ts";
 import type { Roles } from "../failover/shell.ts";
 import type { DelayView } from "../core/delay.ts";
 import type { LockServer } from "../server/server.ts";
@@ -72,9 +72,10 @@ export interface OpsOptions {
 
 /** What one ops caller can take from the process. docs/operations.md explains the defaults. */
 export interface OpsLimits {
-  /** Open connections beyond this are answered 503 and closed at once (--ops-max-connections). */
-  readonly maxConnections: number;
-  /** A connection idle this long (no request, or a request or answer stuck) is closed (--ops-idle-timeout). */
+  /**
+   * A connection with no byte either way for this long after a request is
+   * closed (--ops-idle-timeout; Bun.serve takes whole seconds, rounded up).
+   */
   readonly idleTimeoutMs: number;
   /** Scrapes within this many ms of a built /metrics body get that body (0: build every time). */
   readonly metricsMaxAgeMs: number;
@@ -89,7 +90,7 @@ export interface OpsLimits {
   readonly scanSlice: number;
 }
 
-export const DEFAULT_OPS_LIMITS: OpsLimits = { maxConnections: 64, idleTimeoutMs: 5000, metricsMaxAgeMs: 1000, scanSlice: 16_384 };
+export const DEFAULT_OPS_LIMITS: OpsLimits = { idleTimeoutMs: 5000, metricsMaxAgeMs: 1000, scanSlice: 16_384 };
 
 const METRICS_HEADERS = { "content-type": EXPOSITION_CONTENT_TYPE, "cache-control": "no-store" };
 const FORCE_RELEASE = "/force-release";
@@ -163,7 +164,6 @@ export class OpsServer {
   private readonly authWarnings = new RateLimit(10, 1000);
   /** The last /metrics body, when it was built, and the readiness it showed. */
   private metricsCache: { body: Uint8Array; at: number; ready: boolean } | null = null;
-  private readonly busyWarnings = new RateLimit(1, 10_000);
   /** Every walk over the lock table (listings, the page's snapshots and views): one slice per turn in all. */
   private readonly slices: SliceQueue;
   /** The operator's page, /ui (src/ops/ui). */
@@ -191,18 +191,12 @@ export class OpsServer {
       hostname: options.hostname,
       port: options.port,
       ...(options.tls === undefined ? {} : { tls: options.tls }),
-      maxConnections: this.limits.maxConnections,
       idleTimeoutMs: this.limits.idleTimeoutMs,
       handle: (request) => this.handle(request),
       failed: (error) => {
         options.log.error("ops request failed", { error: String(error) });
         return fail(500, "INTERNAL", "internal error; see the server log");
       },
-      refused: (remote) =>
-        options.log.limited(this.busyWarnings, "warn", "ops connection refused: at --ops-max-connections", () => ({
-          by: remote,
-          maxConnections: this.limits.maxConnections,
-        })),
     });
   }
 
@@ -214,11 +208,11 @@ export class OpsServer {
     return this.http.port ?? 0;
   }
 
-  /** Close the listener and every open request. Idempotent. */
+  /** Close the listener and every connection. Idempotent. */
   async stop(): Promise<void> {
     this.slices.stop();
     this.board.stop();
-    this.http.stop();
+    await this.http.stop();
   }
 
   private handle(request: HttpRequest): HttpReply | Promise<HttpReply> {
@@ -238,7 +232,7 @@ export class OpsServer {
       case LOCKS: {
         if (method !== "GET") return notAllowed(method, "GET");
         const raw = rawQueryName(query);
-        return raw === null ? this.list(query) : this.show(raw, query);
+        return raw === null ? this.list(query, request) : this.show(raw, query);
       }
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
@@ -332,7 +326,7 @@ export class OpsServer {
       version: this.options.version,
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
-      opsConnections: this.connections,
+      opsRequests: this.http.pending,
       lockDelay: this.options.lockDelay?.() ?? null,
       ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
       ...(this.options.shard === undefined ? {} : { shard: this.options.shard }),
@@ -367,13 +361,13 @@ export class OpsServer {
     });
   }
 
-  /** The ops listener's connections (open, limit, refused). */
-  get connections(): OpsConnections {
-    return { open: this.http.open, max: this.limits.maxConnections, refused: this.http.refused };
+  /** Ops requests whose answer is being made now (this one's included). */
+  get requestsInFlight(): number {
+    return this.http.pending;
   }
 
   /** One page of locks in name order after `?cursor=`. */
-  private list(query: string): HttpReply | Promise<HttpReply> {
+  private list(query: string, request: HttpRequest): HttpReply | Promise<HttpReply> {
     const idle = this.notActive();
     if (idle !== null) return idle;
     const limit = parseLimit(query);
@@ -394,6 +388,8 @@ export class OpsServer {
         if (after === null || lock.name > after) page.offer(lock);
       })
       .then(() => {
+        // A caller gone while the page was picked gets no page built (its JSON is the costly part).
+        if (request.aborted) return fail(503, "GONE", "the client went away");
         const picked = page.finish();
         return json(200, { ...locksPage(engine, picked, page.offered > picked.length, performance.now()), shard: this.shardView });
       });
