@@ -167,7 +167,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     adminToken: admin.token === null ? "none (admin endpoints answer 403)" : admin.from,
     logLevel: options.logLevel,
     dataDir: options.dataDir,
-    tokensFrom: daemon.server.engine.tokens.last + 1,
+    tokensFrom: daemon.server.tokensLast + 1,
     maxLeaseMs: options.maxLease ?? "off",
     ...lockDelayFields(leases),
     shard: shards.shard ?? "none",

@@ -25,7 +25,6 @@
  * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
  * 405 or 409.
  */
-import { SessionState } from "../core/session.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log.ts";
@@ -35,22 +34,23 @@ import { Placement } from "../shard/placement.ts";
 import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./http.ts";
 import { SliceQueue } from "./slices.ts";
 import { OpsStats, renderMetrics } from "./metrics.ts";
-import type { Roles } from "../failover/shell.ts";
 import type { DelayView } from "../core/delay.ts";
-import type { LockServer } from "../server/server.ts";
-import type { Lock } from "../core/session.ts";
-import type { Conn } from "../server/conn.ts";
-import { byName, decodeCursor, holderView, type ShardView, lockView, locksPage, positionOf, TopK, waiterView } from "./views.ts";
+import type { LockSource, RoleSource } from "./sources.ts";
+import { ascending, decodeCursor, type ShardView, locksPage, TopK } from "./views.ts";
 import { Board } from "./ui/board.ts";
 
 export interface OpsOptions {
   readonly hostname: string;
   /** 0 picks a free port (tests). */
   readonly port: number;
-  /** The lock server: its engine read-only, its connection count and the two admin actions. */
-  readonly server: Pick<LockServer, "view" | "connectionCount" | "forceRelease" | "kick">;
+  /**
+   * The lock table: views, counters and the two admin actions. Read at
+   * every use: with --coordinator each active term's server is a source of
+   * its own (and a standby's, its last term's or an idle one).
+   */
+  readonly locks: LockSource;
   /** With --coordinator: the role layer (role and epoch in /readyz and /metrics). */
-  readonly roles?: Pick<Roles, "view" | "metrics">;
+  readonly roles?: RoleSource;
   readonly auth: AdminAuth;
   readonly log: Logger;
   readonly version: string;
@@ -174,12 +174,11 @@ export class OpsServer {
     const shard = options.shard;
     this.shardView = { name: shard?.shard ?? null, shards: shard?.shard == null ? [] : [...(shard.shards ?? [])], generation: shard?.generation ?? 0 };
     this.placement = this.shardView.name !== null && this.shardView.shards.length > 1 ? new Placement(this.shardView.shards) : null;
-    // A getter: with --coordinator the server (and its engine) changes with each active term.
-    const server = options.server;
     this.slices = new SliceQueue(this.limits.scanSlice);
     const roles = options.roles;
     this.board = new Board({
-      get engine() { return server.view; },
+      // A getter: with --coordinator the lock source changes with each active term.
+      get locks() { return options.locks; },
       scanSlice: this.limits.scanSlice,
       slices: this.slices,
       version: options.version,
@@ -317,11 +316,9 @@ export class OpsServer {
     const ready = this.options.isReady();
     const cached = this.metricsCache;
     if (cached !== null && cached.ready === ready && now - cached.at < this.limits.metricsMaxAgeMs) return cached.body;
-    const server = this.options.server;
     this.stats.metricsBuilt++;
     const body = encoder.encode(renderMetrics({
-      engine: server.view,
-      connections: server.connectionCount,
+      locks: this.options.locks,
       ready,
       version: this.options.version,
       ops: this.stats,
@@ -377,21 +374,21 @@ export class OpsServer {
     if (after === null && cursor !== undefined && cursor !== "") {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
     }
-    // The page is of the engine walked: with --coordinator a term can change mid-walk.
-    const engine = this.options.server.view;
-    const page = new TopK<Lock<Conn>>(limit, byName);
+    // The page is of the source walked: with --coordinator a term can change mid-walk.
+    const locks = this.options.locks;
+    const page = new TopK<string>(limit, ascending);
     // Always queued, even when the table fits in one slice: requests from
     // many connections arrive in one turn, and each page (up to MAX_PAGE
     // views and their JSON) is built in a turn of its own, not all at once.
     return this.slices
-      .walk(engine.locks.values(), (lock) => {
-        if (after === null || lock.name > after) page.offer(lock);
+      .walk(locks.lockNames(), (name) => {
+        if (after === null || name > after) page.offer(name);
       })
       .then(() => {
         // A caller gone while the page was picked gets no page built (its JSON is the costly part).
         if (request.aborted) return fail(503, "GONE", "the client went away");
         const picked = page.finish();
-        return json(200, { ...locksPage(engine, picked, page.offered > picked.length, performance.now()), shard: this.shardView });
+        return json(200, { ...locksPage(locks, picked, page.offered > picked.length, performance.now()), shard: this.shardView });
       });
   }
 
@@ -402,12 +399,12 @@ export class OpsServer {
     if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
-    const lock = this.options.server.view.locks.get(decoded.name);
+    const lock = this.options.locks.lock(decoded.name, performance.now(), limit);
     // The shard goes with the 404 too: "free" means something only from the name's own shard.
-    if (lock === undefined) {
+    if (lock === null) {
       return json(404, { error: { code: "NO_SUCH_LOCK", message: `nobody holds or waits for ${JSON.stringify(decoded.name)}` }, shard: this.shardView });
     }
-    return json(200, { ...lockView(lock, performance.now(), limit), shard: this.shardView });
+    return json(200, { ...lock, shard: this.shardView });
   }
 
   /** Who is asking, for the log: peer address and user agent. */
@@ -443,16 +440,10 @@ export class OpsServer {
     const name = decoded.name;
     const misplaced = this.otherShard(name);
     if (misplaced !== null) return misplaced;
-    const server = this.options.server;
-    const engine = server.view;
-    const owner = engine.locks.get(name)?.owner ?? null;
-    if (owner === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
-    const now = performance.now();
-    const released = holderView(owner, now);
-    server.forceRelease(name, now);
+    const done = this.options.locks.forceRelease(name, performance.now());
+    if (done === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
+    const { released, promoted } = done;
     this.stats.forceReleases++;
-    const next = engine.locks.get(name)?.owner ?? null;
-    const promoted = next === null ? null : holderView(next, performance.now());
     this.options.log.info("admin force-release", {
       ...this.who(request),
       lock: name,
@@ -481,17 +472,13 @@ export class OpsServer {
     }
     if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
     const id = Number(idText);
-    const server = this.options.server;
-    const session = server.view.sessions.get(id);
-    if (session === undefined) return fail(404, "NO_SUCH_SESSION", `no live session ${id}: nothing to kick`);
-    if (session.state !== SessionState.WAITING) {
-      const what = session.state === SessionState.OWNER ? `holds ${JSON.stringify(session.lock!.name)}; use force-release` : "has not sent ACQUIRE yet";
+    const done = this.options.locks.kick(id, performance.now());
+    if ("refused" in done) {
+      if (done.refused === "unknown") return fail(404, "NO_SUCH_SESSION", `no live session ${id}: nothing to kick`);
+      const what = done.refused === "owner" ? `holds ${JSON.stringify(done.lock)}; use force-release` : "has not sent ACQUIRE yet";
       return fail(409, "NOT_WAITING", `session ${id} is not waiting: it ${what}`);
     }
-    const now = performance.now();
-    const kicked = waiterView(session, positionOf(session), now);
-    const name = session.lock!.name;
-    server.kick(id, now);
+    const { kicked, lock: name } = done;
     this.stats.kicks++;
     this.options.log.info("admin kick", { ...this.who(request), lock: name, session: id, owner: kicked.owner, position: kicked.position });
     return json(200, { lock: name, kicked });

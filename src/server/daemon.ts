@@ -49,7 +49,7 @@ import { tokensInGeneration } from "../shard/tokens.ts";
 import { MemoryTokens } from "../core/tokens.ts";
 import type { FileTokens } from "../tokens/file.ts";
 import type { LeasesFile } from "../tokens/leases.ts";
-import { remoteOf } from "../ops/views.ts";
+import { remoteOf } from "./locks.ts";
 
 export interface DaemonOptions {
   readonly listen: Address;
@@ -154,13 +154,9 @@ export class Daemon {
       this.ops = new OpsServer({
         hostname: options.ops.host,
         port: options.ops.port,
-        // With roles, the current term's server (or the last term's, or an idle engine while standby).
-        server: fixed ?? {
-          get view() { return roles!.engine; },
-          get connectionCount() { return roles!.server?.connectionCount ?? 0; },
-          // A standby's engine (idle, or the last term's, whose sessions all ended) has no session to act on.
-          forceRelease: (name, now) => roles!.server?.forceRelease(name, now) ?? null,
-          kick: (id, now) => roles!.server?.kick(id, now) ?? null,
+        // With roles, the current term's table (or the last term's, or an idle engine's while standby): read at each use.
+        get locks() {
+          return fixed?.locks ?? roles!.locks;
         },
         auth: new AdminAuth(options.adminToken),
         log: options.log,
@@ -321,16 +317,16 @@ export class Daemon {
     const log = this.options.log;
     this.phase = "draining";
     const roles = this.roles;
-    const engine = roles === null ? this.server.view : roles.engine;
+    const sessions = (roles === null ? this.server : roles.server)?.sessionCount ?? 0;
     // The grace period lets probes and scrapes see a stopping active's last
     // figures. A standby serves no sessions and its /readyz was 503 all along:
     // it has nothing to show, and waits for nothing.
     const standby = roles !== null && roles.role === "standby";
     if (standby) log.info("shutting down: a standby, no sessions", { reason });
-    else log.info("shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
+    else log.info("shutting down: readyz is 503, closing sessions", { reason, sessions });
     if (roles !== null) await roles.stop();
     else {
-      const held = this.server.engine.held(MAX_PUBLISHED_NAMES); // before the sessions end
+      const held = this.server.held(MAX_PUBLISHED_NAMES); // before the sessions end
       await this.server.stop();
       this.persistTokens(held);
     }

@@ -14,6 +14,7 @@ import { suiteCerts, hasOpenssl } from "../helpers/certs.ts";
 import { Wakeup } from "../helpers/events.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { startDaemon } from "./harness.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const TOKEN = "conformance-admin-token";
 
@@ -411,8 +412,8 @@ describe("admin actions", () => {
       }
     }
     raw.destroy();
-    expect(ops.daemon.server.engine.locks.get("held")?.owner?.id).toBe(1);
-    expect(ops.daemon.server.engine.sessions.size).toBe(2);
+    expect(engineOf(ops.daemon.server).locks.get("held")?.owner?.id).toBe(1);
+    expect(engineOf(ops.daemon.server).sessions.size).toBe(2);
     // And the token still works, in either case of the scheme.
     const ok = await exchange(ops.daemon.ops.port, `POST /v1/sessions/2/kick HTTP/1.1\r\nHost: x\r\nAuthorization: bearer ${TOKEN}\r\nConnection: close\r\n\r\n`);
     expect(ok.answers().map((a) => a.status)).toEqual([200]);

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 import { DEFAULT_OPS_CONNECTIONS, PROCESS_FDS, REFUSAL_FDS, RESERVED_FDS, openFileLimit, parseLimits, reservedFds } from "../../src/server/limits.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 test("parses the open-file line of /proc/self/limits", () => {
   const text = [
@@ -39,7 +40,7 @@ test("a connection refused with OVERLOADED gives its descriptor back at once, ev
     expect((await peer.frame(0)).code).toBe(ErrorCode.OVERLOADED);
     refused.push(peer); // kept open: the server must not wait for it
   }
-  expect(server.engine.stats.refusedSessionLimit).toBe(50);
+  expect(engineOf(server).stats.refusedSessionLimit).toBe(50);
   expect(server.connectionCount).toBe(1);
   for (const peer of refused) peer.terminate();
   holder.end();
