@@ -22,13 +22,21 @@
  *   j  `concurrency` loops of: connect, ACQUIRE and 1 MiB of HEARTBEAT
  *      frames in one write (whatever the kernel takes, the rest on drain),
  *      reading replies; a new connection as soon as the server cuts it.
+ *   k  f with half a request head: each connection writes
+ *      `GET /livez HTTP/1.1\r\nHost: x\r\n` and nothing more.
+ *   l  `concurrency` keep-alive ops connections, each writing
+ *      `GET /livez` requests back to back (64 KiB at a time, as fast as the
+ *      socket takes them) and reading the answers; reopened when closed.
+ *   m  up to `concurrency` ops connections, opened one after the other,
+ *      each sending GET /v1/locks?limit=1000 and never reading the answer;
+ *      one closed by the server is opened again.
  *
  * Every loop stops at the deadline and after a bounded number of
  * connections; the process also exits on its own after `lifetimeMs`.
  * `prepare` connects what must exist before the clock starts (a's
  * ACQUIRED); `run` attacks for `durationMs` and answers with counters.
  *
- * Usage: bun bench/abuse-attacker.ts <a..h> <port> <opsPort> <lifetimeMs> <concurrency> <flood> [serverPid:dataDir]
+ * Usage: bun bench/abuse-attacker.ts <a..m> <port> <opsPort> <lifetimeMs> <concurrency> <flood> [serverPid:dataDir]
  */
 import type { Socket, SocketHandler } from "bun";
 import { FrameReader, FrameType, HEARTBEAT_FRAME, encodeAcquire, errorCodeName, type FrameSink } from "../src/protocol/index.ts";
@@ -260,12 +268,13 @@ async function requester(path: string): Promise<void> {
   }
 }
 
-// --- f, g: idle floods ------------------------------------------------------------
+// --- f, g, k: idle floods ------------------------------------------------------------
 
-async function flood(port: number): Promise<void> {
+/** `first`: what each connection writes once connected (k), then nothing. */
+async function flood(port: number, first: string | null = null): Promise<void> {
   let pending = 0;
   let maxOpen = 0;
-  const handler: SocketHandler<Conn> = { ...FRAMES, drain() {} };
+  const handler: SocketHandler<Conn> = { ...FRAMES, drain() {}, ...(first === null ? {} : { open: (socket: Socket<Conn>) => void socket.write(first) }) };
   await new Promise<void>((resolve) => {
     const fill = () => {
       if (!live()) return resolve();
@@ -283,6 +292,83 @@ async function flood(port: number): Promise<void> {
     setTimeout(resolve, Math.max(0, deadline - performance.now()));
   });
   counters["most open at once"] = maxOpen;
+}
+
+// --- l: pipelined ops requests -------------------------------------------------------
+
+/** 64 KiB of `GET /livez` requests. */
+const LIVEZ = (() => {
+  const one = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+  return Buffer.from(one.repeat(Math.floor((64 * 1024) / one.length)), "latin1");
+})();
+
+const HTTP_PIPELINE: SocketHandler<Conn> = {
+  binaryType: "uint8array",
+  data(_socket, chunk) {
+    bump("bytes read", chunk.length);
+    // Answers counted by their status lines (one split across two chunks is missed: a slight undercount).
+    const text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length).toString("latin1");
+    let n = 0;
+    for (let at = text.indexOf("HTTP/1.1 "); at >= 0; at = text.indexOf("HTTP/1.1 ", at + 9)) n++;
+    bump("answers", n);
+  },
+  drain(socket) {
+    pipeHttp(socket);
+  },
+  end: gone,
+  close: gone,
+  error: gone,
+};
+
+/** Write requests until the socket takes no more (then `drain` calls again), yielding now and then. */
+function pipeHttp(socket: Socket<Conn>): void {
+  const conn = socket.data;
+  if (conn.closed) return;
+  for (let round = 0; round < 16; round++) {
+    if (!live()) return;
+    const length = LIVEZ.length - conn.offset;
+    const written = socket.write(LIVEZ, conn.offset, length);
+    if (written < 0) return;
+    bump("bytes sent", written);
+    conn.offset = (conn.offset + written) % LIVEZ.length;
+    if (written < length) return;
+  }
+  setImmediate(() => pipeHttp(socket));
+}
+
+async function httpPipeliner(): Promise<void> {
+  while (live()) {
+    const socket = await connect(OPS_PORT, HTTP_PIPELINE);
+    if (socket === null) {
+      await Bun.sleep(1);
+      continue;
+    }
+    const closed = new Promise<void>((resolve) => (socket.data.onClosed = resolve));
+    pipeHttp(socket);
+    await Promise.race([closed, Bun.sleep(Math.max(0, deadline - performance.now()))]);
+  }
+}
+
+// --- m: answers never read --------------------------------------------------------------
+
+async function unread(): Promise<void> {
+  let maxOpen = 0;
+  const handler: SocketHandler<Conn> = { binaryType: "uint8array", data() {}, end: gone, close: gone, error: gone };
+  while (live()) {
+    if (sockets.size >= CONCURRENCY) {
+      await Bun.sleep(5);
+      continue;
+    }
+    const socket = await connect(OPS_PORT, handler);
+    if (socket === null) {
+      await Bun.sleep(10);
+      continue;
+    }
+    socket.pause(); // never read: the answer stays in the sockets' buffers and the server
+    socket.write("GET /v1/locks?limit=1000 HTTP/1.1\r\nHost: x\r\n\r\n");
+    maxOpen = Math.max(maxOpen, sockets.size);
+    counters["most open at once"] = maxOpen;
+  }
 }
 
 // --- h: connection flood ------------------------------------------------------------
@@ -351,7 +437,7 @@ async function bigPipeliner(): Promise<void> {
 
 let prepared: Socket<Conn> | null = null;
 if (mode === "a") prepared = await prepareA();
-else if (!"bcdefghij".includes(mode) || mode.length !== 1) throw new Error(`unknown attack ${JSON.stringify(mode)}`);
+else if (!"bcdefghijklm".includes(mode) || mode.length !== 1) throw new Error(`unknown attack ${JSON.stringify(mode)}`);
 
 serveRequests({
   async run(request) {
@@ -389,6 +475,15 @@ serveRequests({
         break;
       case "j":
         await Promise.all(Array.from({ length: CONCURRENCY }, () => bigPipeliner()));
+        break;
+      case "k":
+        await flood(OPS_PORT, "GET /livez HTTP/1.1\r\nHost: x\r\n");
+        break;
+      case "l":
+        await Promise.all(Array.from({ length: CONCURRENCY }, () => httpPipeliner()));
+        break;
+      case "m":
+        await unread();
         break;
     }
     // Whatever is left waiting returns at the deadline; stop everything.

@@ -150,9 +150,9 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
 }
 
 async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackResult> {
-  const floods = id === "f" || id === "g";
+  const floods = id === "f" || id === "g" || id === "k";
   const lifetime = String(options.restMs + options.durationMs + options.afterMs + options.probeTimeoutMs + 180_000);
-  const { server, port, opsPort, ignored } = await LockdServe.start({ args: options.serverArgs, ulimit: floods ? options.ulimit : 0 });
+  const { server, port, opsPort, ignored } = await LockdServe.start({ args: options.serverArgs, ulimit: floods ? options.ulimit : 0, ulimitHard: floods ? options.ulimitHard : 0 });
   for (const flag of ignored) if (!ignoredOptions.includes(flag)) ignoredOptions.push(flag);
   // The children kill this server if the bench dies without doing so (bench/lib/orphan.ts).
   const guard = `${server.pid}:${server.dataDir}`;
@@ -165,7 +165,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     await legit.ready();
     let crowd = "";
     let crowdPid = 0;
-    const bigNames = id === "e" || id === "i";
+    const bigNames = id === "e" || id === "i" || id === "m";
     if (id === "d" || bigNames) {
       const count = id === "d" ? options.sessions : options.locks;
       const t0 = performance.now();
@@ -177,7 +177,7 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     }
     const attacker = new Child(
       here("abuse-attacker.ts"),
-      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : bigNames ? options.listers : id === "j" ? options.pipeliners : options.churners), String(options.flood), guard],
+      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : id === "m" ? options.stuck : bigNames ? options.listers : id === "j" || id === "l" ? options.pipeliners : options.churners), String(options.flood), guard],
       `attacker-${id}`,
     );
     await attacker.ready();
@@ -310,7 +310,12 @@ function attackerView(result: AttackResult): string {
       return `${num(n("tables paged"))} whole tables paged (${num(n("answers"))} pages, ${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read${errors ? `; ${errors}` : ""}${opsRefused}; ${result.crowd}`;
     case "f":
     case "g":
+    case "k":
       return `${num(n("most open at once"))} open at most, ${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; server fds ${num(result.fds.before)} → ${num(result.fds.peak)}${result.id === "g" ? `; ${sessions}` : opsRefused}`;
+    case "l":
+      return `${num(n("connects"))} connections, ${num(n("answers"))} answers read (${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes sent"))} of requests sent${errors ? `; ${errors}` : ""}`;
+    case "m":
+      return `${num(n("most open at once"))} connections left unread at most (${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server); server fds ${num(result.fds.before)} → ${num(result.fds.peak)}${errors ? `; ${errors}` : ""}; ${result.crowd}`;
     case "h":
       return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), each closed right after its ACQUIRE${errors ? `; ${errors}` : ""}; ${sessions}`;
   }
@@ -412,8 +417,9 @@ async function main(): Promise<number> {
   out.push(
     `Machine: ${availableParallelism()} cores (server, attacker, prober and crowd share them); load average ${load0.map((l) => l.toFixed(2)).join(", ")} at the start, ${load1.map((l) => l.toFixed(2)).join(", ")} at the end; Bun ${Bun.version}; ${started.toISOString().slice(0, 16)}Z.`,
   );
+  const limit = options.ulimit === 0 ? "inherited" : options.ulimitHard === 0 ? String(options.ulimit) : `soft ${options.ulimit}, hard ${options.ulimitHard}`;
   out.push(
-    `Run: \`npm run bench:abuse${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}\`; each attack ${options.durationMs / 1000} s against ${options.restMs / 1000} s at rest on the same server; holders with leases ${options.leasesMs.map((l) => `${l / 1000} s`).join(", ")}; ${options.probeRate} probes/s, timeout ${options.probeTimeoutMs / 1000} s; server open-file limit ${options.ulimit || "inherited"} in f and g.`,
+    `Run: \`npm run bench:abuse${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}\`; each attack ${options.durationMs / 1000} s against ${options.restMs / 1000} s at rest on the same server; holders with leases ${options.leasesMs.map((l) => `${l / 1000} s`).join(", ")}; ${options.probeRate} probes/s, timeout ${options.probeTimeoutMs / 1000} s; server open-file limit ${limit} in f, g and k.`,
   );
   out.push(`Server options: ${options.serverArgs.length === 0 ? "defaults" : `\`${options.serverArgs.join(" ")}\``}${ignoredOptions.length > 0 ? `; NOT KNOWN to this server, so run without: ${ignoredOptions.join(", ")}` : ""}.`);
   const setupLosses = results.flatMap((r) => [...(r.setup?.losses ?? []), ...r.rest.losses].map((l) => `${r.id}: ${l.lease / 1000} s lease ${l.code || l.why}`));

@@ -34,6 +34,7 @@ import { Logger } from "../src/log/logger.ts";
 import { AdminAuth } from "../src/ops/admin.ts";
 import type { Conn } from "../src/server/conn.ts";
 import { OpsServer } from "../src/ops/server.ts";
+import { EngineLocks } from "../src/server/locks.ts";
 import { pct, sorted, table } from "./lib/stats.ts";
 
 function arg(name: string, fallback: number): number {
@@ -98,7 +99,7 @@ for (let i = 0; i < LOCKS; i++) {
 const ops = new OpsServer({
   hostname: "127.0.0.1",
   port: 0,
-  server: { view: engine, connectionCount: 0, forceRelease: () => {}, kick: () => {} } as never,
+  locks: new EngineLocks(engine),
   auth: new AdminAuth(null),
   log: new Logger("error", () => {}),
   version: "bench",

@@ -12,6 +12,9 @@ export const ATTACKS = {
   h: "new connections: connect, ACQUIRE, close, in a loop",
   i: "concurrent GET /v1/locks paging the whole table (limit=1000 and the cursor), many 512-byte names",
   j: "pipelined heartbeats in 1 MiB writes, reading, each connection reopened as soon as it is cut",
+  k: "half-sent request heads flooding the ops port",
+  l: "pipelined GET /livez on keep-alive ops connections, reading the answers",
+  m: "GET /v1/locks?limit=1000 on many ops connections that never read the answer, many 512-byte names",
 } as const;
 export type AttackId = keyof typeof ATTACKS;
 export const ATTACK_IDS = Object.keys(ATTACKS) as AttackId[];
@@ -33,8 +36,12 @@ export interface AbuseOptions {
   readonly churners: number;
   /** Concurrent reconnecting pipeliners (j). */
   readonly pipeliners: number;
-  /** Soft open-file limit for the server in the descriptor floods (f, g); 0 = inherit. */
+  /** Open-file limit for the server in the descriptor floods (f, g, k); 0 = inherit. */
   readonly ulimit: number;
+  /** Its hard limit when above `ulimit` (--ulimit SOFT/HARD; 0 = the same as the soft one). */
+  readonly ulimitHard: number;
+  /** Ops connections left with an unread answer (m). */
+  readonly stuck: number;
   readonly perSource: number;
   /** Options for `lockd serve`, everything after `--`. */
   readonly serverArgs: readonly string[];
@@ -58,10 +65,12 @@ Options:
   --locks 10000         held locks with 512-byte names during e
   --scrapers 2000       concurrent /metrics requests (d)
   --listers 50          concurrent /v1/locks requests (e) or pagers (i)
-  --flood 4500          idle connections (f, g)
+  --flood 4500          idle connections (f, g), half-sent heads (k)
   --churners 64         concurrent connect-ACQUIRE-close loops (h)
-  --pipeliners 8        concurrent pipelining connections, each reopened when cut (j)
-  --ulimit 4096         server's open-file limit in f and g (0: inherit)
+  --pipeliners 8        concurrent pipelining connections, each reopened when cut (j, l)
+  --stuck 500           ops connections whose answer is never read (m)
+  --ulimit 4096         server's open-file limit in f, g and k, soft and hard (0: inherit;
+                        SOFT/HARD: a soft limit under the hard one, which the server may raise)
   --per-source 32       crowd sessions per source address (127.0.1.x)
   -h, --help            this text
 
@@ -100,7 +109,7 @@ export function parseAbuseArgs(argv: readonly string[]): AbuseOptions | null {
     if (value === undefined) throw new UsageError(`${flag} needs a value`);
     values.set(flag, value);
   }
-  const known = ["--only", "--duration", "--rest", "--after", "--leases", "--probe-rate", "--probe-timeout", "--sessions", "--locks", "--scrapers", "--listers", "--flood", "--churners", "--pipeliners", "--ulimit", "--per-source"];
+  const known = ["--only", "--duration", "--rest", "--after", "--leases", "--probe-rate", "--probe-timeout", "--sessions", "--locks", "--scrapers", "--listers", "--flood", "--churners", "--pipeliners", "--stuck", "--ulimit", "--per-source"];
   for (const flag of values.keys()) if (!known.includes(flag)) throw new UsageError(`unknown option ${flag} (lockd serve options go after --)`);
   const get = (flag: string, fallback: string) => values.get(flag) ?? fallback;
 
@@ -110,8 +119,10 @@ export function parseAbuseArgs(argv: readonly string[]): AbuseOptions | null {
     .filter((s) => s !== "");
   for (const id of only) if (!(id in ATTACKS)) throw new UsageError(`--only: unknown attack ${JSON.stringify(id)} (known: ${ATTACK_IDS.join(",")})`);
   if (only.length === 0) throw new UsageError("--only: name at least one attack");
-  const ulimitText = get("--ulimit", "4096");
-  const ulimit = ulimitText === "0" ? 0 : positive("--ulimit", ulimitText);
+  const [softText = "", hardText] = get("--ulimit", "4096").split("/");
+  const ulimit = softText === "0" && hardText === undefined ? 0 : positive("--ulimit", softText);
+  const ulimitHard = hardText === undefined ? 0 : positive("--ulimit", hardText);
+  if (ulimitHard !== 0 && ulimitHard < ulimit) throw new UsageError(`--ulimit: the hard limit ${ulimitHard} is below the soft limit ${ulimit}`);
   return {
     only: ATTACK_IDS.filter((id) => only.includes(id)),
     durationMs: durationOf("--duration", get("--duration", "10s"), 100),
@@ -130,7 +141,9 @@ export function parseAbuseArgs(argv: readonly string[]): AbuseOptions | null {
     flood: positive("--flood", get("--flood", "4500")),
     churners: positive("--churners", get("--churners", "64")),
     pipeliners: positive("--pipeliners", get("--pipeliners", "8")),
+    stuck: positive("--stuck", get("--stuck", "500")),
     ulimit,
+    ulimitHard,
     perSource: positive("--per-source", get("--per-source", "32")),
     serverArgs,
   };

@@ -8,7 +8,8 @@
  * option (and its value) and starts again, and says so in `ignored`, so the
  * same command line runs against servers from before and after an option
  * exists. With `ulimit`, the server is started through
- * `sh -c 'ulimit -n N; exec bun ...'` (the same PID: exec).
+ * `sh -c 'ulimit -n N; exec bun ...'` (the same PID: exec); with `ulimitHard`
+ * too, `ulimit -H -n H && ulimit -S -n N` (a soft limit the server may raise).
  */
 import type { Subprocess } from "bun";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -24,8 +25,10 @@ const live = new Set<LockdServe>();
 export interface ServeOptions {
   /** Options after `serve` (beyond --listen, --ops, --data-dir, which this sets). */
   readonly args: readonly string[];
-  /** Soft open-file limit for the server (0: inherit). */
+  /** Open-file limit for the server, soft and hard (0: inherit). */
   readonly ulimit?: number;
+  /** A hard limit above `ulimit` (0: the same): the soft limit is then the server's to raise. */
+  readonly ulimitHard?: number;
   /** How long to wait for the startup line. */
   readonly startMs?: number;
 }
@@ -70,7 +73,7 @@ export class LockdServe {
     let args = [...options.args];
     const ignored: string[] = [];
     for (let attempt = 0; attempt < 20; attempt++) {
-      const server = LockdServe.spawn(args, options.ulimit ?? 0);
+      const server = LockdServe.spawn(args, options.ulimit ?? 0, options.ulimitHard ?? 0);
       const started = await server.startupLine(options.startMs ?? 15_000);
       if (started !== null) {
         const port = Number(String(started.listen).split(":").pop());
@@ -90,12 +93,13 @@ export class LockdServe {
     throw new Error("lockd serve: gave up dropping unknown options");
   }
 
-  private static spawn(args: readonly string[], ulimit: number): LockdServe {
+  private static spawn(args: readonly string[], ulimit: number, hard: number): LockdServe {
     const dataDir = mkdtempSync(join(tmpdir(), "lockd-abuse-"));
     const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("LOCKD_"))) as Record<string, string>;
     const command = [process.execPath, "--preload", LAG_PRELOAD, MAIN, "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--data-dir", dataDir, "--shutdown-grace", "0s", ...args];
     // `exec` keeps the PID: the one we measure and kill is the server itself.
-    const argv = ulimit > 0 ? ["sh", "-c", `ulimit -n ${ulimit} && exec "$@"`, "sh", ...command] : command;
+    const limits = hard > 0 ? `ulimit -H -n ${hard} && ulimit -S -n ${ulimit}` : `ulimit -n ${ulimit}`;
+    const argv = ulimit > 0 ? ["sh", "-c", `${limits} && exec "$@"`, "sh", ...command] : command;
     const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: base });
     return new LockdServe(proc, dataDir);
   }

@@ -12,15 +12,15 @@ import { LockServer } from "../../src/server/index.ts";
 import { OpsServer } from "../../src/ops/server.ts";
 import { BENCH_ADMIN_TOKEN } from "./admin-token.ts";
 import { ready, serveRequests } from "./child.ts";
-
+import { engineOf } from "../../test/helpers/engine.ts";
 
 const server = new LockServer({ hostname: "127.0.0.1", port: 0, ioTimeoutMs: Number(process.argv[2] ?? 5000) });
-const engine = server.engine;
+const engine = engineOf(server);
 // The real ops server, as `lockd serve` runs it (admin actions log at info: keep them off the bench's stderr).
 const ops = new OpsServer({
   hostname: "127.0.0.1",
   port: 0,
-  server,
+  locks: server.locks,
   auth: new AdminAuth(BENCH_ADMIN_TOKEN),
   log: new Logger("error"),
   version: "bench",

@@ -185,15 +185,15 @@ export const SERVE_OPTIONS = {
     flag: "--ops-max-connections",
     env: "LOCKD_OPS_MAX_CONNECTIONS",
     default: String(DEFAULT_OPS_CONNECTIONS),
-    help: `ops connections open at once; more are answered 503 and closed at accept (each is a descriptor from the ${RESERVED_FDS} kept beside sessions)`,
+    help: "ops connections expected at once (probes, scrapers, pages): --max-sessions auto keeps this many descriptors aside for them; the ops server refuses none beyond it",
     schema: count(1, 1024),
   },
   opsIdleTimeout: {
     flag: "--ops-idle-timeout",
     env: "LOCKD_OPS_IDLE_TIMEOUT",
     default: formatDuration(DEFAULT_OPS_IDLE_TIMEOUT_MS),
-    help: "close an ops connection after this long without a request, or with a request or answer stuck",
-    schema: duration(100, 300_000),
+    help: "close an ops connection after this long with no byte either way after a request (whole seconds, 1s..255s; checked every 4 s)",
+    schema: duration(1000, 255_000),
   },
   coordinator: {
     flag: "--coordinator",

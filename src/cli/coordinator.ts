@@ -159,7 +159,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     // Read once at start, for the floor of a row this instance creates; never written or locked.
     dataDir: options.dataDir,
     // As clients see it (with the map's generation), from the current term's server.
-    tokensFrom: server === null ? "the coordinator's floor, when active" : server.engine.tokens.last + 1,
+    tokensFrom: server === null ? "the coordinator's floor, when active" : server.tokensLast + 1,
     shard: c.shards.shard ?? "none",
     shards: c.shards.shards.join(",") || "none",
     shardsGeneration: c.shards.generation,

@@ -6,7 +6,7 @@ import { SERVE_OPTIONS } from "./config.ts";
 import { Logger } from "../log/logger.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import { Daemon } from "../server/daemon.ts";
-import { openFileLimit } from "../process/limits.ts";
+import { openFileLimit, raiseOpenFileLimit } from "../process/limits.ts";
 import { FileTokens, TokenStoreError } from "../tokens/file.ts";
 import { LeasesFile } from "../tokens/leases.ts";
 import { resolveCoordinatorUrl, serveCoordinated } from "./coordinator.ts";
@@ -80,7 +80,10 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   const options = parsed.options;
   const admin = resolveAdminToken(options, parsed.sources);
   const log = new Logger(options.logLevel);
-  const limit = openFileLimit(options.opsMaxConnections); // the reserve grows with the ops connection limit
+  // The soft open-file limit up to the hard one (limits.ts): descriptors are what an ops flood and sessions share.
+  const raised = raiseOpenFileLimit();
+  if (raised.error !== undefined) log.warn("server.open_files_not_raised", "could not raise the open-file limit to its hard limit: going on with the soft limit", { error: raised.error, soft: raised.from });
+  const limit = openFileLimit(options.opsMaxConnections); // the reserve grows with the ops connections expected
   // auto: what the open-file limit leaves for sessions (unbounded when the limit is unknown or unlimited).
   const capacity = limit.sessionCapacity ?? Infinity;
   const maxSessions = options.maxSessions ?? capacity;
@@ -166,7 +169,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     adminToken: admin.token === null ? "none (admin endpoints answer 403)" : admin.from,
     logLevel: options.logLevel,
     dataDir: options.dataDir,
-    tokensFrom: daemon.server.engine.tokens.last + 1,
+    tokensFrom: daemon.server.tokensLast + 1,
     maxLeaseMs: options.maxLease ?? "off",
     ...lockDelayFields(leases),
     shard: shards.shard ?? "none",
@@ -176,7 +179,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     opsTls: opsTls === undefined ? "off" : "on",
     opsMaxConnections: options.opsMaxConnections,
     opsIdleTimeoutMs: options.opsIdleTimeout,
-    openFileLimit: { soft: limit.soft, hard: limit.hard },
+    openFileLimit: { soft: limit.soft, hard: limit.hard, ...(raised.from !== null && raised.to !== null && raised.to > raised.from ? { raisedFrom: raised.from } : {}) },
     sessionCapacity: limit.sessionCapacity,
     pid: process.pid,
   });

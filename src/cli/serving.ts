@@ -46,7 +46,7 @@ export function daemonOptions(c: Omit<CoordinatedServe, "url" | "limit">): Daemo
     version: VERSION,
     ...(c.tls !== undefined ? { tls: c.tls } : {}),
     ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
-    opsLimits: { maxConnections: options.opsMaxConnections, idleTimeoutMs: options.opsIdleTimeout },
+    opsLimits: { idleTimeoutMs: options.opsIdleTimeout },
     shards: c.shards,
   };
 }

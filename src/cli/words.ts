@@ -5,6 +5,7 @@
  */
 import type { EngineWords } from "../core/engine.ts";
 import type { ShardWords } from "../failover/holder.ts";
+import type { OpsWords } from "../ops/server.ts";
 import type { DaemonWords } from "../server/daemon.ts";
 import { SERVE_OPTIONS } from "./config.ts";
 
@@ -14,4 +15,9 @@ export const SHARD_WORDS: ShardWords = { service: o.service.flag, shard: o.shard
 
 export const ENGINE_WORDS: EngineWords = { maxLease: `this server's ${o.maxLease.flag}`, maxSessionsPerSource: o.maxSessionsPerSource.flag };
 
-export const DAEMON_WORDS: DaemonWords = { engine: ENGINE_WORDS, advertiseOps: `${o.advertiseOps.flag} (${o.advertiseOps.env})` };
+export const OPS_WORDS: OpsWords = {
+  adminToken: `start lockd serve with ${o.adminTokenFile.flag} FILE, ${o.adminTokenFile.env}=FILE, or ${o.adminToken.env}=TOKEN`,
+  advertiseOps: o.advertiseOps.flag,
+};
+
+export const DAEMON_WORDS: DaemonWords = { engine: ENGINE_WORDS, ops: OPS_WORDS, advertiseOps: `${o.advertiseOps.flag} (${o.advertiseOps.env})` };

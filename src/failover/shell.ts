@@ -31,9 +31,9 @@
 import { formatAddress } from "../net/address.ts";
 import type { Logger } from "../log/logger.ts";
 import { type DelayView, LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
-import { Engine, type EngineView, type GrantGuard } from "../core/engine.ts";
+import type { GrantGuard } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
-import type { Conn } from "../server/conn.ts";
+import type { CoordinatorMetrics, LockSource, RoleSource, RoleView } from "../ops/sources.ts";
 import { type RoleAction, type RoleEffects, RoleMachine, Outcome, type TermDelay } from "./machine.ts";
 import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, type ShardWords, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
 import type { CoordinatorStore } from "./store.ts";
@@ -66,48 +66,8 @@ export interface FailoverOptions {
   readonly clock?: ShellClock;
 }
 
-/**
- * What the ops server shows about roles. Display only: the role machine
- * decides on its own state (machine.ts), never on this.
- */
-export interface RoleView {
-  readonly role: "standby" | "active" | "stopped";
-  /**
-   * The service's epoch: the active's, its term's; a standby's (or a stopped
-   * instance's), the row's as this instance last read it (its own last term's
-   * before any read; 0 when the service has no row yet).
-   */
-  readonly epoch: number;
-  readonly service: string;
-  readonly instance: string;
-  /**
-   * The instance id of the service's active as this instance last saw it
-   * (without the map tag): its own when active; null when the row was
-   * released or absent at the last read, or not read yet.
-   */
-  readonly active: string | null;
-  /**
-   * The ops address (HOST:PORT) the service's active advertises in the row
-   * (`ops=`, holder.ts), where its /readyz and /ui answer: its own
-   * advertised address when active; null when unknown (no active, or an
-   * active that advertises none: an older lockd, or a wildcard --ops
-   * without --advertise-ops).
-   */
-  readonly activeOps: string | null;
-  /** A standby that refuses to take over its service's row: why (the maps differ); absent otherwise. */
-  readonly refusal?: string;
-}
+export type { CoordinatorMetrics, RoleView } from "../ops/sources.ts";
 
-/** RoleMachine figures for /metrics. */
-export interface CoordinatorMetrics extends RoleView {
-  readonly roundTripSeconds: number;
-  readonly renewalsFailed: number;
-  readonly stepDowns: number;
-  readonly takeovers: number;
-  readonly leaseSeconds: number;
-}
-
-const NO_TRANSPORT = { send() {}, close() {} };
 
 /**
  * The shell's only way to time: the monotonic clock (ms), and one-shot
@@ -128,12 +88,12 @@ export const REAL_CLOCK: ShellClock = {
   },
 };
 
-export class FailoverShell implements GrantGuard, TokenSource {
+export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
   readonly machine: RoleMachine;
   /** The LockServer of the current active term, null while standby. */
   server: LockServer | null = null;
-  /** The engine the ops server shows: the current term's, else the last term's, else an idle one. */
-  engine: EngineView<Conn>;
+  /** The lock table of the current term, else of the last one; null before the first (the daemon shows an empty one then). */
+  locks: LockSource | null = null;
   /** Resolves once the first decision is made (the row read, created or taken). */
   readonly started: Promise<void>;
   private resolveStarted!: () => void;
@@ -173,7 +133,6 @@ export class FailoverShell implements GrantGuard, TokenSource {
     const clock = this.clock;
     this.now = () => clock.now();
     this.statementTimeoutMs = Math.max(50, options.leaseMs / 2);
-    this.engine = new Engine<Conn>(NO_TRANSPORT, { ioTimeoutMs: options.ioTimeoutMs }, this.now());
     this.started = new Promise((resolve) => (this.resolveStarted = resolve));
   }
 
@@ -265,7 +224,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
     this.cancelTimer?.();
     this.cancelTimer = null;
     // The names held at this moment are published with the release: only they wait at the next active.
-    const held = this.server?.engine.held(MAX_PUBLISHED_NAMES) ?? [];
+    const held = this.server?.held(MAX_PUBLISHED_NAMES) ?? [];
     this.machine.stop(this.now(), held ?? "*"); // a release to send, if active: `releasing`
     const server = this.server;
     this.server = null;
@@ -504,7 +463,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
       return;
     }
     this.server = server;
-    this.engine = server.view;
+    this.locks = server.locks;
     this.options.log.info("failover.active", "active: listening", {
       service: this.options.service,
       epoch,
@@ -514,7 +473,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
       // The ops address written into the row for standbys to show (null: none advertised).
       advertisedOps: this.ops,
       // As clients see it: the server's token source wraps the machine's counter in the map's generation.
-      tokensFrom: server.engine.tokens.last + 1,
+      tokensFrom: server.tokensLast + 1,
       ...(delay.over(now) ? {} : { lockDelayMs: Math.ceil(delay.endsAt - now), lockDelayNames: termDelay.everyNameMs > 0 ? "every name" : termDelay.names.length }),
     });
     if (termDelay.unknown) {
@@ -545,7 +504,7 @@ export class FailoverShell implements GrantGuard, TokenSource {
       service: this.options.service,
       epoch,
       reason,
-      sessions: server?.view.sessions.size ?? 0,
+      sessions: server?.sessionCount ?? 0,
     });
     if (server !== null) {
       const stopped = server.stop(); // at once: the listener closes and every session ends now

@@ -17,6 +17,7 @@ export const LOG_EVENTS = {
   "server.listening": "info",
   "server.started": "info",
   "server.max_sessions_near_limit": "warn",
+  "server.open_files_not_raised": "warn",
   // sessions (src/server/daemon.ts)
   "session.opened": "debug",
   "session.ended": "debug",
@@ -63,7 +64,6 @@ export const LOG_EVENTS = {
   "standby.refusal_over": "info",
   // the ops listener and admin actions (src/ops/server.ts)
   "ops.request_failed": "error",
-  "ops.connection_refused": "warn",
   "admin.refused": "warn",
   "admin.force_release": "info",
   "admin.kick": "info",

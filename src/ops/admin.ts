@@ -18,9 +18,10 @@ export const AuthResult = {
 } as const;
 export type AuthResult = (typeof AuthResult)[keyof typeof AuthResult];
 
-/** How to turn admin endpoints on: the 403 body says it. */
-export const HOW_TO_SET_TOKEN =
-  "admin endpoints are disabled: start lockd serve with --admin-token-file FILE, LOCKD_ADMIN_TOKEN_FILE=FILE, or LOCKD_ADMIN_TOKEN=TOKEN";
+/** The 403 body when no token is configured, without the CLI's words for how to set one (OpsWords.adminToken). */
+export function adminDisabled(howToSet: string): string {
+  return `admin endpoints are disabled: ${howToSet}`;
+}
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();

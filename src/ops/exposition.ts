@@ -5,7 +5,7 @@
  * buckets with `le` ascending, `+Inf` last and equal to `_count`, then
  * `_sum` and `_count`.
  */
-import type { Histogram } from "../core/stats.ts";
+import type { HistogramCounts } from "./sources.ts";
 
 export const EXPOSITION_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -56,7 +56,7 @@ export class Exposition {
     return this.family(name, type, help).sample(name, value, labels);
   }
 
-  histogram(name: string, help: string, histogram: Histogram): this {
+  histogram(name: string, help: string, histogram: HistogramCounts): this {
     this.family(name, "histogram", help);
     let cumulative = 0;
     for (let i = 0; i < histogram.bounds.length; i++) {

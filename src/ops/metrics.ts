@@ -16,11 +16,10 @@
  */
 import { readdirSync, statSync } from "node:fs";
 import { CLOSED_BY_PEER, LIVE_STATES, SESSION_STATE_NAMES, SessionState } from "../core/session.ts";
-import type { EngineView } from "../core/engine.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
 import { openFileLimit } from "../process/limits.ts";
-import type { CoordinatorMetrics } from "../failover/shell.ts";
+import type { CoordinatorMetrics, LockSource } from "./sources.ts";
 import type { DelayView } from "../core/delay.ts";
 
 /** Counters of the ops server itself. */
@@ -33,23 +32,16 @@ export class OpsStats {
   metricsBuilt = 0;
 }
 
-/** The ops listener's connections: open now, the limit, and those refused at it. */
-export interface OpsConnections {
-  readonly open: number;
-  readonly max: number;
-  readonly refused: number;
-}
-
 export interface MetricsInput {
-  readonly engine: EngineView<unknown>;
-  /** Open TCP connections of the lock listener. */
-  readonly connections: number;
+  /** The lock table's counters and sizes (and the lock listener's connections). */
+  readonly locks: LockSource;
   readonly ready: boolean;
   readonly version: string;
   readonly ops: OpsStats;
   /** Log lines dropped by rate limits. */
   readonly logSuppressed: number;
-  readonly opsConnections: OpsConnections;
+  /** Ops requests whose answer is being made (the scrape's own included). */
+  readonly opsRequests: number;
   /** With --coordinator: the instance's role and the coordinator's figures. */
   readonly coordinator?: CoordinatorMetrics;
   /** The token counter reached the end of its generation. */
@@ -70,8 +62,8 @@ const END_REASONS: readonly (readonly [number, string])[] = [
 const START_TIME_SECONDS = (Date.now() - performance.now()) / 1000;
 
 export function renderMetrics(input: MetricsInput): string {
-  const { engine } = input;
-  const stats = engine.stats;
+  const { locks } = input;
+  const stats = locks.counters;
   const out = new Exposition();
 
   out.single("lockd_build_info", "gauge", "Always 1; the version is a label.", 1, { version: input.version });
@@ -81,12 +73,12 @@ export function renderMetrics(input: MetricsInput): string {
       generation: String(input.shard.generation),
     });
   }
-  out.single("lockd_ready", "gauge", "1 while accepting sessions; 0 from the first moment of shutdown, and on a standby (--coordinator).", input.ready ? 1 : 0);
+  out.single("lockd_ready", "gauge", "1 while accepting sessions; 0 from the first moment of shutdown, and on a standby of a coordinated service.", input.ready ? 1 : 0);
 
   out.family("lockd_sessions", "gauge", "Live sessions by state: connected (no ACQUIRE yet), waiting (queued), owner (holds its lock).");
   for (const state of LIVE_STATES) out.sample("lockd_sessions", stats.states[state]!, { state: SESSION_STATE_NAMES[state] });
-  out.single("lockd_connections", "gauge", "Open TCP connections on the lock listener, including ones being closed.", input.connections);
-  out.single("lockd_locks", "gauge", "Locks with a holder or waiters (a lock exists only while someone holds or wants it).", engine.locks.size);
+  out.single("lockd_connections", "gauge", "Open TCP connections on the lock listener, including ones being closed.", locks.connectionCount);
+  out.single("lockd_locks", "gauge", "Locks with a holder or waiters (a lock exists only while someone holds or wants it).", locks.lockCount);
   out.single("lockd_locks_held", "gauge", "Locks that have an owner.", stats.states[SessionState.OWNER]!);
   out.single("lockd_waiters", "gauge", "Sessions queued behind a held lock, over all locks.", stats.states[SessionState.WAITING]!);
   out.single("lockd_sessions_opened_total", "counter", "Sessions accepted (connections not refused).", stats.opened);
@@ -104,14 +96,14 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_lock_delay_seconds", "gauge", "The longest lock-delay left: no grant of a held-back name before an earlier server's holders are past their deadlines (0: none).", delay === null ? 0 : delay.remainingMs / 1000);
   out.single("lockd_lock_delay_names", "gauge", "Names still held back one by one (published by the last clean stop); 0 while every name waits, or none.", delay === null ? 0 : delay.names);
   out.single("lockd_lock_delayed_total", "counter", "TRY claims refused with LOCK_DELAYED during a lock-delay.", stats.delayed);
-  out.single("lockd_fencing_token_last", "gauge", "The last fencing token issued (0 before the first grant).", engine.tokens.last);
+  out.single("lockd_fencing_token_last", "gauge", "The last fencing token issued (0 before the first grant).", locks.tokensLast);
   out.single("lockd_tokens_exhausted", "gauge", "1 once the token counter reached the end of the map's generation: every claim is refused until a restart with a higher generation.", input.tokensExhausted === true ? 1 : 0);
 
   // Session capacity, and what was refused or cut to keep it (lock port; see limits.ts and conn.ts).
-  if (Number.isFinite(engine.maxSessions)) out.single("lockd_session_limit", "gauge", "Live sessions beyond this are refused with OVERLOADED (--max-sessions).", engine.maxSessions);
-  if (Number.isFinite(engine.maxSessionsPerSource)) {
-    out.single("lockd_session_limit_per_source", "gauge", "Live sessions from one peer address beyond this are refused with OVERLOADED (--max-sessions-per-source).", engine.maxSessionsPerSource);
-    out.single("lockd_session_sources", "gauge", "Peer addresses with at least one live session.", engine.sources.size);
+  if (Number.isFinite(locks.maxSessions)) out.single("lockd_session_limit", "gauge", "Live sessions beyond this are refused with OVERLOADED (the session limit).", locks.maxSessions);
+  if (Number.isFinite(locks.maxSessionsPerSource)) {
+    out.single("lockd_session_limit_per_source", "gauge", "Live sessions from one peer address beyond this are refused with OVERLOADED (the per-source session limit).", locks.maxSessionsPerSource);
+    out.single("lockd_session_sources", "gauge", "Peer addresses with at least one live session.", locks.sourceCount);
   }
   out.family("lockd_sessions_refused_total", "counter", "Connections refused at accept with OVERLOADED, by the limit that refused them.");
   out.sample("lockd_sessions_refused_total", stats.refusedSessionLimit, { cause: "session_limit" });
@@ -130,10 +122,7 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_admin_denied_total", "counter", "Admin requests refused: no token configured, token missing or wrong.", input.ops.denied);
   out.single("lockd_log_lines_suppressed_total", "counter", "Warning lines dropped by the log rate limit.", input.logSuppressed);
 
-  const ops = input.opsConnections;
-  out.single("lockd_ops_connections", "gauge", "Open connections on the ops listener (this scrape's included).", ops.open);
-  out.single("lockd_ops_max_connections", "gauge", "Ops listener connections beyond this are refused (--ops-max-connections).", ops.max);
-  out.single("lockd_ops_connections_refused_total", "counter", "Ops listener connections refused at the limit (answered 503 and closed).", ops.refused);
+  out.single("lockd_ops_requests_in_flight", "gauge", "Ops requests whose answer is being made, this scrape's included (answers being written no longer count).", input.opsRequests);
 
   if (input.coordinator !== undefined) coordinatorMetrics(out, input.coordinator);
   processMetrics(out);

@@ -1,7 +1,7 @@
 /**
  * The ops server: health, readiness, metrics, a JSON view of the locks,
- * the two admin actions, and the operator's page (/ui, in ui/board.ts), over
- * the connection-limited HTTP/1.1 listener of http.ts.
+ * the two admin actions, and the operator's page (/ui, in ui/board.ts), on
+ * Bun.serve (http.ts).
  * docs/operations.md is its reference.
  *
  * It shares the event loop with every lock session, so no request does
@@ -25,33 +25,47 @@
  * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
  * 405 or 409.
  */
-import { SessionState } from "../core/session.ts";
+import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log/logger.ts";
-import { AdminAuth, AuthResult, HOW_TO_SET_TOKEN } from "./admin.ts";
+import { AdminAuth, AuthResult, adminDisabled } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
 import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
 import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./http.ts";
 import { SliceQueue } from "./slices.ts";
-import { type OpsConnections, OpsStats, renderMetrics } from "./metrics.ts";
-import type { FailoverShell } from "../failover/shell.ts";
+import { OpsStats, renderMetrics } from "./metrics.ts";
 import type { DelayView } from "../core/delay.ts";
-import type { LockServer } from "../server/server.ts";
-import type { Lock } from "../core/session.ts";
-import type { Conn } from "../server/conn.ts";
-import { byName, decodeCursor, holderView, type ShardView, shardViewOf, lockView, locksPage, positionOf, TopK, waiterView } from "./views.ts";
+import type { LockSource, RoleSource } from "./sources.ts";
+import { ascending, decodeCursor, type ShardView, shardViewOf, locksPage, TopK } from "./views.ts";
 import { Board } from "./ui/board.ts";
+
+/** How the ops server's answers name settings. */
+export interface OpsWords {
+  /** How to start a server with an admin token, after "admin endpoints are disabled: ". */
+  readonly adminToken: string;
+  /** The advertised ops address setting, after "set". */
+  readonly advertiseOps: string;
+}
+
+export const PLAIN_OPS_WORDS: OpsWords = {
+  adminToken: "this server was started without an admin token",
+  advertiseOps: "the advertised ops address",
+};
 
 export interface OpsOptions {
   readonly hostname: string;
   /** 0 picks a free port (tests). */
   readonly port: number;
-  /** The lock server: its engine read-only, its connection count and the two admin actions. */
-  readonly server: Pick<LockServer, "view" | "connectionCount" | "forceRelease" | "kick">;
+  /**
+   * The lock table: views, counters and the two admin actions. Read at
+   * every use: with --coordinator each active term's server is a source of
+   * its own (and a standby's, its last term's or an idle one).
+   */
+  readonly locks: LockSource;
   /** With --coordinator: the role layer (role and epoch in /readyz and /metrics). */
-  readonly roles?: Pick<FailoverShell, "view" | "metrics">;
+  readonly roles?: RoleSource;
   readonly auth: AdminAuth;
   readonly log: Logger;
   readonly version: string;
@@ -63,6 +77,8 @@ export interface OpsOptions {
   readonly shard?: ShardIdentity;
   /** False from the first moment of shutdown. */
   readonly isReady: () => boolean;
+  /** How answers name settings an operator changes (the CLI's flags); omitted: plain words. */
+  readonly words?: OpsWords;
   /** Why a running server is not ready (its /readyz `status`), or null: "tokens_exhausted". */
   readonly trouble?: () => string | null;
   /** The lock-delay as it stands (null: none runs): /readyz, /metrics and the page show it. */
@@ -75,9 +91,10 @@ export interface OpsOptions {
 
 /** What one ops caller can take from the process. docs/operations.md explains the defaults. */
 export interface OpsLimits {
-  /** Open connections beyond this are answered 503 and closed at once (--ops-max-connections). */
-  readonly maxConnections: number;
-  /** A connection idle this long (no request, or a request or answer stuck) is closed (--ops-idle-timeout). */
+  /**
+   * A connection with no byte either way for this long after a request is
+   * closed (--ops-idle-timeout; Bun.serve takes whole seconds, rounded up).
+   */
   readonly idleTimeoutMs: number;
   /** Scrapes within this many ms of a built /metrics body get that body (0: build every time). */
   readonly metricsMaxAgeMs: number;
@@ -92,7 +109,7 @@ export interface OpsLimits {
   readonly scanSlice: number;
 }
 
-export const DEFAULT_OPS_LIMITS: OpsLimits = { maxConnections: 64, idleTimeoutMs: 5000, metricsMaxAgeMs: 1000, scanSlice: 16_384 };
+export const DEFAULT_OPS_LIMITS: OpsLimits = { idleTimeoutMs: DEFAULT_OPS_IDLE_TIMEOUT_MS, metricsMaxAgeMs: 1000, scanSlice: 16_384 };
 
 const METRICS_HEADERS = { "content-type": EXPOSITION_CONTENT_TYPE, "cache-control": "no-store" };
 const FORCE_RELEASE = "/force-release";
@@ -166,23 +183,24 @@ export class OpsServer {
   private readonly authWarnings = new RateLimit(10, 1000);
   /** The last /metrics body, when it was built, and the readiness it showed. */
   private metricsCache: { body: Uint8Array; at: number; ready: boolean } | null = null;
-  private readonly busyWarnings = new RateLimit(1, 10_000);
   /** Every walk over the lock table (listings, the page's snapshots and views): one slice per turn in all. */
   private readonly slices: SliceQueue;
   /** The operator's page, /ui (src/ops/ui). */
   readonly board: Board;
 
+  private readonly words: OpsWords;
+
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
+    this.words = options.words ?? PLAIN_OPS_WORDS;
     const shard = options.shard;
     this.shardView = shardViewOf(shard ?? NO_SHARDS);
     this.placement = this.shardView.name !== null && this.shardView.shards.length > 1 ? new Placement(this.shardView.shards) : null;
-    // A getter: with --coordinator the server (and its engine) changes with each active term.
-    const server = options.server;
     this.slices = new SliceQueue(this.limits.scanSlice);
     const roles = options.roles;
     this.board = new Board({
-      get engine() { return server.view; },
+      // A getter: with --coordinator the lock source changes with each active term.
+      get locks() { return options.locks; },
       scanSlice: this.limits.scanSlice,
       slices: this.slices,
       version: options.version,
@@ -194,18 +212,12 @@ export class OpsServer {
       hostname: options.hostname,
       port: options.port,
       ...(options.tls === undefined ? {} : { tls: options.tls }),
-      maxConnections: this.limits.maxConnections,
       idleTimeoutMs: this.limits.idleTimeoutMs,
       handle: (request) => this.handle(request),
       failed: (error) => {
         options.log.error("ops.request_failed", "ops request failed", { error: String(error) });
         return fail(500, "INTERNAL", "internal error; see the server log");
       },
-      refused: (remote) =>
-        options.log.limited(this.busyWarnings, "warn", "ops.connection_refused", "ops connection refused: at --ops-max-connections", () => ({
-          by: remote,
-          maxConnections: this.limits.maxConnections,
-        })),
     });
   }
 
@@ -217,11 +229,11 @@ export class OpsServer {
     return this.http.port ?? 0;
   }
 
-  /** Close the listener and every open request. Idempotent. */
+  /** Close the listener and every connection. Idempotent. */
   async stop(): Promise<void> {
     this.slices.stop();
     this.board.stop();
-    this.http.stop();
+    await this.http.stop();
   }
 
   private handle(request: HttpRequest): HttpReply | Promise<HttpReply> {
@@ -241,7 +253,7 @@ export class OpsServer {
       case LOCKS: {
         if (method !== "GET") return notAllowed(method, "GET");
         const raw = rawQueryName(query);
-        return raw === null ? this.list(query) : this.show(raw, query);
+        return raw === null ? this.list(query, request) : this.show(raw, query);
       }
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
@@ -308,7 +320,7 @@ export class OpsServer {
     const ask = roles.active === null
       ? "the coordinator row names no active now (released, or not created yet): ask again once an instance's /readyz answers 200"
       : roles.activeOps === null
-        ? `ask the active instance, ${roles.active} (its /readyz answers 200); it gives no ops address (set --advertise-ops on it)`
+        ? `ask the active instance, ${roles.active} (its /readyz answers 200); it gives no ops address (set ${this.words.advertiseOps} on it)`
         : `ask the active instance, ${roles.active}, at ${roles.activeOps} (its /readyz answers 200)`;
     return json(503, {
       error: { code: "NOT_ACTIVE", message: `this instance of service ${roles.service} is ${roles.role === "standby" ? "a standby" : "stopped"} (epoch ${roles.epoch}): it serves no locks; ${ask}` },
@@ -327,16 +339,14 @@ export class OpsServer {
     const ready = this.options.isReady();
     const cached = this.metricsCache;
     if (cached !== null && cached.ready === ready && now - cached.at < this.limits.metricsMaxAgeMs) return cached.body;
-    const server = this.options.server;
     this.stats.metricsBuilt++;
     const body = encoder.encode(renderMetrics({
-      engine: server.view,
-      connections: server.connectionCount,
+      locks: this.options.locks,
       ready,
       version: this.options.version,
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
-      opsConnections: this.connections,
+      opsRequests: this.http.pending,
       lockDelay: this.options.lockDelay?.() ?? null,
       tokensExhausted: this.options.trouble?.() === "tokens_exhausted",
       ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
@@ -372,13 +382,13 @@ export class OpsServer {
     });
   }
 
-  /** The ops listener's connections (open, limit, refused). */
-  get connections(): OpsConnections {
-    return { open: this.http.open, max: this.limits.maxConnections, refused: this.http.refused };
+  /** Ops requests whose answer is being made now (this one's included). */
+  get requestsInFlight(): number {
+    return this.http.pending;
   }
 
   /** One page of locks in name order after `?cursor=`. */
-  private list(query: string): HttpReply | Promise<HttpReply> {
+  private list(query: string, request: HttpRequest): HttpReply | Promise<HttpReply> {
     const idle = this.notActive();
     if (idle !== null) return idle;
     const limit = parseLimit(query);
@@ -388,19 +398,21 @@ export class OpsServer {
     if (after === null && cursor !== undefined && cursor !== "") {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
     }
-    // The page is of the engine walked: with --coordinator a term can change mid-walk.
-    const engine = this.options.server.view;
-    const page = new TopK<Lock<Conn>>(limit, byName);
+    // The page is of the source walked: with --coordinator a term can change mid-walk.
+    const locks = this.options.locks;
+    const page = new TopK<string>(limit, ascending);
     // Always queued, even when the table fits in one slice: requests from
     // many connections arrive in one turn, and each page (up to MAX_PAGE
     // views and their JSON) is built in a turn of its own, not all at once.
     return this.slices
-      .walk(engine.locks.values(), (lock) => {
-        if (after === null || lock.name > after) page.offer(lock);
+      .walk(locks.lockNames(), (name) => {
+        if (after === null || name > after) page.offer(name);
       })
       .then(() => {
+        // A caller gone while the page was picked gets no page built (its JSON is the costly part).
+        if (request.aborted) return fail(503, "GONE", "the client went away");
         const picked = page.finish();
-        return json(200, { ...locksPage(engine, picked, page.offered > picked.length, performance.now()), shard: this.shardView });
+        return json(200, { ...locksPage(locks, picked, page.offered > picked.length, performance.now()), shard: this.shardView });
       });
   }
 
@@ -411,12 +423,12 @@ export class OpsServer {
     if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
-    const lock = this.options.server.view.locks.get(decoded.name);
+    const lock = this.options.locks.lock(decoded.name, performance.now(), limit);
     // The shard goes with the 404 too: "free" means something only from the name's own shard.
-    if (lock === undefined) {
+    if (lock === null) {
       return json(404, { error: { code: "NO_SUCH_LOCK", message: `nobody holds or waits for ${JSON.stringify(decoded.name)}` }, shard: this.shardView });
     }
-    return json(200, { ...lockView(lock, performance.now(), limit), shard: this.shardView });
+    return json(200, { ...lock, shard: this.shardView });
   }
 
   /** Who is asking, for the log: peer address and user agent. */
@@ -436,7 +448,7 @@ export class OpsServer {
     }));
     switch (result) {
       case AuthResult.UNCONFIGURED:
-        return fail(403, "ADMIN_DISABLED", HOW_TO_SET_TOKEN);
+        return fail(403, "ADMIN_DISABLED", adminDisabled(this.words.adminToken));
       case AuthResult.MISSING:
         return fail(401, "UNAUTHORIZED", "send Authorization: Bearer <admin token>", { "www-authenticate": 'Bearer realm="lockd"' });
       case AuthResult.WRONG:
@@ -452,16 +464,10 @@ export class OpsServer {
     const name = decoded.name;
     const misplaced = this.otherShard(name);
     if (misplaced !== null) return misplaced;
-    const server = this.options.server;
-    const engine = server.view;
-    const owner = engine.locks.get(name)?.owner ?? null;
-    if (owner === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
-    const now = performance.now();
-    const released = holderView(owner, now);
-    server.forceRelease(name, now);
+    const done = this.options.locks.forceRelease(name, performance.now());
+    if (done === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
+    const { released, promoted } = done;
     this.stats.forceReleases++;
-    const next = engine.locks.get(name)?.owner ?? null;
-    const promoted = next === null ? null : holderView(next, performance.now());
     this.options.log.info("admin.force_release", "admin force-release", {
       ...this.who(request),
       lock: name,
@@ -490,17 +496,13 @@ export class OpsServer {
     }
     if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
     const id = Number(idText);
-    const server = this.options.server;
-    const session = server.view.sessions.get(id);
-    if (session === undefined) return fail(404, "NO_SUCH_SESSION", `no live session ${id}: nothing to kick`);
-    if (session.state !== SessionState.WAITING) {
-      const what = session.state === SessionState.OWNER ? `holds ${JSON.stringify(session.lock!.name)}; use force-release` : "has not sent ACQUIRE yet";
+    const done = this.options.locks.kick(id, performance.now());
+    if ("refused" in done) {
+      if (done.refused === "unknown") return fail(404, "NO_SUCH_SESSION", `no live session ${id}: nothing to kick`);
+      const what = done.refused === "owner" ? `holds ${JSON.stringify(done.lock)}; use force-release` : "has not sent ACQUIRE yet";
       return fail(409, "NOT_WAITING", `session ${id} is not waiting: it ${what}`);
     }
-    const now = performance.now();
-    const kicked = waiterView(session, positionOf(session), now);
-    const name = session.lock!.name;
-    server.kick(id, now);
+    const { kicked, lock: name } = done;
     this.stats.kicks++;
     this.options.log.info("admin.kick", "admin kick", { ...this.who(request), lock: name, session: id, owner: kicked.owner, position: kicked.position });
     return json(200, { lock: name, kicked });

@@ -1,87 +1,15 @@
 /**
- * JSON views of locks and sessions for the ops server. Times are
- * milliseconds relative to `now` (the engine's clock is monotonic, so
- * absolute times would mean nothing outside the process); fencing tokens are
- * decimal strings, since a u64 does not fit a JSON number everywhere.
+ * The ops room's side of the lock views: a page of /v1/locks picked from a
+ * lock source's names (a cursor, a bounded top-k), the /ui table's orders,
+ * and the shard a server says it is. The views of one lock (holder,
+ * waiters) are the lock source's (sources.ts), built where the engine's
+ * nodes are (server/locks.ts).
  */
 import type { ShardIdentity } from "../shard/identity.ts";
-import type { EngineView } from "../core/engine.ts";
-import { type Lock, type Session, SessionState } from "../core/session.ts";
-import type { Conn } from "../server/conn.ts";
-import { peerOf } from "../net/peer.ts";
+import { SessionState } from "../core/session.ts";
+import type { HolderLabels, LockSource, LockView, RowKeys } from "./sources.ts";
 
-export interface SessionView {
-  readonly session: number;
-  readonly owner: string;
-  /** Peer address as HOST:PORT ([HOST]:PORT for IPv6); "" once the socket is gone. */
-  readonly remote: string;
-  readonly leaseMs: number;
-  /** Since the last complete frame from the session. */
-  readonly silentForMs: number;
-}
-
-export interface HolderView extends SessionView {
-  readonly token: string;
-  readonly heldForMs: number;
-}
-
-export interface WaiterView extends SessionView {
-  /** 1 is the head of the queue: the next owner. */
-  readonly position: number;
-  readonly waitingForMs: number;
-}
-
-export interface LockView {
-  readonly name: string;
-  readonly holder: HolderView | null;
-  /** All waiters of the lock. */
-  readonly waiting: number;
-  /** The first waiters in queue order (at most the view's limit). */
-  readonly waiters: WaiterView[];
-}
-
-export function remoteOf(conn: Conn): string {
-  return peerOf(conn.socket);
-}
-
-const ms = (value: number): number => Math.max(0, Math.round(value));
-
-function sessionView(session: Session<Conn>, now: number): SessionView {
-  return {
-    session: session.id,
-    owner: session.owner,
-    remote: remoteOf(session.conn),
-    leaseMs: session.leaseMs,
-    silentForMs: ms(now - session.lastSeen),
-  };
-}
-
-export function holderView(session: Session<Conn>, now: number): HolderView {
-  return { ...sessionView(session, now), token: String(session.token), heldForMs: ms(now - session.grantedAt) };
-}
-
-export function waiterView(session: Session<Conn>, position: number, now: number): WaiterView {
-  return { ...sessionView(session, now), position, waitingForMs: ms(now - session.acquiredAt) };
-}
-
-/** A lock, its holder and its first `maxWaiters` waiters. */
-export function lockView(lock: Lock<Conn>, now: number, maxWaiters: number): LockView {
-  const waiters: WaiterView[] = [];
-  let position = 0;
-  for (let s = lock.head; s !== null && position < maxWaiters; s = s.queueNext) waiters.push(waiterView(s, ++position, now));
-  return { name: lock.name, holder: lock.owner === null ? null : holderView(lock.owner, now), waiting: lock.waiting, waiters };
-}
-
-/** A waiting session's place in its queue (1 = head), 0 if it is not waiting. */
-export function positionOf(session: Session<Conn>): number {
-  if (session.state !== SessionState.WAITING || session.lock === null) return 0;
-  let position = 0;
-  for (let s = session.lock.head; s !== null; s = s.queueNext) {
-    position++;
-    if (s === session) return position;
-  }
-  return 0;
-}
+export type { HolderView, LockView, SessionView, WaiterView } from "./sources.ts";
 
 /** Live sessions by state. */
 export interface SessionCounts {
@@ -194,50 +122,32 @@ export class TopK<T> {
 /** Ascending by name (UTF-16 code units, as the cursor compares). */
 export const byName = (a: { readonly name: string }, b: { readonly name: string }): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
+/** Ascending (UTF-16 code units, as the cursor compares). */
+export const ascending = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
 /**
- * The answer for the locks picked for a page, in name order (`more`: locks
+ * The answer for the names picked for a page, in name order (`more`: names
  * after them were seen). A lock that has gone since it was picked is left
  * out, but the cursor still moves past it: every lock that exists from the
  * first page to the last is shown exactly once.
  */
-export function locksPage(engine: EngineView<Conn>, picked: readonly Lock<Conn>[], more: boolean, now: number): LocksView {
+export function locksPage(source: LockSource, picked: readonly string[], more: boolean, now: number): LocksView {
   const locks: LockView[] = [];
   let budget = PAGE_WAITERS;
-  for (const lock of picked) {
-    if (engine.locks.get(lock.name) !== lock) continue;
-    const view = lockView(lock, now, Math.min(LOCK_WAITERS, budget));
+  for (const name of picked) {
+    const view = source.lock(name, now, Math.min(LOCK_WAITERS, budget));
+    if (view === null) continue;
     budget -= view.waiters.length;
     locks.push(view);
   }
-  const next = more && picked.length > 0 ? encodeCursor(picked[picked.length - 1]!.name) : null;
+  const next = more && picked.length > 0 ? encodeCursor(picked[picked.length - 1]!) : null;
   return {
     locks,
-    total: engine.locks.size,
+    total: source.lockCount,
     next,
     truncated: next !== null,
-    sessions: sessionCounts(engine.stats.states),
+    sessions: sessionCounts(source.counters.states),
   };
-}
-
-/** What the operator's page (/ui) sorts its table by. */
-export interface RowKeys {
-  readonly name: string;
-  /** -1 when nobody holds it. */
-  readonly heldForMs: number;
-  readonly waiting: number;
-  /** How long the head of the queue has waited (the oldest wait, FIFO); -1 with no waiters. */
-  readonly oldestWaitMs: number;
-}
-
-/**
- * One lock in the page's shared snapshot: its sort keys, times relative to
- * the snapshot's moment, and its holder, whose labels (session, owner,
- * address, token) are formatted only when the row is shown.
- */
-export interface SnapshotRow extends RowKeys {
-  readonly holder: Session<Conn> | null;
-  /** The row as shown, once a view of the snapshot has shown it. */
-  shown: LockRow | null;
 }
 
 /** One lock as the page lists it. */
@@ -249,37 +159,19 @@ export interface LockRow extends RowKeys {
   readonly token: string;
 }
 
-export function snapshotRow(lock: Lock<Conn>, now: number): SnapshotRow {
-  const owner = lock.owner;
-  const head = lock.head;
+/** A snapshot row as the page shows it: the same holder in every view of that snapshot (the source's row reads it once). */
+export function shownRow(row: RowKeys & { holder(): HolderLabels | null }): LockRow {
+  const holder = row.holder();
   return {
-    name: lock.name,
-    holder: owner,
-    heldForMs: owner === null ? -1 : ms(now - owner.grantedAt),
-    waiting: lock.waiting,
-    oldestWaitMs: head === null ? -1 : ms(now - head.acquiredAt),
-    shown: null,
-  };
-}
-
-/**
- * A snapshot's row as the page shows it, formatted the first time a view
- * shows it (the holder's address is read then) and the same in every later
- * view of that snapshot.
- */
-export function shownRow(row: SnapshotRow): LockRow {
-  if (row.shown !== null) return row.shown;
-  const owner = row.holder;
-  return (row.shown = {
     name: row.name,
-    session: owner === null ? 0 : owner.id,
-    owner: owner === null ? "" : owner.owner,
-    remote: owner === null ? "" : remoteOf(owner.conn),
-    token: owner === null ? "" : String(owner.token),
+    session: holder === null ? 0 : holder.session,
+    owner: holder === null ? "" : holder.owner,
+    remote: holder === null ? "" : holder.remote,
+    token: holder === null ? "" : holder.token,
     heldForMs: row.heldForMs,
     waiting: row.waiting,
     oldestWaitMs: row.oldestWaitMs,
-  });
+  };
 }
 
 /** The orders the page's table offers. Ties go by name. */

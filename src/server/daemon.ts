@@ -32,14 +32,14 @@
  */
 import { type Address, formatAddress } from "../net/address.ts";
 import { type DelayView, type LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
-import { type EngineWords, type GrantGuard, PLAIN_ENGINE_WORDS } from "../core/engine.ts";
+import { Engine, type EngineWords, type GrantGuard, PLAIN_ENGINE_WORDS } from "../core/engine.ts";
 import { CLOSED_BY_PEER, type Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
 import { type Logger, RateLimit } from "../log/logger.ts";
 import { AdminAuth } from "../ops/admin.ts";
 import type { Conn } from "./conn.ts";
-import { type OpsLimits, OpsServer } from "../ops/server.ts";
+import { type OpsLimits, OpsServer, type OpsWords, PLAIN_OPS_WORDS } from "../ops/server.ts";
 import { FailoverShell, type FailoverOptions } from "../failover/shell.ts";
 import { advertisedOps } from "../failover/holder.ts";
 import { isLoopbackHost } from "../net/address.ts";
@@ -50,16 +50,17 @@ import { tokensInGeneration } from "../shard/tokens.ts";
 import { MemoryTokens } from "../core/tokens.ts";
 import type { FileTokens } from "../tokens/file.ts";
 import type { LeasesFile } from "../tokens/leases.ts";
-import { remoteOf } from "../ops/views.ts";
+import { EngineLocks, remoteOf } from "./locks.ts";
 
 /** How the daemon's messages name its settings (the CLI's flags); omitted: plain words. */
 export interface DaemonWords {
   readonly engine: EngineWords;
+  readonly ops: OpsWords;
   /** The advertised ops address setting, after "set". */
   readonly advertiseOps: string;
 }
 
-export const PLAIN_DAEMON_WORDS: DaemonWords = { engine: PLAIN_ENGINE_WORDS, advertiseOps: "the advertised ops address" };
+export const PLAIN_DAEMON_WORDS: DaemonWords = { engine: PLAIN_ENGINE_WORDS, ops: PLAIN_OPS_WORDS, advertiseOps: "the advertised ops address" };
 
 export interface DaemonOptions {
   /** How messages name settings. */
@@ -162,23 +163,22 @@ export class Daemon {
     }
     const roles = this.roles;
     const fixed = this.fixedServer;
+    // A standby that never was active shows an empty table: an engine with no sessions, read as the others are.
+    const idle = roles === null ? null : new EngineLocks(new Engine<Conn>({ send() {}, close() {} }, { ioTimeoutMs: options.ioTimeoutMs }, performance.now()));
     try {
       this.ops = new OpsServer({
         hostname: options.ops.host,
         port: options.ops.port,
-        // With roles, the current term's server (or the last term's, or an idle engine while standby).
-        server: fixed ?? {
-          get view() { return roles!.engine; },
-          get connectionCount() { return roles!.server?.connectionCount ?? 0; },
-          // A standby's engine (idle, or the last term's, whose sessions all ended) has no session to act on.
-          forceRelease: (name, now) => roles!.server?.forceRelease(name, now) ?? null,
-          kick: (id, now) => roles!.server?.kick(id, now) ?? null,
+        // With roles, the current term's table (or the last term's, or an empty one before any): read at each use.
+        get locks() {
+          return fixed?.locks ?? roles!.locks ?? idle!;
         },
         auth: new AdminAuth(options.adminToken),
         log: options.log,
         version: options.version,
         shard: options.shards ?? NO_SHARDS,
         isReady: () => this.ready,
+        words: (options.words ?? PLAIN_DAEMON_WORDS).ops,
         trouble: () => this.trouble,
         lockDelay: () => this.lockDelay(),
         ...(roles === null ? {} : { roles }),
@@ -262,7 +262,7 @@ export class Daemon {
     const generation = this.options.shards?.generation ?? 0;
     this.options.log.error("tokens.exhausted", "the fencing-token counter reached the end of the map's generation: no claim can be granted; restart every server of the map with a higher shards generation", {
       generation,
-      lastToken: this.fixedServer?.view.tokens.last ?? this.roles?.server?.view.tokens.last ?? null,
+      lastToken: this.fixedServer?.locks.tokensLast ?? this.roles?.server?.locks.tokensLast ?? null,
     });
   }
 
@@ -358,16 +358,16 @@ export class Daemon {
     const log = this.options.log;
     this.phase = "draining";
     const roles = this.roles;
-    const engine = roles === null ? this.server.view : roles.engine;
+    const sessions = (roles === null ? this.server : roles.server)?.sessionCount ?? 0;
     // The grace period lets probes and scrapes see a stopping active's last
     // figures. A standby serves no sessions and its /readyz was 503 all along:
     // it has nothing to show, and waits for nothing.
     const standby = roles !== null && roles.role === "standby";
     if (standby) log.info("shutdown.standby_begins", "shutting down: a standby, no sessions", { reason });
-    else log.info("shutdown.begins", "shutting down: readyz is 503, closing sessions", { reason, sessions: engine.sessions.size });
+    else log.info("shutdown.begins", "shutting down: readyz is 503, closing sessions", { reason, sessions });
     if (roles !== null) await roles.stop();
     else {
-      const held = this.server.engine.held(MAX_PUBLISHED_NAMES); // before the sessions end
+      const held = this.server.held(MAX_PUBLISHED_NAMES); // before the sessions end
       await this.server.stop();
       this.persistTokens(held);
     }

@@ -30,12 +30,14 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type EngineView, type EngineWords, EXPIRY_BUDGET, type GrantGuard, type Session, SessionState, type EngineOutput } from "../core/index.ts";
+import { Engine, type EngineWords, EXPIRY_BUDGET, type GrantGuard, type Session, SessionState, type EngineOutput } from "../core/index.ts";
 import type { LockDelay } from "../core/delay.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
 import { HEADER_LENGTH, MAX_ERROR_MESSAGE_LENGTH, PIPELINE_LIMIT, ReadResult, TOKEN_LENGTH } from "../protocol/index.ts";
+import type { LockSource } from "../ops/sources.ts";
 import { Conn, type FrameHandler } from "./conn.ts";
+import { EngineLocks } from "./locks.ts";
 
 export interface ServerOptions {
   readonly hostname: string;
@@ -108,7 +110,10 @@ const MAX_TIMER_DELAY = 2 ** 31 - 1;
 export const SCRATCH_SIZE = PIPELINE_LIMIT * (HEADER_LENGTH + TOKEN_LENGTH) + HEADER_LENGTH + 1 + MAX_ERROR_MESSAGE_LENGTH;
 
 export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver {
-  readonly engine: Engine<Conn>;
+  /** The engine is the server's alone: others read `locks` and the few figures below. */
+  private readonly engine: Engine<Conn>;
+  /** The lock table as the ops room reads it (views, counters, the two admin actions). */
+  readonly locks: LockSource;
   private readonly listener: TCPSocketListener<Conn>;
   private readonly outboxLimit: number;
   private timer: ReturnType<typeof setTimeout> | null = null;
@@ -134,6 +139,7 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
   private onDelayOver: (() => void) | null;
 
   constructor(options: ServerOptions) {
+    const server = this;
     this.outboxLimit = options.outboxLimit ?? 64 * 1024;
     this.events = options.events ?? null;
     this.engine = new Engine<Conn>(
@@ -152,6 +158,13 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
       performance.now(),
     );
     this.engine.setDriver(this);
+    this.locks = new EngineLocks(this.engine, {
+      get connectionCount() {
+        return server.connections;
+      },
+      forceRelease: (name, now) => this.forceRelease(name, now),
+      kick: (id, now) => this.engine.kick(id, now),
+    });
     this.delay = options.delay ?? null;
     const now = performance.now();
     // A delay over before it began (nothing owed) is not reported as ending.
@@ -185,6 +198,25 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
   /** Open connections (including ones the engine already ended but Bun has not closed). */
   get connectionCount(): number {
     return this.connections;
+  }
+
+  /** Live sessions. */
+  get sessionCount(): number {
+    return this.engine.sessions.size;
+  }
+
+  /** The last fencing token issued (0 before the first grant). */
+  get tokensLast(): number {
+    return this.engine.tokens.last;
+  }
+
+  /**
+   * Every held name with its holder's lease (ms), at most `limit` of them
+   * (null when there are more): what a clean stop publishes for the next
+   * server's lock-delay.
+   */
+  held(limit: number): Array<[string, number]> | null {
+    return this.engine.held(limit);
   }
 
   /**
@@ -257,24 +289,14 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
     }, Math.min(MAX_TIMER_DELAY, Math.max(0, Math.ceil(at - now))));
   }
 
-  /** The engine, read-only: what ops, metrics, views and the /ui board look at. */
-  get view(): EngineView<Conn> {
-    return this.engine;
-  }
+  // --- admin actions (the ops server's, through `locks`) -------------------------------
 
-  // --- admin actions (the ops server's) ------------------------------------------
-
-  /** End the owner of `name` with FORCE_RELEASED at `now` (ms); the next waiter is promoted. Null when nobody holds it. */
-  forceRelease(name: string, now: number): Session<Conn> | null {
+  /** End the owner of `name` with FORCE_RELEASED at `now` (ms); the next waiter is promoted, and the handover measured. */
+  private forceRelease(name: string, now: number): Session<Conn> | null {
     const promoted = this.engine.stats.grantsPromoted;
     const ended = this.engine.forceRelease(name, now);
     this.handedOver(promoted, now);
     return ended;
-  }
-
-  /** End waiting session `id` with KICKED. Null when there is no such waiter. */
-  kick(id: number, now: number): Session<Conn> | null {
-    return this.engine.kick(id, now);
   }
 
   /**

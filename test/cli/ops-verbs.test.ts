@@ -4,6 +4,7 @@ import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { runCli } from "../fixtures/ops-child.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { startDaemon } from "../ops/harness.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const TOKEN = "verb-token";
 
@@ -91,7 +92,7 @@ describe("lockd force-release and lockd kick", () => {
     const opsAddr = `127.0.0.1:${ops.daemon.ops.port}`;
     const a = await claim(ops.port, "k", "holder");
     const b = await claim(ops.port, "k", "waiter");
-    const waiterId = ops.daemon.server.engine.locks.get("k")!.head!.id;
+    const waiterId = engineOf(ops.daemon.server).locks.get("k")!.head!.id;
 
     const denied = await runCli(["kick", "--ops", opsAddr, String(waiterId)]);
     expect(denied.code).toBe(77);

@@ -12,6 +12,7 @@ import { FakeServer } from "../client/fake-server.ts";
 import { delayedLine } from "../../src/cli/run.ts";
 import { LockDelayedError } from "../../src/client/errors.ts";
 import { ErrorCode, FrameType, OPTION_TRY, WAITING_REPLY_FRAME, encodeError } from "../../src/protocol/index.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const MAIN = resolve(ROOT, "src/cli/main.ts");
@@ -140,7 +141,7 @@ test("the child sees LOCKD_TOKEN and LOCKD_LOCK, and its exit code is lockd run'
   const ok = lockdRun(server.port, ["jobs/env", ...child("exit", "0")]);
   expect(BigInt((await ok.child()).token!)).toBeGreaterThan(BigInt(seen.token!));
   expect(await ok.exit()).toBe(0);
-  expect(server.engine.sessions.size).toBe(0);
+  expect(engineOf(server).sessions.size).toBe(0);
 });
 
 test("the server comes from LOCKD_SERVER when --server is not given", async () => {
@@ -211,8 +212,8 @@ test("a waiting run gets the lock when the holder's command ends", async () => {
   const waiter = lockdRun(server.port, ["--wait", "20s", "jobs/queue", ...child("exit", "5")]);
   // The waiter is queued once the server has two sessions.
   const deadline = performance.now() + 10_000;
-  while (server.engine.sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
-  expect(server.engine.sessions.size).toBe(2);
+  while (engineOf(server).sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
+  expect(engineOf(server).sessions.size).toBe(2);
   expect(waiter.lines).toEqual([]);
   holder.proc.kill("SIGINT"); // forwarded; the fixture does not handle SIGINT, so it dies of it
   expect(await holder.exit()).toBe(130);
@@ -309,7 +310,7 @@ test("SIGTERM (and SIGHUP) to lockd run reach COMMAND's grandchildren", async ()
     expect(await run.exit()).toBe(128 + osConstants.signals[signal]); // sh died of the signal it was passed
     expect(pids.filter(running)).toEqual([]);
   }
-  expect(server.engine.sessions.size).toBe(0);
+  expect(engineOf(server).sessions.size).toBe(0);
 });
 
 test("--kill-after: a grandchild that ignores SIGTERM gets SIGKILL once the lock is lost", async () => {
@@ -470,7 +471,7 @@ test("exit codes: unreachable server 69, bad usage 64, missing command 127, SIGI
   childPids.push((await holder.child()).pid);
   const waiter = lockdRun(server.port, ["jobs/int", ...child("exit", "0")]);
   const deadline = performance.now() + 10_000;
-  while (server.engine.sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
+  while (engineOf(server).sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
   waiter.proc.kill("SIGINT");
   expect(await waiter.exit()).toBe(130);
   expect(waiter.lines).toEqual([]);
@@ -511,7 +512,7 @@ test("a server that is not up yet is retried within --wait (a cron job during a 
   await using server = startServer({ port });
   expect((await run.child()).lock).toBe("jobs/late");
   expect(await run.exit()).toBe(6);
-  expect(server.engine.sessions.size).toBe(0);
+  expect(engineOf(server).sessions.size).toBe(0);
 });
 
 test("failover: a run waiting on a server that shuts down is granted by the next server of the list", async () => {
@@ -522,8 +523,8 @@ test("failover: a run waiting on a server that shuts down is granted by the next
     childPids.push((await holder.child()).pid);
     const waiter = lockdRun(`127.0.0.1:${first.port},127.0.0.1:${second.port}`, ["-w", "20s", "jobs/failover", ...child("exit", "8")]);
     const deadline = performance.now() + 10_000;
-    while (first.engine.sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
-    expect(first.engine.sessions.size).toBe(2);
+    while (engineOf(first).sessions.size < 2 && performance.now() < deadline) await Bun.sleep(10);
+    expect(engineOf(first).sessions.size).toBe(2);
     await first.stop(); // SHUTTING_DOWN to both: the holder's lock is lost (76), the waiter moves on
     expect(await holder.exit()).toBe(76);
     expect((await waiter.child()).lock).toBe("jobs/failover");
@@ -543,10 +544,10 @@ test("a waiter kicked by an operator exits 79: COMMAND never ran", async () => {
   const deadline = performance.now() + 10_000;
   let waiting: number | undefined;
   while (waiting === undefined && performance.now() < deadline) {
-    waiting = server.engine.locks.get("jobs/kicked")?.head?.id;
+    waiting = engineOf(server).locks.get("jobs/kicked")?.head?.id;
     if (waiting === undefined) await Bun.sleep(10);
   }
-  expect(server.engine.kick(waiting!, performance.now())).not.toBeNull();
+  expect(engineOf(server).kick(waiting!, performance.now())).not.toBeNull();
   expect(await waiter.exit()).toBe(79);
   expect(waiter.lines).toEqual([]);
   expect(waiter.stderr).toContain("KICKED");

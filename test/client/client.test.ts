@@ -18,6 +18,7 @@ import { ErrorCode, FrameType, OPTION_TRY, encodeError } from "../../src/protoco
 import { LockServer } from "../../src/server/index.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 import { FakeServer, aborted, eventually } from "./fake-server.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 /** A new server on the port of a stopped one: a restart. */
 function restartOn(port: number): LockServer & AsyncDisposable {
@@ -86,7 +87,7 @@ describe("acquire and release", () => {
     {
       await using lock = await client.acquire("c/using");
       signal = lock.signal;
-      expect(server.engine.sessions.size).toBe(1);
+      expect(engineOf(server).sessions.size).toBe(1);
     }
     expect(signal.aborted).toBe(true);
     // The next try succeeds: the server saw the close.
@@ -98,7 +99,7 @@ describe("acquire and release", () => {
     await using server = startServer();
     const client = clientFor(server.port, { owner: "tests/owner" });
     await using lock = await client.acquire("c/owner");
-    const session = [...server.engine.sessions.values()][0]!;
+    const session = [...engineOf(server).sessions.values()][0]!;
     expect(session.owner).toBe("tests/owner");
     const bad = await client.acquire("").catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(LockRequestError);
@@ -140,11 +141,11 @@ describe("waiting", () => {
     // A 60 s lease: the first heartbeat would be 15 s away.
     const pending = clientFor(server.port, { connect: tap.connect }).acquire("c/push", { lease: 60_000 });
     await tap.waiting();
-    expect(server.engine.stats.heartbeats).toBe(0);
+    expect(engineOf(server).stats.heartbeats).toBe(0);
     owner.end();
     const lock = await pending;
     expect(lock.token).toBeGreaterThan(first.token!);
-    expect(server.engine.stats.heartbeats).toBe(0);
+    expect(engineOf(server).stats.heartbeats).toBe(0);
     await lock.release();
   });
 
@@ -156,13 +157,13 @@ describe("waiting", () => {
     const lease = 1500;
     const pending = clientFor(server.port).acquire("c/long-wait", { lease });
     // 6 heartbeats at ~lease/4: one and a half leases of waiting.
-    await eventually(() => server.engine.stats.heartbeats >= 6, 15_000, "6 heartbeats while waiting");
+    await eventually(() => engineOf(server).stats.heartbeats >= 6, 15_000, "6 heartbeats while waiting");
     owner.end();
     const lock = await pending;
-    const before = server.engine.stats.heartbeats;
-    await eventually(() => server.engine.stats.heartbeats >= before + 6 || !lock.held, 15_000, "6 heartbeats while holding");
+    const before = engineOf(server).stats.heartbeats;
+    await eventually(() => engineOf(server).stats.heartbeats >= before + 6 || !lock.held, 15_000, "6 heartbeats while holding");
     expect({ held: lock.held, reason: String(lock.signal.reason ?? "") }).toEqual({ held: true, reason: "" });
-    expect(server.engine.stats.ends[ErrorCode.LEASE_EXPIRED] ?? 0).toBe(0); // nothing expired
+    expect(engineOf(server).stats.ends[ErrorCode.LEASE_EXPIRED] ?? 0).toBe(0); // nothing expired
     await lock.release();
   });
 
@@ -175,7 +176,7 @@ describe("waiting", () => {
     expect(error).toBeInstanceOf(WaitTimeoutError);
     expect((error as WaitTimeoutError).code).toBe("WAIT_TIMEOUT");
     expect(performance.now() - started).toBeGreaterThanOrEqual(190);
-    await eventually(() => server.engine.sessions.size === 1, 5000, "the waiter's session to end");
+    await eventually(() => engineOf(server).sessions.size === 1, 5000, "the waiter's session to end");
     expect(held.held).toBe(true);
   });
 
@@ -237,7 +238,7 @@ describe("SHUTTING_DOWN", () => {
     await using second = restartOn(port);
     const lock = await pending;
     expect(lock.held).toBe(true);
-    expect(second.engine.sessions.size).toBe(1);
+    expect(engineOf(second).sessions.size).toBe(1);
     await lock.release();
   });
 
@@ -273,7 +274,7 @@ describe("SHUTTING_DOWN", () => {
     await using second = restartOn(port);
     await Bun.sleep(300); // give a (wrong) silent retry the chance to happen
     expect(runs).toBe(1);
-    expect(second.engine.sessions.size).toBe(0);
+    expect(engineOf(second).sessions.size).toBe(0);
     // And it had the chance: the server was there, and the lock free (machine.test.ts checks the rule itself).
     await using probe = await client.acquire("c/held-shutdown", { try: true });
     expect(probe.token).toBeGreaterThan(0n);
@@ -296,7 +297,7 @@ describe("OVERLOADED", () => {
     const owner = await WirePeer.claim(server.port, "c/overloaded-other");
     const pending = clientFor(server.port).acquire("c/overloaded", { wait: 10_000 });
     // Refused at least once: the server counts sessions it ended with OVERLOADED.
-    await eventually(() => server.engine.stats.ends[ErrorCode.OVERLOADED]! >= 1, 5000, "an OVERLOADED refusal");
+    await eventually(() => engineOf(server).stats.ends[ErrorCode.OVERLOADED]! >= 1, 5000, "an OVERLOADED refusal");
     owner.end();
     const lock = await pending;
     expect(lock.held).toBe(true);
@@ -310,11 +311,11 @@ describe("withLock", () => {
     const client = clientFor(server.port);
     const out = await client.withLock("c/with", async ({ token, signal }) => {
       expect(signal.aborted).toBe(false);
-      expect(server.engine.sessions.size).toBe(1);
+      expect(engineOf(server).sessions.size).toBe(1);
       return token;
     });
     expect(typeof out).toBe("bigint");
-    await eventually(() => server.engine.sessions.size === 0, 5000, "release");
+    await eventually(() => engineOf(server).sessions.size === 0, 5000, "release");
   });
 
   test("an error from fn propagates and the lock is released", async () => {

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 import { eventually } from "./fake-server.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const doc = await Bun.file(join(ROOT, "docs/client.md")).text();
@@ -52,7 +53,7 @@ examples.forEach((source, i) => {
       clearTimeout(timer);
     }
     // Every example cleans up after itself: nothing left held or queued.
-    await eventually(() => server.engine.sessions.size === 0, 5000, "every session of the example to end");
+    await eventually(() => engineOf(server).sessions.size === 0, 5000, "every session of the example to end");
   }, 20_000);
 });
 

@@ -12,6 +12,7 @@ import { Wakeup } from "../helpers/events.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 import { freePort } from "../helpers/ports.ts";
 import { FakeServer } from "./fake-server.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 /** A connector that records the port of every connect, and wakes on each WAITING a connection receives. */
 function recorder(): { connect: Connector; ports: number[]; waiting: (n: number) => Promise<void>; connects: (n: number) => Promise<void> } {
@@ -62,7 +63,7 @@ test("SHUTTING_DOWN while waiting: the next server of the list is asked at once,
     await first.stop(); // SHUTTING_DOWN to the owner and the waiter
     const lock = await pending;
     expect(tap.ports).toEqual([first.port, second.port]);
-    expect(second.engine.sessions.size).toBe(1);
+    expect(engineOf(second).sessions.size).toBe(1);
     await lock.release();
   } finally {
     await first.stop();

@@ -7,6 +7,7 @@
 import { expect, test } from "bun:test";
 import { AddressError, LockClient, parseServerMap, type ServerMap } from "../../src/client/index.ts";
 import { startServer } from "../helpers/wire.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const TEXT = "gen=3;alpha=10.0.0.1:7700,[::1]:7701;beta=db.example:7700;gamma=:7702";
 const NAMES = Array.from({ length: 64 }, (_, i) => `jobs/${i}`);
@@ -55,7 +56,7 @@ test("a claim through a map value goes to the name's shard and is granted", asyn
   const lock = await client.acquire(name, { lease: 5000 });
   try {
     expect(lock.token).toBeGreaterThan(0n);
-    expect(server.engine.sessions.size).toBe(1);
+    expect(engineOf(server).sessions.size).toBe(1);
   } finally {
     await lock.release();
   }

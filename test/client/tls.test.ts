@@ -7,6 +7,7 @@ import { connectNode } from "../../src/client/node-transport.ts";
 import { hasOpenssl, suiteCerts } from "../helpers/certs.ts";
 import { startServer } from "../helpers/wire.ts";
 import { eventually } from "./fake-server.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 if (!hasOpenssl) console.warn("client/tls.test.ts: the openssl command is absent; TLS tests are skipped");
 
@@ -22,7 +23,7 @@ describe.skipIf(!hasOpenssl)("client over TLS", () => {
     const first = await client.acquire("tls-lock", { lease });
     const waiting = client.acquire("tls-lock", { lease });
     // Held past a lease: heartbeats over TLS keep it (12 heartbeats of two sessions at lease/4: 1.5 leases each).
-    await eventually(() => server.engine.stats.heartbeats >= 12 || first.signal.aborted, 15_000, "12 heartbeats over TLS");
+    await eventually(() => engineOf(server).stats.heartbeats >= 12 || first.signal.aborted, 15_000, "12 heartbeats over TLS");
     expect({ aborted: first.signal.aborted, reason: String(first.signal.reason ?? "") }).toEqual({ aborted: false, reason: "" });
     await first.release();
     const second = await waiting;
@@ -49,8 +50,8 @@ describe.skipIf(!hasOpenssl)("client over TLS", () => {
     );
     expect(error).not.toBeNull();
     expect(typeof error!.code).toBe("string");
-    expect(server.engine.locks.size).toBe(0); // no ACQUIRE ever reached the server
-    expect(server.engine.stats.grantsImmediate + server.engine.stats.queued).toBe(0);
+    expect(engineOf(server).locks.size).toBe(0); // no ACQUIRE ever reached the server
+    expect(engineOf(server).stats.grantsImmediate + engineOf(server).stats.queued).toBe(0);
   });
 
   /** The error of a claim that cannot succeed, with its TLS diagnosis. */
@@ -99,7 +100,7 @@ describe.skipIf(!hasOpenssl)("client over TLS", () => {
       expect(error.tls?.kind).toBe("server-plaintext");
       expect(error.message).toContain("does not speak TLS");
     }
-    expect(server.engine.locks.size).toBe(0);
+    expect(engineOf(server).locks.size).toBe(0);
   });
 
   test("a TLS problem on one address of a list does not stop the claim: the next address grants", async () => {
@@ -118,6 +119,6 @@ describe.skipIf(!hasOpenssl)("client over TLS", () => {
       expect(error.message).toContain("requires a client certificate");
       expect(error.message).toContain("tls.cert and tls.key");
     }
-    expect(server.engine.locks.size).toBe(0);
+    expect(engineOf(server).locks.size).toBe(0);
   });
 });

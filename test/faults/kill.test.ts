@@ -6,6 +6,7 @@ import { LockClient } from "../../src/client/index.ts";
 import { CLOSED_BY_PEER } from "../../src/core/session.ts";
 import { startServer } from "../helpers/wire.ts";
 import { spawnOwner, waitFor } from "./child.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const OWNER_LEASE = 60_000; // only the closed socket can explain a grant within the test's bounds
 
@@ -14,13 +15,13 @@ test("owner SIGKILLed: the waiter is granted promptly, with a larger token", asy
   await using owner = spawnOwner(`127.0.0.1:${server.port}`, "fault/kill", OWNER_LEASE);
   const held = await owner.event("granted");
   const ownerToken = BigInt(held.token);
-  const session = [...server.engine.sessions.values()].find((s) => s.owner === `fault-owner/pid-${owner.pid}`)!;
+  const session = [...engineOf(server).sessions.values()].find((s) => s.owner === `fault-owner/pid-${owner.pid}`)!;
   expect(session.token).toBe(Number(ownerToken));
 
   const client = new LockClient({ servers: `127.0.0.1:${server.port}` });
   const waiting = client.acquire("fault/kill", { lease: 5000, wait: 20_000 });
   // The waiter is queued behind the owner before the kill.
-  await waitFor(() => server.engine.sessions.size === 2 && [...server.engine.sessions.values()].some((s) => s !== session && s.lock !== null));
+  await waitFor(() => engineOf(server).sessions.size === 2 && [...engineOf(server).sessions.values()].some((s) => s !== session && s.lock !== null));
 
   const killedAt = performance.now();
   owner.proc.kill("SIGKILL");

@@ -16,6 +16,7 @@ import { WirePeer, startServer } from "../helpers/wire.ts";
 import { spawnOwner, waitFor } from "./child.ts";
 import { Netns } from "./netns.ts";
 import { SilentProxy } from "./proxy.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const LEASE = 1500;
 
@@ -24,7 +25,7 @@ async function partitionHandsOver(server: LockServer, hostIp: string, ownerServe
   const ends = watchEnds(server);
   await using owner = spawnOwner(ownerServer, "fault/partition", LEASE, undefined, prefix);
   const oldToken = BigInt((await owner.event("granted", 15_000)).token);
-  const session = [...server.engine.sessions.values()].find((s) => s.owner === `fault-owner/pid-${owner.pid}`)!;
+  const session = [...engineOf(server).sessions.values()].find((s) => s.owner === `fault-owner/pid-${owner.pid}`)!;
   expect(session).toBeDefined();
   // At least one heartbeat went through the link before the cut: the link really worked.
   const grantedSeen = session.lastSeen;

@@ -9,6 +9,7 @@ import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 import { spawnOwner } from "./child.ts";
 import { FencedResource } from "./fence.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const LEASE = 2000;
 
@@ -17,7 +18,7 @@ test("owner SIGSTOPped: granted after its lease, not before; on SIGCONT it has l
   using fence = new FencedResource();
   await using owner = spawnOwner(`127.0.0.1:${server.port}`, "fault/gc", LEASE, fence.url);
   const oldToken = BigInt((await owner.event("granted")).token);
-  const session = [...server.engine.sessions.values()].find((s) => s.owner === `fault-owner/pid-${owner.pid}`)!;
+  const session = [...engineOf(server).sessions.values()].find((s) => s.owner === `fault-owner/pid-${owner.pid}`)!;
   expect(BigInt(session.token)).toBe(oldToken);
   expect((await fence.write(oldToken))).toBe(200); // the owner's token is good while it holds
 

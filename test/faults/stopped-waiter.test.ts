@@ -10,6 +10,7 @@ import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { watchEnds } from "../helpers/ends.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
 import { spawnOwner, waitFor } from "./child.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const LEASE = 1000;
 
@@ -20,8 +21,8 @@ test("a waiter stopped through its promotion does not report a grant on resume w
   expect(first.frames[0]!.type).toBe(FrameType.ACQUIRED);
 
   await using waiter = spawnOwner(`127.0.0.1:${server.port}`, "fault/stopped-waiter", LEASE);
-  await waitFor(() => [...server.engine.sessions.values()].some((s) => s.owner === `fault-owner/pid-${waiter.pid}` && s.lock !== null), 10_000, "the child queued");
-  const session = [...server.engine.sessions.values()].find((s) => s.owner === `fault-owner/pid-${waiter.pid}`)!;
+  await waitFor(() => [...engineOf(server).sessions.values()].some((s) => s.owner === `fault-owner/pid-${waiter.pid}` && s.lock !== null), 10_000, "the child queued");
+  const session = [...engineOf(server).sessions.values()].find((s) => s.owner === `fault-owner/pid-${waiter.pid}`)!;
   const next = await WirePeer.claim(server.port, "fault/stopped-waiter", 60_000);
   expect(next.frames[0]!.type).toBe(FrameType.WAITING);
 
@@ -37,7 +38,7 @@ test("a waiter stopped through its promotion does not report a grant on resume w
   }
   // Resumed, it reads the stale push (and the ERROR after it). While `next`
   // holds, no grant may be reported: wait until it has reconnected and queued again.
-  const requeued = () => [...server.engine.sessions.values()].some((s) => s.owner === `fault-owner/pid-${waiter.pid}` && s !== session && s.lock !== null);
+  const requeued = () => [...engineOf(server).sessions.values()].some((s) => s.owner === `fault-owner/pid-${waiter.pid}` && s !== session && s.lock !== null);
   await waitFor(() => requeued() || waiter.events.some((e) => e.ev === "granted"), 15_000, "the child queued again (or reported a grant)");
   expect(waiter.events.map((e) => `${e.ev} ${e.why ?? e.token ?? ""}`.trim())).toEqual([]);
   expect(requeued()).toBe(true);

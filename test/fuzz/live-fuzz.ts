@@ -32,6 +32,7 @@ import { judge, predict, type Prediction } from "./predict.ts";
 import { FuzzFailure } from "./reader-fuzz.ts";
 import { referenceParse } from "./reference.ts";
 import { chunksOf, randomCuts } from "./streams.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const WRAPPED = ["open", "frame", "readProgress", "protocolError", "closed", "tick", "writeBlocked", "writeDrained", "timeOut"] as const;
 
@@ -46,7 +47,7 @@ export interface LiveResult {
 /** Record every exception the engine throws while `server` runs (it is rethrown as before). */
 export function watchThrows(server: LockServer): unknown[] {
   const thrown: unknown[] = [];
-  const engine = server.engine as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const engine = engineOf(server) as unknown as Record<string, (...args: unknown[]) => unknown>;
   for (const name of WRAPPED) {
     const original = engine[name]!.bind(engine);
     engine[name] = (...args: unknown[]) => {
@@ -62,7 +63,7 @@ export function watchThrows(server: LockServer): unknown[] {
 }
 
 export async function liveFuzz(server: LockServer, rng: Rng, cases: number, thrown: unknown[]): Promise<LiveResult> {
-  const engine = server.engine;
+  const engine = engineOf(server);
   const control = await WirePeer.claim(server.port, "control", 10_000, { owner: "control" });
   const grant = control.frames[0]!;
   if (grant.type !== FrameType.ACQUIRED) throw new FuzzFailure(`control did not get its lock: ${control.describe()}`);
@@ -161,7 +162,7 @@ async function settle(peer: WirePeer, prediction: Prediction): Promise<{ predict
  * after the peer sees it and no event reaches the test for that, so poll, bounded.
  */
 async function baseline(server: LockServer, sessions: number, when: string): Promise<void> {
-  const engine = server.engine;
+  const engine = engineOf(server);
   const deadline = performance.now() + 5000;
   while ((server.connectionCount > sessions || engine.sessions.size > sessions) && performance.now() < deadline) await Bun.sleep(2);
   if (server.connectionCount !== sessions || engine.sessions.size !== sessions || engine.locks.size !== sessions || engine.wheel.size !== sessions) {
@@ -179,7 +180,7 @@ async function baseline(server: LockServer, sessions: number, when: string): Pro
  * leaves the order of the rest alone. Returns the number of peer closes.
  */
 async function crowdRound(server: LockServer, rng: Rng): Promise<number> {
-  const engine = server.engine;
+  const engine = engineOf(server);
   const size = rng.range(2, 8);
   const queue: WirePeer[] = [];
   let token = 0n;

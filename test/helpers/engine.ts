@@ -5,6 +5,8 @@
  */
 import { Engine, type EngineOptions, type Session, type EngineOutput } from "../../src/core/index.ts";
 import { FrameType, HEARTBEAT_FRAME, decodeAcquired, encodeAcquire } from "../../src/protocol/index.ts";
+import type { Conn } from "../../src/server/conn.ts";
+import type { LockServer } from "../../src/server/server.ts";
 
 export interface Sent {
   type: number;
@@ -89,4 +91,12 @@ export class Harness implements EngineOutput<FakeConn> {
   advance(ms: number): void {
     this.at(this.now + ms);
   }
+}
+
+/**
+ * A LockServer's engine, which the server keeps private (the ops room reads
+ * `server.locks`): tests look at its sessions, locks and counters directly.
+ */
+export function engineOf(server: LockServer): Engine<Conn> {
+  return (server as unknown as { readonly engine: Engine<Conn> }).engine;
 }

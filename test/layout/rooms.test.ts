@@ -18,7 +18,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   log: [],
   "version.ts": [],
   failover: ["core", "net", "shard", "log"],
-  ops: ["core", "protocol", "net", "shard", "failover", "process", "log"],
+  ops: ["core", "protocol", "net", "shard", "process", "log"],
   server: ["core", "protocol", "net", "shard", "tokens", "failover", "ops", "process", "log"],
   client: ["protocol", "net", "shard"],
   cli: ["protocol", "core", "net", "shard", "tokens", "failover", "ops", "server", "process", "client", "log", "version.ts"],
@@ -38,7 +38,7 @@ function importsOf(file: string): string[] {
   const text = readFileSync(join(SRC, file), "utf8");
   const out: string[] = [];
   // `import type` is erased at build time: it makes no circle at run time, and a room may name another's types.
-  for (const m of text.matchAll(/(?:import(?!\s+type\s)|export)\s[^;]*?from\s+["'](\.{1,2}\/[^"']+\.ts)["']|import\(\s*["'](\.{1,2}\/[^"']+\.ts)["']\s*\)/g)) {
+  for (const m of text.matchAll(/(?:import(?!\s+type\s)|export(?!\s+type\s))\s[^;]*?from\s+["'](\.{1,2}\/[^"']+\.ts)["']|import\(\s*["'](\.{1,2}\/[^"']+\.ts)["']\s*\)/g)) {
     const spec = m[1] ?? m[2]!;
     out.push(normalize(relative(SRC, join(SRC, dirname(file), spec))));
   }

@@ -3,6 +3,7 @@ import { ErrorCode, FLAG_REPLY, FrameType } from "../../src/protocol/index.ts";
 import { AdminAuth, AuthResult } from "../../src/ops/admin.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { body, startDaemon } from "./harness.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const TOKEN = "s3cret-admin-token";
 
@@ -34,7 +35,7 @@ describe("auth matrix", () => {
         expect(error.message).toContain("--admin-token-file");
       }
     }
-    expect(ops.daemon.server.engine.sessions.size).toBe(2);
+    expect(engineOf(ops.daemon.server).sessions.size).toBe(2);
     expect(owner!.frames.length).toBe(1);
     expect(waiter!.frames.length).toBe(1);
     owner!.end();
@@ -56,7 +57,7 @@ describe("auth matrix", () => {
       expect(ops.logs.some((l) => l.event === "admin.refused" && l.action === action)).toBe(true);
     }
     expect(JSON.stringify(ops.logs)).not.toContain(TOKEN);
-    expect(ops.daemon.server.engine.sessions.size).toBe(2);
+    expect(engineOf(ops.daemon.server).sessions.size).toBe(2);
     expect(ops.daemon.ops.stats.denied).toBe(10);
     owner!.end();
     waiter!.end();
@@ -105,7 +106,7 @@ describe("force-release", () => {
     const lock = await body(await ops.get("/v1/locks/jobs%2Fnightly"));
     expect(lock.holder.owner).toBe("b");
     expect(lock.waiters.map((w: { owner: string }) => w.owner)).toEqual(["c"]);
-    expect(ops.daemon.server.engine.stats.handoverSeconds.count).toBe(1);
+    expect(engineOf(ops.daemon.server).stats.handoverSeconds.count).toBe(1);
     expect(ops.daemon.ops.stats.forceReleases).toBe(1);
     b!.end();
     c!.end();

@@ -1,19 +1,20 @@
 /**
- * The ops listener (src/ops/http.ts) as an attacker and a picky HTTP
- * client see it: framing that a proxy in front could read differently
- * (smuggling), malformed heads, pipelining and half-close, the bounds on
- * connections, the shape of every answer, the admin check, and a real Node
- * `http` client with keep-alive.
+ * The ops listener (src/ops/http.ts, on Bun.serve) as an attacker and a
+ * picky HTTP client see it: framing that a proxy in front could read
+ * differently (smuggling) and malformed heads, refused by Bun's parser;
+ * pipelining and half-close; the bounds on a connection; the shape of every
+ * answer; the admin check; and a real Node `http` client with keep-alive.
  */
 import { describe, expect, test } from "bun:test";
 import net from "node:net";
 import tls from "node:tls";
+import { ANSWERS_PER_TURN } from "../../src/ops/http.ts";
 import { FrameType } from "../../src/protocol/index.ts";
-import { MAX_HEAD } from "../../src/ops/http.ts";
 import { suiteCerts, hasOpenssl } from "../helpers/certs.ts";
 import { Wakeup } from "../helpers/events.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { startDaemon } from "./harness.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const TOKEN = "conformance-admin-token";
 
@@ -28,7 +29,9 @@ interface Answer {
 /**
  * Split a byte stream of answers (latin1 text) by their Content-Length, as a
  * strict client would: every answer must have a well-formed status line and
- * a Content-Length, else this throws.
+ * a Content-Length, else this throws; except the answers of Bun's parser to
+ * a request it refuses, which have `Connection: close` and no
+ * Content-Length: their body runs to the close (and is empty).
  */
 function parseAnswers(text: string, heads: readonly boolean[] = []): Answer[] {
   const answers: Answer[] = [];
@@ -52,6 +55,10 @@ function parseAnswers(text: string, heads: readonly boolean[] = []): Answer[] {
       continue;
     }
     const length = headers.get("content-length");
+    if (length === undefined && headers.get("connection") === "close") {
+      answers.push({ status, reason: line[2]!, headers, body: text.slice(at) });
+      break;
+    }
     if (length === undefined || !/^\d+$/.test(length)) throw new Error(`an answer without Content-Length: ${JSON.stringify(lines)}`);
     const isHead = heads[answers.filter((a) => a.status !== 100).length] === true;
     const n = isHead ? 0 : Number(length);
@@ -117,11 +124,11 @@ class Raw {
   }
 
   /** Until `n` complete answers (by Content-Length) have arrived. */
-  async untilAnswers(n: number): Promise<Answer[]> {
+  async untilAnswers(n: number, heads: readonly boolean[] = []): Promise<Answer[]> {
     return await this.events.until(
       () => {
         try {
-          const answers = parseAnswers(this.text).filter((a) => a.status !== 100);
+          const answers = parseAnswers(this.text, heads).filter((a) => a.status !== 100);
           return answers.length >= n ? answers : null;
         } catch {
           return null;
@@ -141,31 +148,50 @@ async function exchange(port: number, request: string | Uint8Array): Promise<Raw
   return raw;
 }
 
-const LONG_IDLE = { maxConnections: 16, idleTimeoutMs: 60_000, metricsMaxAgeMs: 0 };
+/**
+ * Send `requests` on one connection one after the other, each once the
+ * answer before it has arrived (as every HTTP client but a pipelining one
+ * does), the last with Connection: close; collect everything until the
+ * server closes. `heads[i]`: request i is a HEAD (its answer has no body).
+ */
+async function sequence(port: number, requests: readonly string[], heads: readonly boolean[] = []): Promise<Raw> {
+  const raw = await Raw.connect(port);
+  for (let i = 0; i < requests.length; i++) {
+    await raw.write(requests[i]!);
+    if (i < requests.length - 1) await raw.untilAnswers(i + 1, heads);
+  }
+  await raw.untilClosed();
+  return raw;
+}
+
+const LONG_IDLE = { idleTimeoutMs: 60_000, metricsMaxAgeMs: 0 };
 
 describe("framing: whatever a proxy in front might read differently is refused, and the connection closed", () => {
   // Each request is followed by a pipelined GET /readyz: a refused request must not let it through.
   const NEXT = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
-  const cases: [string, string, number, string][] = [
-    ["Content-Length and Transfer-Encoding", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501, "BODY_NOT_ACCEPTED"],
-    ["two different Content-Lengths", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n", 400, "BAD_REQUEST"],
-    ["a Content-Length list", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc", 400, "BAD_REQUEST"],
-    ["a negative Content-Length", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400, "BAD_REQUEST"],
-    ["a hex Content-Length", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 0x3\r\n\r\nabc", 400, "BAD_REQUEST"],
-    ["a Content-Length with a trailing NBSP", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3\xa0\r\n\r\nabc", 400, "BAD_REQUEST"],
-    ["a bare LF inside a header line", "GET /livez HTTP/1.1\r\nX-A: a\nContent-Length: 5\r\nHost: x\r\n\r\n", 400, "BAD_REQUEST"],
-    ["a bare CR inside a header line", "GET /livez HTTP/1.1\r\nX-A: a\rContent-Length: 5\r\nHost: x\r\n\r\n", 400, "BAD_REQUEST"],
-    ["a NUL in a header value", "GET /livez HTTP/1.1\r\nX-A: a\x00b\r\nHost: x\r\n\r\n", 400, "BAD_REQUEST"],
-    ["a NUL in the target", "GET /livez\x00 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "BAD_REQUEST"],
-    ["obs-fold", "GET /livez HTTP/1.1\r\nX-A: a\r\n b\r\nHost: x\r\n\r\n", 400, "BAD_REQUEST"],
-    ["a space before the colon", "GET /livez HTTP/1.1\r\nHost : x\r\n\r\n", 400, "BAD_REQUEST"],
-    ["two different Hosts", "GET /livez HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "BAD_REQUEST"],
-    ["two different Authorizations", "POST /v1/sessions/1/kick HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n", 400, "BAD_REQUEST"],
-    ["a relative target", "GET livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, "BAD_REQUEST"],
+  // code null: refused by Bun's parser, before the ops server sees it (a status line and Connection: close, no JSON).
+  const cases: [string, string, number, string | null][] = [
+    ["Content-Length and Transfer-Encoding", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, null],
+    ["Transfer-Encoding alone (no endpoint reads a body)", "POST /livez HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501, "BODY_NOT_ACCEPTED"],
+    ["two different Content-Lengths", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n", 400, null],
+    ["a Content-Length list", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc", 400, null],
+    ["a negative Content-Length", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400, null],
+    ["a hex Content-Length", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 0x3\r\n\r\nabc", 400, null],
+    ["a Content-Length with a trailing NBSP", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3\xa0\r\n\r\nabc", 400, null],
+    ["a bare LF inside a header line", "GET /livez HTTP/1.1\r\nX-A: a\nContent-Length: 5\r\nHost: x\r\n\r\n", 400, null],
+    ["a bare CR inside a header line", "GET /livez HTTP/1.1\r\nX-A: a\rContent-Length: 5\r\nHost: x\r\n\r\n", 400, null],
+    ["a NUL in a header value", "GET /livez HTTP/1.1\r\nX-A: a\x00b\r\nHost: x\r\n\r\n", 400, null],
+    ["a NUL in the target", "GET /livez\x00 HTTP/1.1\r\nHost: x\r\n\r\n", 505, null],
+    ["obs-fold", "GET /livez HTTP/1.1\r\nX-A: a\r\n b\r\nHost: x\r\n\r\n", 400, null],
+    ["a space before the colon", "GET /livez HTTP/1.1\r\nHost : x\r\n\r\n", 400, null],
+    ["HTTP/1.1 without Host", "GET /livez HTTP/1.1\r\n\r\n", 400, null],
+    ["an empty line before the request line", "\r\nGET /livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, null],
+    ["a relative target", "GET livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, null],
+    ["OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400, null],
     ["an unknown expectation", "GET /livez HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\n\r\n", 417, "EXPECTATION_FAILED"],
-    ["HTTP/2", "GET /livez HTTP/2.0\r\nHost: x\r\n\r\n", 505, "VERSION_NOT_SUPPORTED"],
-    ["a request line over the head limit", `GET /${"a".repeat(MAX_HEAD)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, "URI_TOO_LONG"],
-    ["too many header lines", `GET /livez HTTP/1.1\r\n${"X-A: b\r\n".repeat(101)}\r\n`, 431, "HEAD_TOO_LARGE"],
+    ["HTTP/2", "GET /livez HTTP/2.0\r\nHost: x\r\n\r\n", 505, null],
+    ["a request line over the head limit", `GET /${"a".repeat(16 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, null],
+    ["too many header lines", `GET /livez HTTP/1.1\r\n${"X-A: b\r\n".repeat(101)}\r\n`, 400, null],
   ];
   for (const [what, request, status, code] of cases) {
     test(`${what}: ${status}`, async () => {
@@ -174,22 +200,26 @@ describe("framing: whatever a proxy in front might read differently is refused, 
       const answers = raw.answers();
       expect(answers.map((a) => a.status)).toEqual([status]);
       expect(answers[0]!.headers.get("connection")).toBe("close");
-      expect(answers[0]!.headers.get("content-type")).toBe("application/json; charset=utf-8");
-      expect(answers[0]!.headers.get("cache-control")).toBe("no-store");
-      expect(JSON.parse(answers[0]!.body).error.code).toBe(code);
+      if (code === null) {
+        expect(answers[0]!.body).toBe("");
+      } else {
+        expect(answers[0]!.headers.get("content-type")).toBe("application/json; charset=utf-8");
+        expect(answers[0]!.headers.get("cache-control")).toBe("no-store");
+        expect(JSON.parse(answers[0]!.body).error.code).toBe(code);
+      }
     });
   }
 
-  test("a head with bare LF line ends is refused at once, not left to the idle timeout", async () => {
+  test("a head with bare LF line ends is refused at once, not left to a timeout", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
-    // No CRLFCRLF ever comes: without the check this waits a minute for the idle timeout.
+    // No CRLFCRLF ever comes: Bun's parser refuses the request line as it arrives (with 505, oddly).
     const raw = await Raw.connect(ops.daemon.ops.port);
     await raw.write("GET /livez HTTP/1.1\nHost: x\n\n");
     await raw.untilClosed();
-    expect(raw.answers().map((a) => a.status)).toEqual([400]);
+    expect(raw.answers().map((a) => a.status)).toEqual([505]);
   });
 
-  test("a TLS ClientHello on the plaintext port is answered 400 at once (as main does since b709e32)", async () => {
+  test("a TLS ClientHello on the plaintext port is answered 400 at once", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     const raw = await Raw.connect(ops.daemon.ops.port);
     await raw.write(new Uint8Array([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]));
@@ -197,15 +227,28 @@ describe("framing: whatever a proxy in front might read differently is refused, 
     expect(raw.answers().map((a) => a.status)).toEqual([400]);
   });
 
-  test("accepted leniencies: an empty line before the request line, the same Content-Length twice, a body on GET", async () => {
+  test("accepted: the same Content-Length twice, a body on GET, two Hosts (joined; no route reads Host), two Authorizations (joined, so never a token: 401)", async () => {
+    await using ops = startDaemon({ adminToken: TOKEN, opsLimits: LONG_IDLE });
+    const raw = await sequence(ops.daemon.ops.port, [
+      "GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+      "GET /livez HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+      `POST /v1/sessions/1/kick HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`,
+      "GET /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\nGET /",
+    ]);
+    expect(raw.answers().map((a) => a.status)).toEqual([200, 200, 401, 200]);
+  });
+
+  test("pipelining: answered in order up to the answers of one turn of the loop, then the connection is closed", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
-    const raw = await exchange(
-      ops.daemon.ops.port,
-      "\r\nGET /livez HTTP/1.1\r\nHost: x\r\n\r\n" +
-        "GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc" +
-        "GET /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\nGET /",
-    );
-    expect(raw.answers().map((a) => a.status)).toEqual([200, 200, 200]);
+    // Bun.serve closes a connection whose next request is parsed while its answer is pending, and lockd makes the
+    // answers beyond ANSWERS_PER_TURN in a turn a turn later: one read can no longer bring thousands of answers into one turn.
+    const raw = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n".repeat(1000));
+    const answers = raw.answers();
+    expect(answers.length).toBeGreaterThan(0);
+    expect(answers.length).toBeLessThanOrEqual(ANSWERS_PER_TURN);
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    const after = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    expect(after.answers().map((a) => a.status)).toEqual([200]);
   });
 
   test("Connection is a list: close anywhere in it (or in a repeated header) closes", async () => {
@@ -220,8 +263,9 @@ describe("framing: whatever a proxy in front might read differently is refused, 
 
   test("HTTP/1.0 closes after its answer; HTTP/1.1 keeps the connection and says for how long", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
+    // Bun closes after an HTTP/1.0 answer, keep-alive asked or not (exchange waits for that close).
     const old = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
-    expect(old.answers().map((a) => [a.status, a.headers.get("connection")])).toEqual([[200, "close"]]);
+    expect(old.answers().map((a) => a.status)).toEqual([200]);
 
     const raw = await Raw.connect(ops.daemon.ops.port);
     await raw.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -232,16 +276,18 @@ describe("framing: whatever a proxy in front might read differently is refused, 
     raw.destroy();
   });
 
-  test("Expect: 100-continue with a body not sent yet is answered at once, then closed", async () => {
+  test("Expect: 100-continue with a body not sent yet is answered at once (after Bun's 100 Continue); the body, when it comes, is skipped", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     const raw = await Raw.connect(ops.daemon.ops.port);
     // A client that waits for 100 Continue before its body: without an answer it would wait for
     // its own timeout (1 s for curl), and the server for the body.
     await raw.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n");
+    const [answer] = await raw.untilAnswers(1);
+    expect(answer!.status).toBe(405);
+    expect(raw.answers()[0]!.status).toBe(100);
+    await raw.write("0123456789GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     await raw.untilClosed();
-    const answers = raw.answers();
-    expect(answers.map((a) => a.status)).toEqual([405]);
-    expect(answers[0]!.headers.get("connection")).toBe("close");
+    expect(raw.answers().filter((a) => a.status !== 100).map((a) => a.status)).toEqual([405, 200]);
   });
 
   test("a request split byte by byte, and one whose head and body come apart, are served", async () => {
@@ -259,29 +305,29 @@ describe("framing: whatever a proxy in front might read differently is refused, 
 });
 
 describe("request targets", () => {
-  test("absolute form is routed by its path; OPTIONS * is answered; .. and percent-encoding are not resolved", async () => {
+  test("absolute form is routed by its path; dot segments are resolved as in a URL (every URL client does so first), %2F is not", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
-    const peer = await WirePeer.claim(ops.port, "a/../b", 5000);
-    expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
-    const raw = await exchange(
-      ops.daemon.ops.port,
-      "GET http://lockd.example:9/livez HTTP/1.1\r\nHost: lockd.example:9\r\n\r\n" +
-        "GET HTTP://lockd.example HTTP/1.1\r\nHost: x\r\n\r\n" +
-        "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n" +
-        "GET /v1/locks/a/../b HTTP/1.1\r\nHost: x\r\n\r\n" +
-        "GET /v1/locks/a%2F..%2Fb HTTP/1.1\r\nHost: x\r\n\r\n" +
-        "GET /v1/locks/../metrics HTTP/1.1\r\nHost: x\r\n\r\n" +
-        "GET /v1/locks?name=a%2F..%2Fb&name=other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    );
+    const dotted = await WirePeer.claim(ops.port, "a/../b", 5000);
+    const plain = await WirePeer.claim(ops.port, "b", 5000);
+    expect([dotted.frames[0]!.type, plain.frames[0]!.type]).toEqual([FrameType.ACQUIRED, FrameType.ACQUIRED]);
+    const raw = await sequence(ops.daemon.ops.port, [
+      "GET http://lockd.example:9/livez HTTP/1.1\r\nHost: lockd.example:9\r\n\r\n",
+      "GET HTTP://lockd.example HTTP/1.1\r\nHost: x\r\n\r\n",
+      "GET /v1/locks/a/../b HTTP/1.1\r\nHost: x\r\n\r\n",
+      "GET /v1/locks/a%2F..%2Fb HTTP/1.1\r\nHost: x\r\n\r\n",
+      "GET /v1/locks/../../livez HTTP/1.1\r\nHost: x\r\n\r\n",
+      "GET /v1/locks?name=a%2F..%2Fb&name=other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ]);
     const answers = raw.answers();
-    expect(answers.map((a) => a.status)).toEqual([200, 404, 200, 200, 200, 404, 200]);
-    expect(answers[2]!.headers.get("allow")).toBe("GET, POST");
+    expect(answers.map((a) => a.status)).toEqual([200, 404, 200, 200, 200, 200]);
+    // A raw `..` names the lock the resolved path names: what curl or fetch would have sent for it.
+    expect(JSON.parse(answers[2]!.body).name).toBe("b");
     expect(JSON.parse(answers[3]!.body).name).toBe("a/../b");
-    expect(JSON.parse(answers[4]!.body).name).toBe("a/../b");
-    expect(JSON.parse(answers[5]!.body).error.code).toBe("NO_SUCH_LOCK");
+    expect(JSON.parse(answers[4]!.body)).toEqual({ status: "live" });
     // Repeated keys: the first one counts.
-    expect(JSON.parse(answers[6]!.body).name).toBe("a/../b");
-    peer.end();
+    expect(JSON.parse(answers[5]!.body).name).toBe("a/../b");
+    dotted.end();
+    plain.end();
   });
 });
 
@@ -297,8 +343,9 @@ describe("answers", () => {
       "DELETE /v1/locks/x HTTP/1.1\r\nHost: x\r\n\r\n",
       "POST /v1/sessions/1/kick HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     ];
-    const raw = await exchange(ops.daemon.ops.port, requests.join(""));
-    const answers = raw.answers([false, false, false, false, true, false, false]);
+    const heads = [false, false, false, false, true, false, false];
+    const raw = await sequence(ops.daemon.ops.port, requests, heads);
+    const answers = raw.answers(heads);
     expect(answers.map((a) => a.status)).toEqual([200, 200, 404, 404, 200, 405, 401]); // HEAD is GET without the body
     for (const answer of answers) {
       expect(answer.headers.get("x-content-type-options")).toBe("nosniff");
@@ -306,17 +353,22 @@ describe("answers", () => {
     }
     expect(answers[4]!.body).toBe("");
     expect(Number(answers[4]!.headers.get("content-length"))).toBeGreaterThan(0);
-    // The reflected path is a JSON string inside a JSON document, never served as HTML.
-    expect(JSON.parse(answers[2]!.body).error.message).toContain("<script>");
+    // The reflected path is percent-encoded (as a URL), in a JSON string inside a JSON document, never served as HTML.
+    expect(JSON.parse(answers[2]!.body).error.message).toContain("/%3Cscript%3Ealert(1)%3C/script%3E");
+    expect(answers[2]!.body).not.toContain("<");
     expect(answers.map((a) => a.reason)).toEqual(["OK", "OK", "Not Found", "Not Found", "OK", "Method Not Allowed", "Unauthorized"]);
   });
 
-  test("errors from the parser to a HEAD request have no body either", async () => {
+  test("errors to a HEAD request have no body either: the parser's and the ops server's", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
-    const raw = await exchange(ops.daemon.ops.port, "HEAD /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n");
-    const [answer] = raw.answers([true]);
-    expect(answer!.status).toBe(413);
-    expect(raw.text.endsWith("\r\n\r\n")).toBe(true);
+    const refused = await exchange(ops.daemon.ops.port, "HEAD /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
+    expect(refused.answers([true]).map((a) => a.status)).toEqual([400]);
+    expect(refused.text.endsWith("\r\n\r\n")).toBe(true);
+    const missing = await exchange(ops.daemon.ops.port, "HEAD /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const [answer] = missing.answers([true]);
+    expect(answer!.status).toBe(404);
+    expect(Number(answer!.headers.get("content-length"))).toBeGreaterThan(0);
+    expect(missing.text.endsWith("\r\n\r\n")).toBe(true);
   });
 });
 
@@ -360,8 +412,8 @@ describe("admin actions", () => {
       }
     }
     raw.destroy();
-    expect(ops.daemon.server.engine.locks.get("held")?.owner?.id).toBe(1);
-    expect(ops.daemon.server.engine.sessions.size).toBe(2);
+    expect(engineOf(ops.daemon.server).locks.get("held")?.owner?.id).toBe(1);
+    expect(engineOf(ops.daemon.server).sessions.size).toBe(2);
     // And the token still works, in either case of the scheme.
     const ok = await exchange(ops.daemon.ops.port, `POST /v1/sessions/2/kick HTTP/1.1\r\nHost: x\r\nAuthorization: bearer ${TOKEN}\r\nConnection: close\r\n\r\n`);
     expect(ok.answers().map((a) => a.status)).toEqual([200]);
@@ -370,10 +422,12 @@ describe("admin actions", () => {
 });
 
 describe("connections", () => {
-  test("a slow body is cut at the idle timeout however it trickles, and its place is freed", async () => {
-    await using ops = startDaemon({ opsLimits: { maxConnections: 1, idleTimeoutMs: 200, metricsMaxAgeMs: 0 } });
+  test("a body that trickles in after its answer is cut at the idle timeout however it trickles", async () => {
+    await using ops = startDaemon({ opsLimits: { idleTimeoutMs: 1000, metricsMaxAgeMs: 0 } });
     const raw = await Raw.connect(ops.daemon.ops.port);
     await raw.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 16000\r\n\r\n");
+    // Answered on its head: no endpoint reads a body.
+    expect((await raw.untilAnswers(1)).map((a) => a.status)).toEqual([405]);
     let sent = 0;
     const drip = setInterval(() => void raw.write("x").then(() => sent++), 20);
     try {
@@ -381,36 +435,42 @@ describe("connections", () => {
     } finally {
       clearInterval(drip);
     }
-    expect(raw.text).toBe("");
     expect(sent).toBeLessThan(16000);
     const next = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     expect(next.answers().map((a) => a.status)).toEqual([200]);
   });
 
-  test("a client that pipelines requests and never reads its answers is cut at the idle timeout", async () => {
-    await using ops = startDaemon({ opsLimits: { maxConnections: 2, idleTimeoutMs: 200, metricsMaxAgeMs: 60_000 } });
-    const socket = net.connect({ host: "127.0.0.1", port: ops.daemon.ops.port });
-    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
-    socket.pause(); // never reads: the answers (about 8 KiB each) fill both kernel buffers
-    socket.on("error", () => {});
-    // ~2,000 requests, under the 112 KiB of input a connection may hold, ~16 MB of answers.
-    socket.write("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2000));
+  test("a client that asks for a big answer and does not read it holds it in its socket; others are served meanwhile, and it gets the whole answer when it reads", async () => {
+    await using ops = startDaemon({ opsLimits: { idleTimeoutMs: 1000, metricsMaxAgeMs: 0 } });
+    const peers = await Promise.all(Array.from({ length: 200 }, (_, i) => WirePeer.claim(ops.port, `${"n".repeat(400)}/${i}`, 30_000)));
+    let text = "";
+    let closed = false;
     const events = new Wakeup();
-    const tick = setInterval(() => events.wake(), 10);
-    try {
-      await events.until(() => ops.daemon.ops.connections.open === 0, 10_000, () => `the unread connection to be closed (open ${ops.daemon.ops.connections.open})`);
-    } finally {
-      clearInterval(tick);
-      socket.destroy();
-    }
-    const next = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    expect(next.answers().map((a) => a.status)).toEqual([200]);
+    const socket = net.connect({ host: "127.0.0.1", port: ops.daemon.ops.port });
+    socket.on("data", (chunk) => {
+      text += chunk.toString("latin1");
+      events.wake();
+    });
+    socket.on("close", () => {
+      closed = true;
+      events.wake();
+    });
+    socket.on("error", () => {});
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.pause(); // not reading: the answer (about 150 KB) waits in the sockets' buffers
+    socket.write("GET /v1/locks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    // Bun.serve has no write timeout: the connection stays until its client reads or goes. Others are served meanwhile.
+    for (let i = 0; i < 3; i++) expect((await ops.get("/livez")).status).toBe(200);
+    socket.resume();
+    await events.until(() => closed, 10_000, () => `the answer and the close (got ${text.length} bytes)`);
+    const [answer] = parseAnswers(text);
+    expect(answer!.status).toBe(200);
+    expect(JSON.parse(answer!.body).total).toBe(200);
+    for (const peer of peers) peer.end();
   });
 
-  test("a body far over the limit sent in one go gets its 413, then a clean close and no reset", async () => {
+  test("a body far over the limit sent in one go gets its 413 and a close", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
-    // Megabytes arrive in reads larger than the bytes a connection may hold behind an answer, and
-    // keep arriving after the answer: neither may turn into a reset that destroys the answer.
     const request = Buffer.concat([Buffer.from("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n"), Buffer.alloc(4_000_000, 0x61)]);
     for (let i = 0; i < 3; i++) {
       const outcome = await new Promise<{ text: string; error: string | null }>((resolve) => {
@@ -422,81 +482,44 @@ describe("connections", () => {
         socket.on("error", (e) => (error = e.message));
         socket.on("close", () => resolve({ text, error }));
       });
-      expect(outcome.error).toBeNull();
+      // Bun closes with the rest of the body unread: the kernel may then reset, after the answer was sent.
       expect(parseAnswers(outcome.text).map((a) => a.status)).toEqual([413]);
     }
   });
 
-  test("after a refusal, what the client keeps sending is discarded, and the connection still counts until the idle timeout", async () => {
-    await using ops = startDaemon({ opsLimits: { maxConnections: 1, idleTimeoutMs: 2000, metricsMaxAgeMs: 0 } });
-    // A client that never closes its side (Raw would answer the server's FIN with its own).
-    const socket = net.connect({ host: "127.0.0.1", port: ops.daemon.ops.port, allowHalfOpen: true });
-    const events = new Wakeup();
-    let text = "";
-    socket.on("data", (chunk) => {
-      text += chunk.toString("latin1");
-      events.wake();
-    });
-    socket.on("error", () => {});
-    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
-    socket.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n");
-    await events.until(() => text.endsWith("}\n"), 10_000, () => `the 413 (got ${JSON.stringify(text)})`);
-    expect(parseAnswers(text).map((a) => a.status)).toEqual([413]);
-    // Our FIN is sent, the body may still come: the connection is open and counted until the idle timeout.
-    expect(ops.daemon.ops.connections.open).toBe(1);
-    const drip = setInterval(() => socket.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), 20);
-    const tick = setInterval(() => events.wake(), 10);
-    try {
-      await events.until(() => ops.daemon.ops.connections.open === 0, 10_000, () => "the draining connection to be closed");
-    } finally {
-      clearInterval(tick);
-      clearInterval(drip);
-      socket.destroy();
-    }
-    // Nothing it sent after the refusal was answered.
-    expect(parseAnswers(text).map((a) => a.status)).toEqual([413]);
-  });
-
-  test("a client that half-closes mid-request gets the answers to its complete requests only", async () => {
+  test("a client that half-closes mid-request gets the answer to its complete request only", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     const raw = await Raw.connect(ops.daemon.ops.port);
-    await raw.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\nPOST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nabc");
+    await raw.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHo");
     raw.end();
     await raw.untilClosed();
-    expect(raw.answers().map((a) => a.status)).toEqual([200, 200]);
-    expect(ops.daemon.ops.connections.open).toBe(0);
+    expect(raw.answers().map((a) => a.status)).toEqual([200]);
   });
 
-  test("many connections at once, ending every way a connection can: the open count returns to zero", async () => {
-    await using ops = startDaemon({ opsLimits: { maxConnections: 12, idleTimeoutMs: 300, metricsMaxAgeMs: 0 } });
+  test("many connections at once, ending every way a client can end one: each is closed, and the listener still serves", async () => {
+    await using ops = startDaemon({ opsLimits: { idleTimeoutMs: 1000, metricsMaxAgeMs: 0 } });
     const port = ops.daemon.ops.port;
     const endings: ((socket: net.Socket) => void)[] = [
       (s) => s.end("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), // half-close after a request
       (s) => s.write("GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), // server closes
-      (s) => s.write("GET /livez HTTP/1.1\r\nHo"), // incomplete head: idle timeout
       (s) => s.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n", () => s.destroy()), // vanishes mid-answer
       (s) => s.resetAndDestroy(), // RST
-      (s) => s.write("BAD\r\n\r\n"), // refused with 400, then drained
-      (s) => s.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc"), // slow body: idle timeout
-      () => {}, // silent: idle timeout
+      (s) => s.write("BAD\r\n\r\n"), // refused with 400 and closed
+      (s) => s.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), // answered, then the idle timeout
+      (s) => s.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc"), // a body never finished: the idle timeout
     ];
     const closed: Promise<void>[] = [];
-    for (let i = 0; i < 40; i++) {
+    for (let i = 0; i < 42; i++) {
       const socket = net.connect({ host: "127.0.0.1", port });
       socket.on("data", () => {});
       socket.on("error", () => {});
       closed.push(new Promise((resolve) => socket.on("close", () => resolve())));
       socket.on("connect", () => endings[i % endings.length]!(socket));
     }
-    await Promise.all(closed);
-    const events = new Wakeup();
-    const tick = setInterval(() => events.wake(), 10);
-    try {
-      await events.until(() => ops.daemon.ops.connections.open === 0, 10_000, () => `open ${ops.daemon.ops.connections.open}`);
-    } finally {
-      clearInterval(tick);
-    }
-    // And the listener still serves.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const all = await Promise.race([Promise.all(closed).then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 15_000)))]);
+    clearTimeout(timer);
+    expect(all).toBe(true);
     const raw = await exchange(port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     expect(raw.answers().map((a) => a.status)).toEqual([200]);
   });
@@ -504,10 +527,10 @@ describe("connections", () => {
   describe.skipIf(!hasOpenssl)("over HTTPS (--ops-tls-cert)", () => {
     const certs = suiteCerts();
 
-    test("failed handshakes leave no connection counted; a half-closing HTTPS client is answered", async () => {
+    test("failed handshakes do not stop the listener; a half-closing HTTPS client is answered", async () => {
       await using ops = startDaemon({
         opsTls: { cert: certs.serverCert, key: certs.serverKey },
-        opsLimits: { maxConnections: 2, idleTimeoutMs: 60_000, metricsMaxAgeMs: 0 },
+        opsLimits: { idleTimeoutMs: 60_000, metricsMaxAgeMs: 0 },
       });
       const port = ops.daemon.ops.port;
       const settled = (socket: net.Socket) => new Promise<void>((resolve) => {
@@ -515,8 +538,7 @@ describe("connections", () => {
         socket.on("error", () => resolve());
         socket.on("data", () => {});
       });
-      // Plain HTTP to the HTTPS port, a client that refuses the certificate, a client that hangs up mid-handshake:
-      // more of them than the limit, one after the other.
+      // Plain HTTP to the HTTPS port, a client that refuses the certificate, a client that hangs up mid-handshake.
       for (let i = 0; i < 3; i++) {
         const plain = net.connect({ host: "127.0.0.1", port });
         plain.on("connect", () => plain.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"));
@@ -532,23 +554,14 @@ describe("connections", () => {
         const options: tls.ConnectionOptions = { host: "127.0.0.1", port, ca: certs.caCert };
         const socket = tls.connect(Object.assign(options, { allowHalfOpen: true }));
         socket.on("secureConnect", () => {
-          socket.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+          socket.write("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
           socket.end();
         });
         socket.on("data", (chunk) => (got += chunk.toString("latin1")));
         socket.on("close", () => resolve(got));
         socket.on("error", (error) => resolve(got + String(error)));
       });
-      expect(parseAnswers(text).map((a) => a.status)).toEqual([200, 200]);
-      // The server's close callbacks may run after the clients saw the close: wait for the count, bounded.
-      const events = new Wakeup();
-      const tick = setInterval(() => events.wake(), 10);
-      try {
-        await events.until(() => ops.daemon.ops.connections.open === 0, 5000, () => `open ${ops.daemon.ops.connections.open}`);
-      } finally {
-        clearInterval(tick);
-      }
-      expect(ops.daemon.ops.connections.refused).toBe(0);
+      expect(parseAnswers(text).map((a) => a.status)).toEqual([200]);
     });
   });
 });

@@ -9,7 +9,8 @@ import { afterEach, expect, test } from "bun:test";
 import { Logger } from "../../src/log/logger.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
 import { OpsServer } from "../../src/ops/server.ts";
-import type { CoordinatorMetrics, RoleView } from "../../src/failover/shell.ts";
+import type { CoordinatorMetrics, RoleView } from "../../src/ops/sources.ts";
+import { engineOf } from "../helpers/engine.ts";
 import { startServer, WirePeer } from "../helpers/wire.ts";
 import { runCli } from "../fixtures/ops-child.ts";
 
@@ -29,7 +30,7 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
   const ops = new OpsServer({
     hostname: "127.0.0.1",
     port: 0,
-    server,
+    locks: server.locks,
     roles: { view, metrics: () => ({ ...view() }) as CoordinatorMetrics },
     auth: new AdminAuth(TOKEN),
     log: new Logger("error", () => {}),
@@ -41,7 +42,7 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
   const holder = await WirePeer.claim(server.port, "held");
   const waiter = await WirePeer.claim(server.port, "held");
   cleanups.push(() => (holder.end(), waiter.end()));
-  const waiterId = [...server.view.sessions.keys()].at(-1)!;
+  const waiterId = [...engineOf(server).sessions.keys()].at(-1)!;
   const base = `http://127.0.0.1:${ops.port}`;
   const auth = { authorization: `Bearer ${TOKEN}` };
   const routes: [string, string][] = [
@@ -90,8 +91,8 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
     "this instance of service svc is a standby (epoch 3): it serves no locks; the coordinator row names no active now (released, or not created yet): ask again once an instance's /readyz answers 200",
   );
   // Nothing was acted on.
-  expect(server.view.locks.get("held")?.owner).not.toBeNull();
-  expect(server.view.locks.get("held")?.waiting).toBe(1);
+  expect(engineOf(server).locks.get("held")?.owner).not.toBeNull();
+  expect(engineOf(server).locks.get("held")?.waiting).toBe(1);
   // The admin token is still checked first: a wrong token is 401, whatever the role.
   expect((await fetch(`${base}/v1/locks/held/force-release`, { method: "POST", headers: { authorization: "Bearer wrong" } })).status).toBe(401);
 
@@ -102,5 +103,5 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
   expect(kicked.status).toBe(200);
   const released = await fetch(`${base}/v1/locks/held/force-release`, { method: "POST", headers: auth });
   expect(released.status).toBe(200);
-  expect(server.view.locks.get("held")).toBeUndefined();
+  expect(engineOf(server).locks.get("held")).toBeUndefined();
 });

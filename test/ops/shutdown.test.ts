@@ -3,6 +3,7 @@ import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { WirePeer } from "../helpers/wire.ts";
 import { body, startDaemon } from "./harness.ts";
 import { parseExposition, valueOf } from "./promtext.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 describe("controlled shutdown, in process", () => {
   test("readyz 503 at once; every session gets SHUTTING_DOWN, nothing hands over; ops stays up for the grace", async () => {
@@ -11,8 +12,8 @@ describe("controlled shutdown, in process", () => {
     const waiter = await WirePeer.claim(ops.port, "s", 5000);
     const fresh = await WirePeer.connect(ops.port);
     // No frame answers a bare connect: wait (bounded) until the server has accepted it.
-    for (let i = 0; i < 5000 && ops.daemon.server.engine.sessions.size < 3; i++) await Bun.sleep(1);
-    expect(ops.daemon.server.engine.sessions.size).toBe(3);
+    for (let i = 0; i < 5000 && engineOf(ops.daemon.server).sessions.size < 3; i++) await Bun.sleep(1);
+    expect(engineOf(ops.daemon.server).sessions.size).toBe(3);
 
     const done = ops.daemon.shutdown("test");
     expect(ops.daemon.ready).toBe(false);

@@ -8,6 +8,7 @@
 import { expect, test } from "bun:test";
 import { join, resolve } from "node:path";
 import { startServer } from "../helpers/wire.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const BIN = join(ROOT, "bin/lockd.mjs");
@@ -29,5 +30,5 @@ test("under Bun the shim runs lockd run's COMMAND once, and takes one grant", as
   const run = shim(["run", "--server", `127.0.0.1:${server.port}`, "jobs/once", "--", "sh", "-c", "echo ran $LOCKD_TOKEN"]);
   expect(await run.code).toBe(0);
   expect((await run.out).trim().split("\n")).toEqual(["ran 1"]);
-  expect(server.engine.tokens.last).toBe(1);
+  expect(engineOf(server).tokens.last).toBe(1);
 }, 30_000);

@@ -5,6 +5,7 @@ import { ErrorCode, FLAG_REPLY, FrameType, encodeAcquire } from "../../src/proto
 import type { LockServer } from "../../src/server/index.ts";
 import { rawAcquireFrame } from "../helpers/raw-acquire.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const acquireBody = rawAcquireFrame;
 
@@ -95,7 +96,7 @@ describe("bad input ends only the offending session", () => {
     peer.write([...HEARTBEAT, ...Array.from(encodeAcquire({ name: "glued", leaseMs: 1000, owner: "", try: false }))]);
     expect((await peer.frame(0)).code).toBe(ErrorCode.PROTOCOL_ERROR);
     await peer.closed();
-    expect(server.engine.locks.has("glued")).toBe(false);
+    expect(engineOf(server).locks.has("glued")).toBe(false);
   });
 
   test("OVERLOADED beyond the session limit, at accept", async () => {

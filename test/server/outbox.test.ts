@@ -5,6 +5,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import type { Socket } from "bun";
 import { ErrorCode, FrameType, encodeAcquire } from "../../src/protocol/index.ts";
 import { Conn, LockServer } from "../../src/server/index.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 class ScriptedSocket {
   taken: number[] = [];
@@ -35,9 +36,9 @@ function setup(outboxLimit = 64 * 1024) {
   servers.push(server);
   const socket = new ScriptedSocket();
   const conn = new Conn(socket as unknown as Socket<Conn>, server);
-  conn.session = server.engine.open(conn, performance.now());
+  conn.session = engineOf(server).open(conn, performance.now());
   const acquire = encodeAcquire({ name: "L", leaseMs: 60_000, owner: "", try: false });
-  server.engine.frame(conn.session!, FrameType.ACQUIRE, acquire, 4, acquire.length - 4, performance.now());
+  engineOf(server).frame(conn.session!, FrameType.ACQUIRE, acquire, 4, acquire.length - 4, performance.now());
   socket.calls.length = 0;
   socket.taken.length = 0;
   return { server, socket, conn };
@@ -64,12 +65,12 @@ describe("outbox", () => {
     server.send(conn, new Uint8Array(4000)); // 100 bytes out, 3900 would exceed the limit
     expect(socket.calls).toEqual(["write 4000->100", "terminate"]);
     expect(conn.session!.endReason).toBe(ErrorCode.IO_TIMEOUT);
-    expect(server.engine.sessions.size).toBe(0);
+    expect(engineOf(server).sessions.size).toBe(0);
   });
 
   test("an ERROR on a healthy connection is written whole, then FIN", () => {
     const { server, socket, conn } = setup();
-    server.engine.forceRelease("L", performance.now());
+    engineOf(server).forceRelease("L", performance.now());
     expect(socket.calls[0]).toMatch(/^write \d+->\d+$/);
     expect(socket.calls[1]).toBe("end");
     expect(socket.taken[0]).toBe(FrameType.ERROR);

@@ -13,6 +13,7 @@ import { watchEnds } from "../helpers/ends.ts";
 import { Wakeup } from "../helpers/events.ts";
 import { steadyHolder } from "../helpers/steady.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 const HEARTBEAT = [FrameType.HEARTBEAT, 0, 0, 0];
 
@@ -28,7 +29,7 @@ function acquireBytes(name: string, leaseMs: number): number[] {
 
 /** The server-side Conn of the only session on lock `name`. */
 function connOf(server: LockServer, name: string): Conn {
-  return [...server.engine.sessions.values()].find((s) => s.lock?.name === name)!.conn;
+  return [...engineOf(server).sessions.values()].find((s) => s.lock?.name === name)!.conn;
 }
 
 /** Record every write the server makes to `conn`'s socket (the calls still go through). */
@@ -82,7 +83,7 @@ async function pipeliner(server: LockServer, name: string, reading: boolean, max
   for (let i = 0; i < flood.length; i += 4) flood[i] = FrameType.HEARTBEAT;
   let sent = 0;
   const deadline = performance.now() + 10_000;
-  const session = [...server.engine.sessions.values()].find((s) => s.lock?.name === name)!;
+  const session = [...engineOf(server).sessions.values()].find((s) => s.lock?.name === name)!;
   const ended = () => closed || session.endReason >= 0;
   while (!ended() && sent < maxBytes && performance.now() < deadline) {
     const written = socket.write(flood, sent % 4, flood.length - (sent % 4)); // keep frames aligned
@@ -102,7 +103,7 @@ describe("pipelining", () => {
     await peer.frame(PIPELINE_LIMIT - 1);
     expect(peer.frames.map((f) => [f.type, f.flags])).toEqual(Array(PIPELINE_LIMIT).fill([FrameType.ACQUIRED, FLAG_REPLY]));
     expect(peer.isClosed).toBe(false);
-    expect(server.engine.stats.pipeliningCuts).toBe(0);
+    expect(engineOf(server).stats.pipeliningCuts).toBe(0);
     peer.end();
   });
 
@@ -125,8 +126,8 @@ describe("pipelining", () => {
     expect(last.length).toBe(PIPELINE_LIMIT + 1); // the frame past the limit was not answered
     expect(writes.length).toBe(1);
     expect(writes[0]).toBeLessThanOrEqual(SCRATCH_SIZE);
-    expect(server.engine.stats.pipeliningCuts).toBe(1);
-    expect(server.engine.stats.heartbeats).toBe(2 * PIPELINE_LIMIT);
+    expect(engineOf(server).stats.pipeliningCuts).toBe(1);
+    expect(engineOf(server).stats.heartbeats).toBe(2 * PIPELINE_LIMIT);
   });
 
   test("a bad header after valid heartbeats in one read: their replies and the PROTOCOL_ERROR in one write", async () => {
@@ -158,12 +159,12 @@ describe("pipelining", () => {
         fresh.end();
       }
       await ends.until((e) => e.filter((x) => x.code === ErrorCode.PROTOCOL_ERROR).length === 5);
-      expect(server.engine.stats.pipeliningCuts).toBe(5);
+      expect(engineOf(server).stats.pipeliningCuts).toBe(5);
       expect(ends.ends.filter((x) => x.code === ErrorCode.LEASE_EXPIRED)).toEqual([]);
       await held.finish();
       expect(held.rtts.length).toBeGreaterThan(0);
       // Each flood was cut after at most PIPELINE_LIMIT heartbeats per read, well before its output could pile up.
-      expect(server.engine.stats.outboxCuts).toBe(0);
+      expect(engineOf(server).stats.outboxCuts).toBe(0);
     });
   }
 });

@@ -9,12 +9,13 @@ import type { LockServer } from "../../src/server/index.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { BoundPeer } from "../helpers/bound.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 /** Bun reports the server side of a close a little after the peer sees it, with no event the test can await: poll, bounded. */
 async function sessionsFrom(server: LockServer, source: string, count: number): Promise<void> {
   const deadline = performance.now() + 5000;
-  while ((server.engine.sources.get(source) ?? 0) !== count) {
-    if (performance.now() > deadline) throw new Error(`${source} still has ${server.engine.sources.get(source)} sessions, want ${count}`);
+  while ((engineOf(server).sources.get(source) ?? 0) !== count) {
+    if (performance.now() > deadline) throw new Error(`${source} still has ${engineOf(server).sources.get(source)} sessions, want ${count}`);
     await Bun.sleep(1);
   }
 }
@@ -39,8 +40,8 @@ describe("--max-sessions-per-source", () => {
     other.acquire("c");
     await other.until(() => other.frames[0], "the answer from 127.0.0.2's ACQUIRE");
     expect(other.frames[0]!.type).toBe(FrameType.ACQUIRED);
-    expect(Object.fromEntries(server.engine.sources)).toEqual({ "127.0.0.1": 2, "127.0.0.2": 1 });
-    expect(server.engine.stats.refusedSourceLimit).toBe(1);
+    expect(Object.fromEntries(engineOf(server).sources)).toEqual({ "127.0.0.1": 2, "127.0.0.2": 1 });
+    expect(engineOf(server).stats.refusedSourceLimit).toBe(1);
 
     first.end();
     await sessionsFrom(server, "127.0.0.1", 1);

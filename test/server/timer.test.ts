@@ -1,13 +1,14 @@
 import { expect, test } from "bun:test";
 import { FrameType } from "../../src/protocol/index.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 // setTimeout takes at most 2^31 - 1 ms (24.8 days); a longer delay fires after
 // 1 ms instead. Leases go up to 2^32 - 1 ms, so the wheel's next tick can be
 // that far away, and a timer armed for it must not turn into a 1 ms spin.
 test("a lease beyond setTimeout's 24.8-day limit does not make the wheel timer spin", async () => {
   await using server = startServer({ ioTimeoutMs: 20 });
-  const engine = server.engine;
+  const engine = engineOf(server);
   let ticks = 0;
   const tick = engine.tick.bind(engine);
   engine.tick = (now: number, budget?: number) => {

@@ -5,6 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { FrameType } from "../../src/protocol/index.ts";
 import { hasOpenssl, suiteCerts } from "../helpers/certs.ts";
 import { WirePeer, startServer } from "../helpers/wire.ts";
+import { engineOf } from "../helpers/engine.ts";
 
 if (!hasOpenssl) console.warn("tls.test.ts: the openssl command is absent; TLS tests are skipped");
 
@@ -39,7 +40,7 @@ describe.skipIf(!hasOpenssl)("TLS", () => {
       await refused.closed();
       expect(refused.frames).toEqual([]);
     }
-    expect(server.engine.locks.get("mtls")!.waiting).toBe(0);
+    expect(engineOf(server).locks.get("mtls")!.waiting).toBe(0);
     good.heartbeat();
     expect((await good.frame(1)).type).toBe(FrameType.ACQUIRED);
     good.end();
@@ -52,6 +53,6 @@ describe.skipIf(!hasOpenssl)("TLS", () => {
     await plain.closed();
     // The TLS stack may answer with its own alert record (type 0x15), which is no lockd frame.
     expect(plain.frames).toEqual([]);
-    expect(server.engine.sessions.size).toBe(0);
+    expect(engineOf(server).sessions.size).toBe(0);
   });
 });

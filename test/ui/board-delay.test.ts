@@ -3,6 +3,7 @@
 // at each answer, also when the rest of the answer is a view shared for the
 // interval; null again, in the same interval, once it is over. A real
 // LockDelay (core/delay.ts) on the harness's manual clock.
+import { EngineLocks } from "../../src/server/locks.ts";
 import { afterEach, expect, test } from "bun:test";
 import { type DelayView, LockDelay } from "../../src/core/delay.ts";
 import type { Engine } from "../../src/core/index.ts";
@@ -18,7 +19,7 @@ afterEach(() => {
 
 function board(h: Harness, lockDelay?: () => DelayView | null): Board {
   const b = new Board({
-    engine: h.engine as unknown as Engine<Conn>,
+    locks: new EngineLocks(h.engine as unknown as Engine<Conn>),
     scanSlice: 16_384,
     version: "0.0.0-test",
     now: () => h.now,

@@ -7,8 +7,9 @@ import type { Engine } from "../../src/core/index.ts";
 import { Logger } from "../../src/log/logger.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
 import type { Conn } from "../../src/server/conn.ts";
+import { EngineLocks } from "../../src/server/locks.ts";
 import { OpsServer } from "../../src/ops/server.ts";
-import type { CoordinatorMetrics, RoleView } from "../../src/failover/shell.ts";
+import type { CoordinatorMetrics, RoleView } from "../../src/ops/sources.ts";
 import { Board } from "../../src/ops/ui/board.ts";
 import { Harness } from "../helpers/engine.ts";
 import { startServer, WirePeer } from "../helpers/wire.ts";
@@ -25,7 +26,7 @@ function opsServer(role: (() => RoleView) | null, shard?: { shard: string; shard
   const ops = new OpsServer({
     hostname: "127.0.0.1",
     port: 0,
-    server,
+    locks: server.locks,
     ...(role === null ? {} : { roles: { view: role, metrics: () => ({ ...role() }) as CoordinatorMetrics } }),
     ...(shard === undefined ? {} : { shard }),
     auth: new AdminAuth("board-role-token"),
@@ -83,7 +84,7 @@ test("without --coordinator the board's role is null, and without shards its sha
 test("a role change within one interval is not answered from the last role's snapshot or views", async () => {
   const h = new Harness();
   let view: RoleView = { role: "standby", epoch: 1, service: "svc", instance: "test", active: null, activeOps: null };
-  const b = new Board({ engine: h.engine as unknown as Engine<Conn>, scanSlice: 16_384, version: "0.0.0-test", now: () => h.now, role: () => view });
+  const b = new Board({ locks: new EngineLocks(h.engine as unknown as Engine<Conn>), scanSlice: 16_384, version: "0.0.0-test", now: () => h.now, role: () => view });
   cleanups.push(() => b.stop());
   const ask = async () => {
     const reply = await b.handle("GET", "/ui/v1/board", "")!;

@@ -4,6 +4,8 @@
 import { afterEach, expect, test } from "bun:test";
 import type { Engine } from "../../src/core/index.ts";
 import type { Conn } from "../../src/server/conn.ts";
+import { EngineLocks } from "../../src/server/locks.ts";
+import type { LockSource } from "../../src/ops/sources.ts";
 import type { HttpReply } from "../../src/ops/http.ts";
 import { Board, DEFAULT_ROWS, INTERVAL_MS, MAX_ROWS, SAMPLES } from "../../src/ops/ui/board.ts";
 import { type FakeConn, Harness } from "../helpers/engine.ts";
@@ -23,7 +25,7 @@ function harness(): Harness {
 }
 
 function board(h: Harness, scanSlice = 16_384): Board {
-  const b = new Board({ engine: h.engine as unknown as Engine<Conn>, scanSlice, version: "0.0.0-test", now: () => h.now });
+  const b = new Board({ locks: new EngineLocks(h.engine as unknown as Engine<Conn>), scanSlice, version: "0.0.0-test", now: () => h.now });
   boards.push(b);
   return b;
 }
@@ -205,9 +207,10 @@ test("with --coordinator the engine changes with each active term: the board rea
   const second = harness();
   let current = first;
   for (let i = 0; i < 6; i++) hold(first, `old${i}`);
+  const sources = new Map([first, second].map((h) => [h, new EngineLocks(h.engine as unknown as Engine<Conn>)]));
   const b = new Board({
-    get engine() {
-      return current.engine as unknown as Engine<Conn>;
+    get locks() {
+      return sources.get(current)!;
     },
     scanSlice: 16_384,
     version: "0.0.0-test",
@@ -277,9 +280,10 @@ test("a snapshot is of the engine its walk began on, when the term changes mid-w
   const waiter = first.open("w");
   first.acquire(waiter, "old/00", 60_000);
   for (let i = 0; i < 7; i++) hold(second, `new/${i}`);
+  const sources = new Map([first, second].map((h) => [h, new EngineLocks(h.engine as unknown as Engine<Conn>)]));
   const b = new Board({
-    get engine() {
-      return current.engine as unknown as Engine<Conn>;
+    get locks() {
+      return sources.get(current)!;
     },
     scanSlice: 10,
     version: "0.0.0-test",
@@ -356,20 +360,18 @@ test("a snapshot whose walk failed is not shared: the request gets the error, th
   const h = harness();
   hold(h, "ok");
   let broken = true;
-  const engine = h.engine as unknown as Engine<Conn>;
-  const failing = {
-    stats: engine.stats,
-    locks: {
-      values: () => ({
-        next: () => {
-          throw new Error("walk failed");
-        },
-      }),
-    },
-  } as unknown as Engine<Conn>;
+  const locks = new EngineLocks(h.engine as unknown as Engine<Conn>);
+  // The same table, whose rows cannot be walked.
+  const failing: LockSource = Object.assign(Object.create(locks) as LockSource, {
+    rows: () => ({
+      next: () => {
+        throw new Error("walk failed");
+      },
+    }),
+  });
   const b = new Board({
-    get engine() {
-      return broken ? failing : engine;
+    get locks() {
+      return broken ? failing : locks;
     },
     scanSlice: 16_384,
     version: "0.0.0-test",

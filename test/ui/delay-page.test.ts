@@ -164,7 +164,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page during a lock-delay
     const ops = new OpsServer({
       hostname: "127.0.0.1",
       port: 0,
-      server,
+      locks: server.locks,
       roles: { view: () => role, metrics: () => ({ ...role }) as CoordinatorMetrics },
       auth: new AdminAuth("delay-page-token"),
       log: new Logger("error", () => {}),

@@ -14,7 +14,7 @@ import { Logger } from "../../src/log/logger.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
 import type { LockServer } from "../../src/server/server.ts";
 import { OpsServer } from "../../src/ops/server.ts";
-import type { CoordinatorMetrics, RoleView } from "../../src/failover/shell.ts";
+import type { CoordinatorMetrics, RoleView } from "../../src/ops/sources.ts";
 import { startServer, WirePeer } from "../helpers/wire.ts";
 
 const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser", Bun.which("chromium") ?? ""].find((p) => p !== "" && existsSync(p));
@@ -39,7 +39,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     ops = new OpsServer({
       hostname: "127.0.0.1",
       port: 0,
-      server,
+      locks: server.locks,
       roles: { view: () => view, metrics: () => ({ ...view }) as CoordinatorMetrics },
       shard: { shard: "b", shards: ["a", "b"], generation: 7 },
       auth: new AdminAuth("standby-page-token"),

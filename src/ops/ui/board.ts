@@ -12,7 +12,7 @@
  * - at most one snapshot of the locks per INTERVAL_MS, built only when a
  *   page asks and shared by every page: a small row per lock (its name, its
  *   holder's session, its sort keys; no strings are made), filled by a
- *   walk of the engine's Map;
+ *   walk of the lock source's rows;
  * - a page's view of a snapshot (name prefix, order, at most MAX_ROWS rows,
  *   exact counts) is picked from the snapshot's rows with memory bounded by
  *   its row limit, once per snapshot and query (pages asking the same thing
@@ -29,14 +29,11 @@
  */
 import type { DelayView } from "../../core/delay.ts";
 import { SessionState } from "../../core/session.ts";
-import type { EngineView } from "../../core/engine.ts";
-import type { Histogram } from "../../core/stats.ts";
 import { ErrorCode, MAX_NAME_LENGTH } from "../../protocol/constants.ts";
 import { errorReply, type HttpReply, JSON_HEADERS } from "../http.ts";
 import { SliceQueue } from "../slices.ts";
-import type { Conn } from "../../server/conn.ts";
-import type { RoleView } from "../../failover/shell.ts";
-import { rowComparator, RowOrder, shownRow, type ShardView, type SnapshotRow, snapshotRow, sessionCounts, TopK } from "../views.ts";
+import type { HistogramCounts, LockCounters, LockSource, RoleView, TableRow } from "../sources.ts";
+import { rowComparator, RowOrder, shownRow, type ShardView, sessionCounts, TopK } from "../views.ts";
 import pageHtml from "./index.html" with { type: "text" };
 import pageJs from "./ops-ui.js" with { type: "text" };
 import pageCss from "./ops-ui.css" with { type: "text" };
@@ -111,22 +108,22 @@ export class Samples {
   private readonly lastHandover: Float64Array;
   private readonly delta: Float64Array;
 
-  /** The engine the last sample read: with --coordinator each active term has its own. */
-  private engine: EngineView<Conn>;
+  /** The counters the last sample read: with --coordinator each active term's source has its own. */
+  private counters: LockCounters;
 
   constructor(
-    private readonly source: () => EngineView<Conn>,
+    private readonly source: () => LockSource,
     now: number,
   ) {
-    this.engine = source();
-    const stats = this.engine.stats;
+    this.counters = source().counters;
+    const stats = this.counters;
     this.lastHandover = new Float64Array(stats.handoverSeconds.counts.length);
     this.delta = new Float64Array(stats.handoverSeconds.counts.length);
     this.reset(now);
   }
 
   private reset(now: number): void {
-    const stats = this.engine.stats;
+    const stats = this.counters;
     this.lastAt = now;
     this.lastGrants = stats.grantsImmediate + stats.grantsPromoted;
     this.lastLease = stats.ends[ErrorCode.LEASE_EXPIRED]!;
@@ -136,17 +133,17 @@ export class Samples {
 
   /** Take one sample: rates and quantiles over the time since the last one. */
   take(now: number, wallClock: number): void {
-    const engine = this.source();
-    if (engine !== this.engine) {
-      // A new term's engine counts from zero: start the differences over.
-      this.engine = engine;
+    const locks = this.source();
+    const stats = locks.counters;
+    if (stats !== this.counters) {
+      // A new term's counters start from zero: start the differences over.
+      this.counters = stats;
       this.reset(now);
     }
-    const stats = engine.stats;
     const seconds = Math.max(0.001, (now - this.lastAt) / 1000);
     const slot = this.count % SAMPLES;
     const put = (name: SeriesName, value: number) => (this.columns.get(name)![slot] = value);
-    const histogram: Histogram = stats.handoverSeconds;
+    const histogram: HistogramCounts = stats.handoverSeconds;
     const delta = this.delta;
     let handovers = 0;
     for (let i = 0; i < delta.length; i++) handovers += delta[i] = histogram.counts[i]! - this.lastHandover[i]!;
@@ -154,7 +151,7 @@ export class Samples {
     put("connected", stats.states[SessionState.CONNECTED]!);
     put("waiting", stats.states[SessionState.WAITING]!);
     put("owner", stats.states[SessionState.OWNER]!);
-    put("locks", this.engine.locks.size);
+    put("locks", locks.lockCount);
     put("grantsPerSecond", Math.round(((stats.grantsImmediate + stats.grantsPromoted - this.lastGrants) / seconds) * 10) / 10);
     put("handoverP50Us", quantileUs(histogram.bounds, delta, handovers, 0.5) ?? Number.NaN);
     put("handoverP99Us", quantileUs(histogram.bounds, delta, handovers, 0.99) ?? Number.NaN);
@@ -230,7 +227,7 @@ interface Snapshot {
   /** When the walk ended (wall clock ms; 0 while it goes on) and what the counters said then. */
   wallClock: number;
   /** One per lock: sort keys and the holder, formatted only for the rows a view shows. */
-  rows: SnapshotRow[];
+  rows: TableRow[];
   totals: Record<string, unknown>;
   readonly views: Map<string, Promise<Uint8Array>>;
   ready: Promise<void>;
@@ -275,8 +272,8 @@ export function parseBoardQuery(query: string): BoardQuery | { error: string } {
 }
 
 export interface BoardOptions {
-  /** Read at every use: with --coordinator the engine changes with each active term. */
-  readonly engine: EngineView<Conn>;
+  /** Read at every use: with --coordinator the lock source changes with each active term. */
+  readonly locks: LockSource;
   /** Locks (and rows) looked at per turn of the event loop. */
   readonly scanSlice: number;
   /**
@@ -314,7 +311,7 @@ export class Board {
     this.now = options.now ?? (() => performance.now());
     this.ownsSlices = options.slices === undefined;
     this.slices = options.slices ?? new SliceQueue(options.scanSlice);
-    this.samples = new Samples(() => this.options.engine, this.now());
+    this.samples = new Samples(() => this.options.locks, this.now());
     this.timer = setInterval(() => {
       const now = this.now();
       this.samples.take(now, Date.now());
@@ -390,16 +387,17 @@ export class Board {
     return now - last.startedAt < INTERVAL_MS && sameRole(last.role, role) ? last : null;
   }
 
-  /** Fill a snapshot from the engine's Map, a slice per turn; times are relative to the walk's start. */
+  /** Fill a snapshot from the lock source's rows, a slice per turn; times are relative to the walk's start. */
   private async walk(snapshot: Snapshot): Promise<void> {
-    const engine = this.options.engine;
+    // The source the walk began on: with --coordinator a term can change mid-walk.
+    const locks = this.options.locks;
     const rows = snapshot.rows;
     const now = this.now();
     // An instance that is not the active serves no locks: its table (empty, or its last term's) is not
     // walked, and its answer carries no rows, so a script reading it cannot take it for the service's state.
-    if (servesLocks(snapshot.role)) await this.slices.walk(engine.locks.values(), (lock) => rows.push(snapshotRow(lock, now)));
+    if (servesLocks(snapshot.role)) await this.slices.walk(locks.rows(now), (row) => rows.push(row));
     snapshot.wallClock = Date.now();
-    const stats = engine.stats;
+    const stats = locks.counters;
     const handover = stats.handoverSeconds;
     snapshot.totals = {
       locks: snapshot.rows.length,
@@ -432,7 +430,7 @@ export class Board {
 
   private async build(snapshot: Snapshot, query: BoardQuery): Promise<Uint8Array> {
     this.viewsBuilt++;
-    const view = new TopK<SnapshotRow>(query.limit, rowComparator(query.sort, query.descending));
+    const view = new TopK<TableRow>(query.limit, rowComparator(query.sort, query.descending));
     const prefix = query.prefix;
     const rows = snapshot.rows;
     await this.slices.walk(rows.values(), (row) => {

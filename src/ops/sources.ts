@@ -1,0 +1,206 @@
+/**
+ * What the ops room reads, and the only ways it acts: a lock source (the
+ * lock server's table as views, its counters, the two admin actions) and a
+ * role source (the failover shell's role, with --coordinator). The ops
+ * server, /metrics and the /ui board take these and nothing else: never
+ * the engine's nodes (Lock, Session, their queue links) or the server
+ * object. src/server implements LockSource (EngineLocks, server/locks.ts),
+ * src/failover/shell.ts implements RoleSource, and src/server/daemon.ts is
+ * the only place that wires them to the ops server.
+ *
+ * Times are milliseconds relative to the `now` a call is given (the
+ * engine's clock is monotonic, so absolute times would mean nothing outside
+ * the process); fencing tokens are decimal strings, since a u64 does not
+ * fit a JSON number everywhere.
+ */
+
+/** A session as the lock views show it. */
+export interface SessionView {
+  readonly session: number;
+  readonly owner: string;
+  /** Peer address as HOST:PORT ([HOST]:PORT for IPv6); "" once the socket is gone. */
+  readonly remote: string;
+  readonly leaseMs: number;
+  /** Since the last complete frame from the session. */
+  readonly silentForMs: number;
+}
+
+export interface HolderView extends SessionView {
+  readonly token: string;
+  readonly heldForMs: number;
+}
+
+export interface WaiterView extends SessionView {
+  /** 1 is the head of the queue: the next owner. */
+  readonly position: number;
+  readonly waitingForMs: number;
+}
+
+export interface LockView {
+  readonly name: string;
+  readonly holder: HolderView | null;
+  /** All waiters of the lock. */
+  readonly waiting: number;
+  /** The first waiters in queue order (at most the view's limit). */
+  readonly waiters: WaiterView[];
+}
+
+/** What the operator's page (/ui) sorts its table by. */
+export interface RowKeys {
+  readonly name: string;
+  /** -1 when nobody holds it. */
+  readonly heldForMs: number;
+  readonly waiting: number;
+  /** How long the head of the queue has waited (the oldest wait, FIFO); -1 with no waiters. */
+  readonly oldestWaitMs: number;
+}
+
+/** A holder's labels as the page's table shows them. */
+export interface HolderLabels {
+  readonly session: number;
+  readonly owner: string;
+  readonly remote: string;
+  readonly token: string;
+}
+
+/**
+ * One lock at one moment (a row of the /ui snapshot): its sort keys, times
+ * relative to that moment, and its holder then, whose labels are read the
+ * first time they are asked for (the holder's address is a socket read)
+ * and are the same every later time.
+ */
+export interface TableRow extends RowKeys {
+  holder(): HolderLabels | null;
+}
+
+/** A histogram as its counts stand: fixed upper bounds (seconds), a count per bucket, the last for +Inf. */
+export interface HistogramCounts {
+  readonly bounds: readonly number[];
+  readonly counts: ArrayLike<number>;
+  readonly sum: number;
+  readonly count: number;
+}
+
+/**
+ * The lock server's counters (kept on its hot paths as plain numbers:
+ * core/stats.ts), read by /metrics and the /ui board.
+ */
+export interface LockCounters {
+  /** Live sessions by SessionState (core/session.ts). */
+  readonly states: ArrayLike<number>;
+  /** Ended sessions by reason: index 0 closed by the peer, else the ERROR code sent. */
+  readonly ends: ArrayLike<number>;
+  readonly opened: number;
+  readonly grantsImmediate: number;
+  readonly grantsPromoted: number;
+  readonly queued: number;
+  readonly heartbeats: number;
+  readonly delayed: number;
+  readonly refusedSessionLimit: number;
+  readonly refusedSourceLimit: number;
+  readonly pipeliningCuts: number;
+  readonly outboxCuts: number;
+  readonly handoverSeconds: HistogramCounts;
+  readonly waitSeconds: HistogramCounts;
+  readonly holdSeconds: HistogramCounts;
+}
+
+/** A kick asked of a lock source: done, or why not. */
+export type KickResult =
+  | { readonly kicked: WaiterView; readonly lock: string }
+  /** No live session has that id. */
+  | { readonly refused: "unknown" }
+  /** It holds `lock` (force-release is the action for that). */
+  | { readonly refused: "owner"; readonly lock: string }
+  /** It has not sent ACQUIRE yet. */
+  | { readonly refused: "connected" };
+
+/** A force-release done: the holder ended, and the waiter promoted in its place (null: nobody waited). */
+export interface ForceReleased {
+  readonly released: HolderView;
+  readonly promoted: HolderView | null;
+}
+
+/**
+ * A lock table and its counters, read-only, and the two admin actions. With
+ * --coordinator each active term has a source of its own, counting from
+ * zero: a caller that compares readings over time keeps the source it read
+ * (the `counters` object is the same for as long as the source is).
+ */
+export interface LockSource {
+  readonly counters: LockCounters;
+  /** Locks with a holder or waiters now. */
+  readonly lockCount: number;
+  /** Open connections of the lock listener. */
+  readonly connectionCount: number;
+  /** The last fencing token issued (0 before the first grant). */
+  readonly tokensLast: number;
+  /** The session limit (Infinity: none). */
+  readonly maxSessions: number;
+  /** The per-source session limit (Infinity: none). */
+  readonly maxSessionsPerSource: number;
+  /** Peer addresses with a live session (counted only while a per-source limit is set). */
+  readonly sourceCount: number;
+  /**
+   * The names of the locks, live: a name removed before the walk reaches
+   * it is skipped, one added meanwhile may be seen; a name there from
+   * start to end is seen once. Allocates nothing per name.
+   */
+  lockNames(): Iterator<string>;
+  /** One lock with its holder and first `maxWaiters` waiters; null when nobody holds or waits for it. */
+  lock(name: string, now: number, maxWaiters: number): LockView | null;
+  /** The table's rows at `now`, live as lockNames: a row per lock (the /ui snapshot). */
+  rows(now: number): Iterator<TableRow>;
+  /** End the holder of `name` with FORCE_RELEASED; the next waiter is promoted. Null when nobody holds it. */
+  forceRelease(name: string, now: number): ForceReleased | null;
+  /** End waiting session `id` with KICKED; the others keep their order. */
+  kick(id: number, now: number): KickResult;
+}
+
+/**
+ * What the ops server shows about roles, with --coordinator. Display
+ * only: the role machine decides on its own state (failover/machine.ts),
+ * never on this.
+ */
+export interface RoleView {
+  readonly role: "standby" | "active" | "stopped";
+  /**
+   * The service's epoch: the active's, its term's; a standby's (or a stopped
+   * instance's), the row's as this instance last read it (its own last term's
+   * before any read; 0 when the service has no row yet).
+   */
+  readonly epoch: number;
+  readonly service: string;
+  readonly instance: string;
+  /**
+   * The instance id of the service's active as this instance last saw it
+   * (without the map tag): its own when active; null when the row was
+   * released or absent at the last read, or not read yet.
+   */
+  readonly active: string | null;
+  /**
+   * The ops address (HOST:PORT) the service's active advertises in the row
+   * (`ops=`, failover/holder.ts), where its /readyz and /ui answer: its own
+   * advertised address when active; null when unknown (no active, or an
+   * active that advertises none: an older lockd, or a wildcard --ops
+   * without --advertise-ops).
+   */
+  readonly activeOps: string | null;
+  /** A standby that refuses to take over its service's row: why (the maps differ); absent otherwise. */
+  readonly refusal?: string;
+}
+
+/** Coordinator figures for /metrics. */
+export interface CoordinatorMetrics extends RoleView {
+  readonly roundTripSeconds: number;
+  readonly renewalsFailed: number;
+  readonly stepDowns: number;
+  readonly takeovers: number;
+  readonly leaseSeconds: number;
+}
+
+/** The instance's role and the coordinator's figures (failover/shell.ts). */
+export interface RoleSource {
+  view(): RoleView;
+  metrics(): CoordinatorMetrics;
+}

@@ -1,0 +1,181 @@
+/**
+ * The lock table as the ops room reads it (ops/sources.ts, LockSource):
+ * views of an engine's locks and sessions, built here, where the engine's
+ * nodes (Lock, Session and their queue links) are walked, so that the ops
+ * room never sees them. Nothing here runs on a hot path: only ops requests,
+ * /metrics scrapes, the /ui board's snapshots and the session log call it.
+ */
+import type { Engine } from "../core/engine.ts";
+import { type Lock, type Session, SessionState } from "../core/session.ts";
+import { peerOf } from "../net/peer.ts";
+import type { ForceReleased, HolderLabels, HolderView, KickResult, LockCounters, LockSource, LockView, SessionView, TableRow, WaiterView } from "../ops/sources.ts";
+import type { Conn } from "./conn.ts";
+
+/** A session's peer as HOST:PORT ([HOST]:PORT for IPv6); "" once its socket is gone. */
+export function remoteOf(conn: Conn): string {
+  return peerOf(conn.socket);
+}
+
+const ms = (value: number): number => Math.max(0, Math.round(value));
+
+function sessionView(session: Session<Conn>, now: number): SessionView {
+  return {
+    session: session.id,
+    owner: session.owner,
+    remote: remoteOf(session.conn),
+    leaseMs: session.leaseMs,
+    silentForMs: ms(now - session.lastSeen),
+  };
+}
+
+function holderView(session: Session<Conn>, now: number): HolderView {
+  return { ...sessionView(session, now), token: String(session.token), heldForMs: ms(now - session.grantedAt) };
+}
+
+function waiterView(session: Session<Conn>, position: number, now: number): WaiterView {
+  return { ...sessionView(session, now), position, waitingForMs: ms(now - session.acquiredAt) };
+}
+
+/** A lock, its holder and its first `maxWaiters` waiters. */
+function lockView(lock: Lock<Conn>, now: number, maxWaiters: number): LockView {
+  const waiters: WaiterView[] = [];
+  let position = 0;
+  for (let s = lock.head; s !== null && position < maxWaiters; s = s.queueNext) waiters.push(waiterView(s, ++position, now));
+  return { name: lock.name, holder: lock.owner === null ? null : holderView(lock.owner, now), waiting: lock.waiting, waiters };
+}
+
+/** A waiting session's place in its queue (1 = head), 0 if it is not waiting. */
+function positionOf(session: Session<Conn>): number {
+  if (session.state !== SessionState.WAITING || session.lock === null) return 0;
+  let position = 0;
+  for (let s = session.lock.head; s !== null; s = s.queueNext) {
+    position++;
+    if (s === session) return position;
+  }
+  return 0;
+}
+
+/** One lock of a /ui snapshot: sort keys at the snapshot's moment, the holder then, its labels read once when shown. */
+class Row implements TableRow {
+  readonly name: string;
+  readonly heldForMs: number;
+  readonly waiting: number;
+  readonly oldestWaitMs: number;
+  private owner: Session<Conn> | null;
+  private labels: HolderLabels | null = null;
+
+  constructor(lock: Lock<Conn>, now: number) {
+    const owner = lock.owner;
+    const head = lock.head;
+    this.name = lock.name;
+    this.owner = owner;
+    this.heldForMs = owner === null ? -1 : ms(now - owner.grantedAt);
+    this.waiting = lock.waiting;
+    this.oldestWaitMs = head === null ? -1 : ms(now - head.acquiredAt);
+  }
+
+  holder(): HolderLabels | null {
+    const owner = this.owner;
+    if (owner === null) return this.labels;
+    // Formatted once, then the session is let go: every later view shows the same holder.
+    this.labels = { session: owner.id, owner: owner.owner, remote: remoteOf(owner.conn), token: String(owner.token) };
+    this.owner = null;
+    return this.labels;
+  }
+}
+
+/** What the lock server does beyond the engine for the two admin actions and the connection count. */
+export interface LockShell {
+  readonly connectionCount: number;
+  /** End the owner of `name` (the server measures the handover); the ended session, or null. */
+  forceRelease(name: string, now: number): Session<Conn> | null;
+  kick(id: number, now: number): Session<Conn> | null;
+}
+
+/** An engine without a shell (tests, benchmarks, a standby's idle engine): no connections, the engine's own actions. */
+function bare(engine: Engine<Conn>): LockShell {
+  return {
+    connectionCount: 0,
+    forceRelease: (name, now) => engine.forceRelease(name, now),
+    kick: (id, now) => engine.kick(id, now),
+  };
+}
+
+/** LockSource over an engine: the lock server's (server.ts) and a standby's idle one (failover/shell.ts). */
+export class EngineLocks implements LockSource {
+  private readonly shell: LockShell;
+
+  constructor(
+    private readonly engine: Engine<Conn>,
+    shell?: LockShell,
+  ) {
+    this.shell = shell ?? bare(engine);
+  }
+
+  get counters(): LockCounters {
+    return this.engine.stats;
+  }
+
+  get lockCount(): number {
+    return this.engine.locks.size;
+  }
+
+  get connectionCount(): number {
+    return this.shell.connectionCount;
+  }
+
+  get tokensLast(): number {
+    return this.engine.tokens.last;
+  }
+
+  get maxSessions(): number {
+    return this.engine.maxSessions;
+  }
+
+  get maxSessionsPerSource(): number {
+    return this.engine.maxSessionsPerSource;
+  }
+
+  get sourceCount(): number {
+    return this.engine.sources.size;
+  }
+
+  lockNames(): Iterator<string> {
+    return this.engine.locks.keys();
+  }
+
+  lock(name: string, now: number, maxWaiters: number): LockView | null {
+    const lock = this.engine.locks.get(name);
+    return lock === undefined ? null : lockView(lock, now, maxWaiters);
+  }
+
+  rows(now: number): Iterator<TableRow> {
+    const locks = this.engine.locks.values();
+    return {
+      next(): IteratorResult<TableRow> {
+        const step = locks.next();
+        return step.done === true ? { done: true, value: undefined } : { done: false, value: new Row(step.value, now) };
+      },
+    };
+  }
+
+  forceRelease(name: string, now: number): ForceReleased | null {
+    const owner = this.engine.locks.get(name)?.owner ?? null;
+    if (owner === null) return null;
+    const released = holderView(owner, now);
+    this.shell.forceRelease(name, now);
+    const next = this.engine.locks.get(name)?.owner ?? null;
+    return { released, promoted: next === null ? null : holderView(next, performance.now()) };
+  }
+
+  kick(id: number, now: number): KickResult {
+    const session = this.engine.sessions.get(id);
+    if (session === undefined) return { refused: "unknown" };
+    if (session.state === SessionState.OWNER) return { refused: "owner", lock: session.lock!.name };
+    if (session.state !== SessionState.WAITING) return { refused: "connected" };
+    const kicked = waiterView(session, positionOf(session), now);
+    const lock = session.lock!.name;
+    this.shell.kick(id, now);
+    return { kicked, lock };
+  }
+}
