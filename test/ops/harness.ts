@@ -1,4 +1,5 @@
 /** An in-process daemon (both listeners on 127.0.0.1, port 0) with its log captured, for ops tests. */
+import { DAEMON_WORDS } from "../../src/cli/words.ts";
 import { Logger, type LogLevelName } from "../../src/log/logger.ts";
 import { Daemon, type DaemonOptions } from "../../src/server/daemon.ts";
 
@@ -24,6 +25,7 @@ export function startDaemon(options: Partial<DaemonOptions> & { logLevel?: LogLe
     adminToken: null,
     log,
     version: "0.0.0-test",
+    words: DAEMON_WORDS, // the messages as lockd serve words them
     // Tests scrape, act, and scrape again at once: no shared body unless a test asks for it.
     opsLimits: { metricsMaxAgeMs: 0 },
     ...options,

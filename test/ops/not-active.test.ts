@@ -5,6 +5,7 @@
  * once it is the active. The role is switched by hand here; the real
  * roles are in test/coordinator/failover.test.ts.
  */
+import { OPS_WORDS } from "../../src/cli/words.ts";
 import { afterEach, expect, test } from "bun:test";
 import { Logger } from "../../src/log/logger.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
@@ -36,6 +37,7 @@ test("a standby's lock routes answer 503 NOT_ACTIVE with its role; the active's 
     log: new Logger("error", () => {}),
     version: "0.0.0-test",
     isReady: () => role === "active",
+    words: OPS_WORDS, // as lockd serve words them
   });
   cleanups.push(() => ops.stop());
   // The lock server's table has a holder and a waiter: the standby must not show them (nor say "free").

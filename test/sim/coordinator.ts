@@ -25,7 +25,9 @@
  *   never go back), and not above the row's token floor.
  * The `selfTest` variants break the rules on purpose to show the checks fail.
  */
-import { Engine, type EngineOutput, type EngineView } from "../../src/core/engine.ts";
+import { Engine, type EngineOutput } from "../../src/core/engine.ts";
+import type { LockSource } from "../../src/ops/sources.ts";
+import { EngineLocks } from "../../src/server/locks.ts";
 import { FailoverShell, type ShellClock } from "../../src/failover/shell.ts";
 import type { CoordinatorStore } from "../../src/failover/store.ts";
 import { Logger } from "../../src/log/logger.ts";
@@ -75,9 +77,10 @@ interface Instance {
 interface TermStandIn {
   readonly hostname: string;
   readonly port: number;
-  readonly view: EngineView<Conn>;
-  readonly engine: Engine<Conn>;
-  readonly connectionCount: number;
+  readonly locks: LockSource;
+  readonly tokensLast: number;
+  readonly sessionCount: number;
+  held(limit: number): Array<[string, number]> | null;
   stop(): Promise<void>;
   resume(): void;
 }
@@ -198,9 +201,14 @@ export async function simulateCoordinator(options: CoordinatorSimOptions): Promi
         const term: TermStandIn = {
           hostname: "127.0.0.1",
           port: 7700,
-          view: engine,
-          engine,
-          connectionCount: 0,
+          locks: new EngineLocks(engine),
+          get tokensLast() {
+            return engine.tokens.last;
+          },
+          get sessionCount() {
+            return engine.sessions.size;
+          },
+          held: (limit) => engine.held(limit),
           async stop() {
             if (x.server === term) x.server = null;
             engine.shutdown(local(x));
