@@ -13,6 +13,7 @@ import { DEFAULT_OPS_CONNECTIONS, DEFAULT_OPS_IDLE_TIMEOUT_MS, RESERVED_FDS } fr
 import { MAX_GENERATION } from "../shard/map.ts";
 import type { OptionSpec, OptionTable } from "./options/argv.ts";
 import {
+  hostNames,
   advertisedAddress,
   autoOr,
   coordinatorUrl,
@@ -187,6 +188,12 @@ export const SERVE_OPTIONS = {
     default: String(DEFAULT_OPS_CONNECTIONS),
     help: "ops connections expected at once (probes, scrapers, pages): --max-sessions auto keeps this many descriptors aside for them; the ops server refuses none beyond it",
     schema: count(1, 1024),
+  },
+  opsAllowHost: {
+    flag: "--ops-allow-host",
+    env: "LOCKD_OPS_ALLOW_HOST",
+    help: "DNS names the ops server answers for (the Host of a request: an ingress, this host's name); IP addresses, localhost and the --advertise-ops name always; others get 421 (probes are answered whatever their Host)",
+    schema: hostNames,
   },
   opsIdleTimeout: {
     flag: "--ops-idle-timeout",

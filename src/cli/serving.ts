@@ -47,6 +47,7 @@ export function daemonOptions(c: Omit<CoordinatedServe, "url" | "limit">): Daemo
     ...(c.tls !== undefined ? { tls: c.tls } : {}),
     ...(c.opsTls !== undefined ? { opsTls: c.opsTls } : {}),
     opsLimits: { idleTimeoutMs: options.opsIdleTimeout },
+    ...(options.opsAllowHost === undefined ? {} : { opsAllowHosts: options.opsAllowHost }),
     shards: c.shards,
   };
 }

@@ -18,6 +18,7 @@ export const ENGINE_WORDS: EngineWords = { maxLease: `this server's ${o.maxLease
 export const OPS_WORDS: OpsWords = {
   adminToken: `start lockd serve with ${o.adminTokenFile.flag} FILE, ${o.adminTokenFile.env}=FILE, or ${o.adminToken.env}=TOKEN`,
   advertiseOps: o.advertiseOps.flag,
+  allowHost: `add it to ${o.opsAllowHost.flag} (${o.opsAllowHost.env})`,
 };
 
 export const DAEMON_WORDS: DaemonWords = { engine: ENGINE_WORDS, ops: OPS_WORDS, advertiseOps: `${o.advertiseOps.flag} (${o.advertiseOps.env})` };

@@ -25,6 +25,8 @@
  * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
  * 405 or 409.
  */
+import { isIP } from "node:net";
+import { unbracket } from "../net/address.ts";
 import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
@@ -47,11 +49,14 @@ export interface OpsWords {
   readonly adminToken: string;
   /** The advertised ops address setting, after "set". */
   readonly advertiseOps: string;
+  /** How to admit a DNS name as a Host, after "to admit a DNS name, ". */
+  readonly allowHost: string;
 }
 
 export const PLAIN_OPS_WORDS: OpsWords = {
   adminToken: "this server was started without an admin token",
   advertiseOps: "the advertised ops address",
+  allowHost: "give it to the server as an allowed ops host",
 };
 
 export interface OpsOptions {
@@ -79,6 +84,11 @@ export interface OpsOptions {
   readonly isReady: () => boolean;
   /** How answers name settings an operator changes (the CLI's flags); omitted: plain words. */
   readonly words?: OpsWords;
+  /**
+   * DNS names a request's Host may name (an ingress, a DNS name of this
+   * host); IP addresses and localhost are always answered. Others get 421.
+   */
+  readonly allowHosts?: readonly string[];
   /** Why a running server is not ready (its /readyz `status`), or null: "tokens_exhausted". */
   readonly trouble?: () => string | null;
   /** The lock-delay as it stands (null: none runs): /readyz, /metrics and the page show it. */
@@ -189,10 +199,26 @@ export class OpsServer {
   readonly board: Board;
 
   private readonly words: OpsWords;
+  /** DNS names (lower case) a Host header may name besides IP addresses and localhost. */
+  private readonly allowedHosts: ReadonlySet<string>;
+
+  /**
+   * Whether `host` (a Host header: NAME[:PORT]) names this server: any IP
+   * address (a browser that reached the server by address is on that
+   * address's origin), localhost, or a DNS name it was given. A DNS name
+   * nobody gave is how a rebinding page in an operator's browser would
+   * come: it is refused.
+   */
+  private knowsHost(host: string): boolean {
+    const name = unbracket(host.replace(/:\d*$/, "")).toLowerCase().replace(/\.$/, "");
+    if (isIP(name) !== 0 || name === "localhost" || name.endsWith(".localhost")) return true;
+    return this.allowedHosts.has(name);
+  }
 
   constructor(private readonly options: OpsOptions) {
     this.limits = { ...DEFAULT_OPS_LIMITS, ...options.limits };
     this.words = options.words ?? PLAIN_OPS_WORDS;
+    this.allowedHosts = new Set((options.allowHosts ?? []).map((h) => h.toLowerCase().replace(/\.$/, "")));
     const shard = options.shard;
     this.shardView = shardViewOf(shard ?? NO_SHARDS);
     this.placement = this.shardView.name !== null && this.shardView.shards.length > 1 ? new Placement(this.shardView.shards) : null;
@@ -238,6 +264,13 @@ export class OpsServer {
 
   private handle(request: HttpRequest): HttpReply | Promise<HttpReply> {
     const { path, query } = splitTarget(request.target);
+    // Probes are answered whatever Host they send; everything else only for a Host this server knows.
+    if (path !== "/livez" && path !== "/healthz" && path !== "/readyz") {
+      const host = request.header("host");
+      if (host !== null && !this.knowsHost(host)) {
+        return fail(421, "UNKNOWN_HOST", `this ops server does not answer for the Host ${JSON.stringify(host.slice(0, 100))}: a name it does not know (a page in a browser rebinding a DNS name to this address?); to admit a DNS name, ${this.words.allowHost}`);
+      }
+    }
     // HEAD is GET without the body (ops-http sends the head only), so `curl -I` works.
     const method = request.method === "HEAD" ? "GET" : request.method;
     switch (path) {

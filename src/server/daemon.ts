@@ -42,7 +42,7 @@ import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer, type OpsWords, PLAIN_OPS_WORDS } from "../ops/server.ts";
 import { FailoverShell, type FailoverOptions } from "../failover/shell.ts";
 import { advertisedOps } from "../failover/holder.ts";
-import { isLoopbackHost } from "../net/address.ts";
+import { hostOf, isLoopbackHost } from "../net/address.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
 import { shardGuard } from "../shard/guard.ts";
 import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
@@ -65,6 +65,8 @@ export const PLAIN_DAEMON_WORDS: DaemonWords = { engine: PLAIN_ENGINE_WORDS, ops
 export interface DaemonOptions {
   /** How messages name settings. */
   readonly words?: DaemonWords;
+  /** DNS names the ops server answers for besides IP addresses, localhost and the advertised ops name (--ops-allow-host). */
+  readonly opsAllowHosts?: readonly string[];
   readonly listen: Address;
   readonly ops: Address;
   readonly ioTimeoutMs: number;
@@ -179,6 +181,8 @@ export class Daemon {
         shard: options.shards ?? NO_SHARDS,
         isReady: () => this.ready,
         words: (options.words ?? PLAIN_DAEMON_WORDS).ops,
+        // The advertised ops address is how operators reach this instance: its name is known too.
+        allowHosts: [...(options.opsAllowHosts ?? []), ...(options.advertiseOps === undefined ? [] : [hostOf(options.advertiseOps)])],
         trouble: () => this.trouble,
         lockDelay: () => this.lockDelay(),
         ...(roles === null ? {} : { roles }),

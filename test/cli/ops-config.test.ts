@@ -40,6 +40,7 @@ describe("serve options: flags beat env beat defaults", () => {
       service: "default",
       coordinatorLease: 4000,
       advertiseOps: undefined,
+      opsAllowHost: undefined,
     });
     expect(sources.ops).toBe("default");
     expect(sources.adminToken).toBe("unset");
@@ -73,6 +74,7 @@ describe("serve options: flags beat env beat defaults", () => {
       LOCKD_SERVICE: "env-service",
       LOCKD_COORDINATOR_LEASE: "3s",
       LOCKD_ADVERTISE_OPS: "lockd-env.internal:8001",
+      LOCKD_OPS_ALLOW_HOST: "ops.env.internal",
       LOCKD_MAX_LEASE: "30s",
     };
     const fromEnv = parse([], env);
@@ -104,6 +106,7 @@ describe("serve options: flags beat env beat defaults", () => {
       service: "env-service",
       coordinatorLease: 3000,
       advertiseOps: { host: "lockd-env.internal", port: 8001 },
+      opsAllowHost: ["ops.env.internal"],
     });
     expect(fromEnv.sources.ops).toBe("env");
     const flags = [
@@ -133,6 +136,7 @@ describe("serve options: flags beat env beat defaults", () => {
       "--service", "flag-service",
       "--coordinator-lease", "2s",
       "--advertise-ops", "[fd00::5]:9001",
+      "--ops-allow-host", "a.example, b.example",
       "--max-lease", "1m",
     ];
     const fromFlags = parse(flags, env);
@@ -164,6 +168,7 @@ describe("serve options: flags beat env beat defaults", () => {
       service: "flag-service",
       coordinatorLease: 2000,
       advertiseOps: { host: "fd00::5", port: 9001 },
+      opsAllowHost: ["a.example", "b.example"],
     });
     expect(Object.values(fromFlags.sources).every((s) => s === "flag")).toBe(true);
     expect(parse(["--max-sessions", "auto"], env).options.maxSessions).toBeNull();

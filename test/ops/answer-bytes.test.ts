@@ -87,7 +87,7 @@ test("each kind of answer, byte for byte", async () => {
     "GET /ui/v1/board?dir=x",
     "GET /v1/locks/nobody",
   ];
-  const text = await exchange(port, ...requests.map((line, i) => `${line} HTTP/1.1\r\nHost: x\r\n${i === requests.length - 1 ? "Connection: close\r\n" : ""}\r\n`));
+  const text = await exchange(port, ...requests.map((line, i) => `${line} HTTP/1.1\r\nHost: 127.0.0.1\r\n${i === requests.length - 1 ? "Connection: close\r\n" : ""}\r\n`));
   const shard = { name: null, shards: [], generation: 0 };
   expect(text).toBe(
     [
@@ -108,7 +108,7 @@ test("each kind of answer, byte for byte", async () => {
   );
 
   // The HTTP layer's own answer (a request with a body framing no endpoint takes), and the parser's (an ambiguous head).
-  expect(await exchange(port, "GET /livez HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")).toBe(
+  expect(await exchange(port, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")).toBe(
     answer(
       "501 Not Implemented",
       JSON_HEAD,
@@ -116,5 +116,5 @@ test("each kind of answer, byte for byte", async () => {
       true,
     ),
   );
-  expect(await exchange(port, "GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")).toBe("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+  expect(await exchange(port, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")).toBe("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
 });

@@ -168,29 +168,29 @@ const LONG_IDLE = { idleTimeoutMs: 60_000, metricsMaxAgeMs: 0 };
 
 describe("framing: whatever a proxy in front might read differently is refused, and the connection closed", () => {
   // Each request is followed by a pipelined GET /readyz: a refused request must not let it through.
-  const NEXT = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
+  const NEXT = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   // code null: refused by Bun's parser, before the ops server sees it (a status line and Connection: close, no JSON).
   const cases: [string, string, number, string | null][] = [
-    ["Content-Length and Transfer-Encoding", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, null],
-    ["Transfer-Encoding alone (no endpoint reads a body)", "POST /livez HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501, "BODY_NOT_ACCEPTED"],
-    ["two different Content-Lengths", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n", 400, null],
-    ["a Content-Length list", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc", 400, null],
-    ["a negative Content-Length", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400, null],
-    ["a hex Content-Length", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 0x3\r\n\r\nabc", 400, null],
-    ["a Content-Length with a trailing NBSP", "POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3\xa0\r\n\r\nabc", 400, null],
-    ["a bare LF inside a header line", "GET /livez HTTP/1.1\r\nX-A: a\nContent-Length: 5\r\nHost: x\r\n\r\n", 400, null],
-    ["a bare CR inside a header line", "GET /livez HTTP/1.1\r\nX-A: a\rContent-Length: 5\r\nHost: x\r\n\r\n", 400, null],
-    ["a NUL in a header value", "GET /livez HTTP/1.1\r\nX-A: a\x00b\r\nHost: x\r\n\r\n", 400, null],
-    ["a NUL in the target", "GET /livez\x00 HTTP/1.1\r\nHost: x\r\n\r\n", 505, null],
-    ["obs-fold", "GET /livez HTTP/1.1\r\nX-A: a\r\n b\r\nHost: x\r\n\r\n", 400, null],
+    ["Content-Length and Transfer-Encoding", "POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, null],
+    ["Transfer-Encoding alone (no endpoint reads a body)", "POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501, "BODY_NOT_ACCEPTED"],
+    ["two different Content-Lengths", "POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n", 400, null],
+    ["a Content-Length list", "POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3, 3\r\n\r\nabc", 400, null],
+    ["a negative Content-Length", "POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n", 400, null],
+    ["a hex Content-Length", "POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0x3\r\n\r\nabc", 400, null],
+    ["a Content-Length with a trailing NBSP", "POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\xa0\r\n\r\nabc", 400, null],
+    ["a bare LF inside a header line", "GET /livez HTTP/1.1\r\nX-A: a\nContent-Length: 5\r\nHost: 127.0.0.1\r\n\r\n", 400, null],
+    ["a bare CR inside a header line", "GET /livez HTTP/1.1\r\nX-A: a\rContent-Length: 5\r\nHost: 127.0.0.1\r\n\r\n", 400, null],
+    ["a NUL in a header value", "GET /livez HTTP/1.1\r\nX-A: a\x00b\r\nHost: 127.0.0.1\r\n\r\n", 400, null],
+    ["a NUL in the target", "GET /livez\x00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 505, null],
+    ["obs-fold", "GET /livez HTTP/1.1\r\nX-A: a\r\n b\r\nHost: 127.0.0.1\r\n\r\n", 400, null],
     ["a space before the colon", "GET /livez HTTP/1.1\r\nHost : x\r\n\r\n", 400, null],
     ["HTTP/1.1 without Host", "GET /livez HTTP/1.1\r\n\r\n", 400, null],
-    ["an empty line before the request line", "\r\nGET /livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, null],
-    ["a relative target", "GET livez HTTP/1.1\r\nHost: x\r\n\r\n", 400, null],
-    ["OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400, null],
-    ["an unknown expectation", "GET /livez HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\n\r\n", 417, "EXPECTATION_FAILED"],
-    ["HTTP/2", "GET /livez HTTP/2.0\r\nHost: x\r\n\r\n", 505, null],
-    ["a request line over the head limit", `GET /${"a".repeat(16 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, null],
+    ["an empty line before the request line", "\r\nGET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400, null],
+    ["a relative target", "GET livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400, null],
+    ["OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400, null],
+    ["an unknown expectation", "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: teapot\r\n\r\n", 417, "EXPECTATION_FAILED"],
+    ["HTTP/2", "GET /livez HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 505, null],
+    ["a request line over the head limit", `GET /${"a".repeat(16 * 1024)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, 431, null],
     ["too many header lines", `GET /livez HTTP/1.1\r\n${"X-A: b\r\n".repeat(101)}\r\n`, 400, null],
   ];
   for (const [what, request, status, code] of cases) {
@@ -230,10 +230,10 @@ describe("framing: whatever a proxy in front might read differently is refused, 
   test("accepted: the same Content-Length twice, a body on GET, two Hosts (joined; no route reads Host), two Authorizations (joined, so never a token: 401)", async () => {
     await using ops = startDaemon({ adminToken: TOKEN, opsLimits: LONG_IDLE });
     const raw = await sequence(ops.daemon.ops.port, [
-      "GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+      "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
       "GET /livez HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-      `POST /v1/sessions/1/kick HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`,
-      "GET /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\nGET /",
+      `POST /v1/sessions/1/kick HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`,
+      "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\nConnection: close\r\n\r\nGET /",
     ]);
     expect(raw.answers().map((a) => a.status)).toEqual([200, 200, 401, 200]);
   });
@@ -242,19 +242,19 @@ describe("framing: whatever a proxy in front might read differently is refused, 
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     // Bun.serve closes a connection whose next request is parsed while its answer is pending, and lockd makes the
     // answers beyond ANSWERS_PER_TURN in a turn a turn later: one read can no longer bring thousands of answers into one turn.
-    const raw = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n".repeat(1000));
+    const raw = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".repeat(1000));
     const answers = raw.answers();
     expect(answers.length).toBeGreaterThan(0);
     expect(answers.length).toBeLessThanOrEqual(ANSWERS_PER_TURN);
     expect(answers.every((a) => a.status === 200)).toBe(true);
-    const after = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const after = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     expect(after.answers().map((a) => a.status)).toEqual([200]);
   });
 
   test("Connection is a list: close anywhere in it (or in a repeated header) closes", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     for (const connection of ["Connection: close\r\nConnection: keep-alive", "Connection: keep-alive, Close", "Connection: keep-alive\r\nConnection: close"]) {
-      const raw = await exchange(ops.daemon.ops.port, `GET /livez HTTP/1.1\r\nHost: x\r\n${connection}\r\n\r\n`);
+      const raw = await exchange(ops.daemon.ops.port, `GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n${connection}\r\n\r\n`);
       const answers = raw.answers();
       expect(answers.map((a) => a.status), connection).toEqual([200]);
       expect(answers[0]!.headers.get("connection")).toBe("close");
@@ -268,7 +268,7 @@ describe("framing: whatever a proxy in front might read differently is refused, 
     expect(old.answers().map((a) => a.status)).toEqual([200]);
 
     const raw = await Raw.connect(ops.daemon.ops.port);
-    await raw.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    await raw.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     const [answer] = await raw.untilAnswers(1);
     expect(answer!.headers.get("connection")).toBeUndefined();
     // 60 s idle timeout: clients that read the hint (undici, hence Node's fetch) drop the connection first.
@@ -281,11 +281,11 @@ describe("framing: whatever a proxy in front might read differently is refused, 
     const raw = await Raw.connect(ops.daemon.ops.port);
     // A client that waits for 100 Continue before its body: without an answer it would wait for
     // its own timeout (1 s for curl), and the server for the body.
-    await raw.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n");
+    await raw.write("POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n");
     const [answer] = await raw.untilAnswers(1);
     expect(answer!.status).toBe(405);
     expect(raw.answers()[0]!.status).toBe(100);
-    await raw.write("0123456789GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    await raw.write("0123456789GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     await raw.untilClosed();
     expect(raw.answers().filter((a) => a.status !== 100).map((a) => a.status)).toEqual([405, 200]);
   });
@@ -293,11 +293,11 @@ describe("framing: whatever a proxy in front might read differently is refused, 
   test("a request split byte by byte, and one whose head and body come apart, are served", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     const raw = await Raw.connect(ops.daemon.ops.port);
-    const request = "GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab";
+    const request = "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\nab";
     for (const byte of request) await raw.write(byte);
     const [answer] = await raw.untilAnswers(1);
     expect(answer!.status).toBe(200);
-    await raw.write("GET /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n");
+    await raw.write("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n\r\n");
     await raw.write("abc");
     expect((await raw.untilAnswers(2)).map((a) => a.status)).toEqual([200, 200]);
     raw.destroy();
@@ -312,11 +312,11 @@ describe("request targets", () => {
     expect([dotted.frames[0]!.type, plain.frames[0]!.type]).toEqual([FrameType.ACQUIRED, FrameType.ACQUIRED]);
     const raw = await sequence(ops.daemon.ops.port, [
       "GET http://lockd.example:9/livez HTTP/1.1\r\nHost: lockd.example:9\r\n\r\n",
-      "GET HTTP://lockd.example HTTP/1.1\r\nHost: x\r\n\r\n",
-      "GET /v1/locks/a/../b HTTP/1.1\r\nHost: x\r\n\r\n",
-      "GET /v1/locks/a%2F..%2Fb HTTP/1.1\r\nHost: x\r\n\r\n",
-      "GET /v1/locks/../../livez HTTP/1.1\r\nHost: x\r\n\r\n",
-      "GET /v1/locks?name=a%2F..%2Fb&name=other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+      "GET HTTP://lockd.example HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /v1/locks/a/../b HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /v1/locks/a%2F..%2Fb HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /v1/locks/../../livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /v1/locks?name=a%2F..%2Fb&name=other HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
     ]);
     const answers = raw.answers();
     expect(answers.map((a) => a.status)).toEqual([200, 404, 200, 200, 200, 200]);
@@ -335,13 +335,13 @@ describe("answers", () => {
   test("every answer has a status line, Content-Length, nosniff, and JSON errors that do not reflect HTML", async () => {
     await using ops = startDaemon({ adminToken: TOKEN, opsLimits: LONG_IDLE });
     const requests = [
-      "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n",
-      "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
-      "GET /<script>alert(1)</script> HTTP/1.1\r\nHost: x\r\n\r\n",
-      'GET /v1/locks/%3Cimg%20src=x%20onerror=alert(1)%3E"</b> HTTP/1.1\r\nHost: x\r\n\r\n',
-      "HEAD /livez HTTP/1.1\r\nHost: x\r\n\r\n",
-      "DELETE /v1/locks/x HTTP/1.1\r\nHost: x\r\n\r\n",
-      "POST /v1/sessions/1/kick HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+      "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /<script>alert(1)</script> HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      'GET /v1/locks/%3Cimg%20src=x%20onerror=alert(1)%3E"</b> HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n',
+      "HEAD /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "DELETE /v1/locks/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "POST /v1/sessions/1/kick HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
     ];
     const heads = [false, false, false, false, true, false, false];
     const raw = await sequence(ops.daemon.ops.port, requests, heads);
@@ -361,10 +361,10 @@ describe("answers", () => {
 
   test("errors to a HEAD request have no body either: the parser's and the ops server's", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
-    const refused = await exchange(ops.daemon.ops.port, "HEAD /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
+    const refused = await exchange(ops.daemon.ops.port, "HEAD /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
     expect(refused.answers([true]).map((a) => a.status)).toEqual([400]);
     expect(refused.text.endsWith("\r\n\r\n")).toBe(true);
-    const missing = await exchange(ops.daemon.ops.port, "HEAD /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const missing = await exchange(ops.daemon.ops.port, "HEAD /nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     const [answer] = missing.answers([true]);
     expect(answer!.status).toBe(404);
     expect(Number(answer!.headers.get("content-length"))).toBeGreaterThan(0);
@@ -406,7 +406,7 @@ describe("admin actions", () => {
     let n = 0;
     for (const target of targets) {
       for (const authorization of authorizations) {
-        await raw.write(`POST ${target} HTTP/1.1\r\nHost: x\r\n${authorization === null ? "" : `Authorization: ${authorization}\r\n`}\r\n`);
+        await raw.write(`POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${authorization === null ? "" : `Authorization: ${authorization}\r\n`}\r\n`);
         const answers = await raw.untilAnswers(++n);
         expect(answers[n - 1]!.status, `${target} with ${JSON.stringify(authorization)?.slice(0, 40)}`).toBe(401);
       }
@@ -415,7 +415,7 @@ describe("admin actions", () => {
     expect(engineOf(ops.daemon.server).locks.get("held")?.owner?.id).toBe(1);
     expect(engineOf(ops.daemon.server).sessions.size).toBe(2);
     // And the token still works, in either case of the scheme.
-    const ok = await exchange(ops.daemon.ops.port, `POST /v1/sessions/2/kick HTTP/1.1\r\nHost: x\r\nAuthorization: bearer ${TOKEN}\r\nConnection: close\r\n\r\n`);
+    const ok = await exchange(ops.daemon.ops.port, `POST /v1/sessions/2/kick HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: bearer ${TOKEN}\r\nConnection: close\r\n\r\n`);
     expect(ok.answers().map((a) => a.status)).toEqual([200]);
     for (const peer of peers) peer.end();
   });
@@ -425,7 +425,7 @@ describe("connections", () => {
   test("a body that trickles in after its answer is cut at the idle timeout however it trickles", async () => {
     await using ops = startDaemon({ opsLimits: { idleTimeoutMs: 1000, metricsMaxAgeMs: 0 } });
     const raw = await Raw.connect(ops.daemon.ops.port);
-    await raw.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 16000\r\n\r\n");
+    await raw.write("POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 16000\r\n\r\n");
     // Answered on its head: no endpoint reads a body.
     expect((await raw.untilAnswers(1)).map((a) => a.status)).toEqual([405]);
     let sent = 0;
@@ -436,7 +436,7 @@ describe("connections", () => {
       clearInterval(drip);
     }
     expect(sent).toBeLessThan(16000);
-    const next = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const next = await exchange(ops.daemon.ops.port, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     expect(next.answers().map((a) => a.status)).toEqual([200]);
   });
 
@@ -458,7 +458,7 @@ describe("connections", () => {
     socket.on("error", () => {});
     await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
     socket.pause(); // not reading: the answer (about 150 KB) waits in the sockets' buffers
-    socket.write("GET /v1/locks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    socket.write("GET /v1/locks HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     // Bun.serve has no write timeout: the connection stays until its client reads or goes. Others are served meanwhile.
     for (let i = 0; i < 3; i++) expect((await ops.get("/livez")).status).toBe(200);
     socket.resume();
@@ -471,7 +471,7 @@ describe("connections", () => {
 
   test("a body far over the limit sent in one go gets its 413 and a close", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
-    const request = Buffer.concat([Buffer.from("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n"), Buffer.alloc(4_000_000, 0x61)]);
+    const request = Buffer.concat([Buffer.from("POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4000000\r\n\r\n"), Buffer.alloc(4_000_000, 0x61)]);
     for (let i = 0; i < 3; i++) {
       const outcome = await new Promise<{ text: string; error: string | null }>((resolve) => {
         let text = "";
@@ -490,7 +490,7 @@ describe("connections", () => {
   test("a client that half-closes mid-request gets the answer to its complete request only", async () => {
     await using ops = startDaemon({ opsLimits: LONG_IDLE });
     const raw = await Raw.connect(ops.daemon.ops.port);
-    await raw.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHo");
+    await raw.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /readyz HTTP/1.1\r\nHo");
     raw.end();
     await raw.untilClosed();
     expect(raw.answers().map((a) => a.status)).toEqual([200]);
@@ -500,13 +500,13 @@ describe("connections", () => {
     await using ops = startDaemon({ opsLimits: { idleTimeoutMs: 1000, metricsMaxAgeMs: 0 } });
     const port = ops.daemon.ops.port;
     const endings: ((socket: net.Socket) => void)[] = [
-      (s) => s.end("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), // half-close after a request
-      (s) => s.write("GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), // server closes
-      (s) => s.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n", () => s.destroy()), // vanishes mid-answer
+      (s) => s.end("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), // half-close after a request
+      (s) => s.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"), // server closes
+      (s) => s.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", () => s.destroy()), // vanishes mid-answer
       (s) => s.resetAndDestroy(), // RST
       (s) => s.write("BAD\r\n\r\n"), // refused with 400 and closed
-      (s) => s.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), // answered, then the idle timeout
-      (s) => s.write("POST /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc"), // a body never finished: the idle timeout
+      (s) => s.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), // answered, then the idle timeout
+      (s) => s.write("POST /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nabc"), // a body never finished: the idle timeout
     ];
     const closed: Promise<void>[] = [];
     for (let i = 0; i < 42; i++) {
@@ -520,7 +520,7 @@ describe("connections", () => {
     const all = await Promise.race([Promise.all(closed).then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 15_000)))]);
     clearTimeout(timer);
     expect(all).toBe(true);
-    const raw = await exchange(port, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const raw = await exchange(port, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     expect(raw.answers().map((a) => a.status)).toEqual([200]);
   });
 
@@ -541,7 +541,7 @@ describe("connections", () => {
       // Plain HTTP to the HTTPS port, a client that refuses the certificate, a client that hangs up mid-handshake.
       for (let i = 0; i < 3; i++) {
         const plain = net.connect({ host: "127.0.0.1", port });
-        plain.on("connect", () => plain.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"));
+        plain.on("connect", () => plain.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
         await settled(plain);
         await settled(tls.connect({ host: "127.0.0.1", port, rejectUnauthorized: true }));
         const hangup = net.connect({ host: "127.0.0.1", port });
@@ -554,7 +554,7 @@ describe("connections", () => {
         const options: tls.ConnectionOptions = { host: "127.0.0.1", port, ca: certs.caCert };
         const socket = tls.connect(Object.assign(options, { allowHalfOpen: true }));
         socket.on("secureConnect", () => {
-          socket.write("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+          socket.write("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
           socket.end();
         });
         socket.on("data", (chunk) => (got += chunk.toString("latin1")));

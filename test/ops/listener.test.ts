@@ -73,7 +73,7 @@ describe("no connection cap (Bun.serve)", () => {
     const opsPort = ops.daemon.ops.port;
     // 100 keep-alive connections, each with a request answered and left open: 64 was the old cap.
     const open = await Promise.all(Array.from({ length: 100 }, () => RawHttp.connect(opsPort)));
-    for (const raw of open) raw.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    for (const raw of open) raw.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     await Promise.all(open.map((raw) => raw.untilAnswers(1)));
     expect(open.every((raw) => raw.statuses[0] === 200)).toBe(true);
 
@@ -81,7 +81,7 @@ describe("no connection cap (Bun.serve)", () => {
     expect(peer.frames[0]!.type).toBe(FrameType.ACQUIRED);
 
     // One of them scrapes: the requests in flight count the scrape itself; no connection gauges any more.
-    open[0]!.write("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    open[0]!.write("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     await open[0]!.untilAnswers(2);
     const text = open[0]!.text;
     const m = parseExposition(text.slice(text.lastIndexOf("\r\n\r\n") + 4));
@@ -95,7 +95,7 @@ describe("no connection cap (Bun.serve)", () => {
   test("a connection is closed once --ops-idle-timeout passes without a byte after its answer (Bun checks every 4 s)", async () => {
     await using ops = startDaemon({ opsLimits: { idleTimeoutMs: 1000, metricsMaxAgeMs: 0 } });
     const served = await RawHttp.connect(ops.daemon.ops.port);
-    served.write("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+    served.write("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     await served.untilAnswers(1);
     const answered = performance.now();
     expect(served.text.toLowerCase()).toContain("keep-alive: timeout=1\r\n");
@@ -131,12 +131,12 @@ describe("HTTP/1.1 handling", () => {
     const raw = await RawHttp.connect(ops.daemon.ops.port);
     const requests = ["GET /livez", "GET /nope", "POST /readyz", "GET /readyz"];
     for (const [i, line] of requests.entries()) {
-      raw.write(`${line} HTTP/1.1\r\nHost: x\r\n${line.startsWith("POST") ? "Content-Length: 3\r\n\r\nabc" : "\r\n"}`);
+      raw.write(`${line} HTTP/1.1\r\nHost: 127.0.0.1\r\n${line.startsWith("POST") ? "Content-Length: 3\r\n\r\nabc" : "\r\n"}`);
       await raw.untilAnswers(i + 1);
     }
     expect(raw.statuses).toEqual([200, 404, 405, 200]);
     expect(raw.closed).toBe(false);
-    raw.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n".repeat(1000));
+    raw.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".repeat(1000));
     await raw.untilClosed();
     expect(raw.statuses.length).toBeGreaterThan(4);
     expect(raw.statuses.length).toBeLessThanOrEqual(4 + ANSWERS_PER_TURN);
@@ -146,7 +146,7 @@ describe("HTTP/1.1 handling", () => {
     await using ops = startDaemon();
     const port = ops.daemon.ops.port;
     const head = await RawHttp.connect(port);
-    head.write("HEAD /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    head.write("HEAD /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     await head.untilClosed();
     expect(head.statuses).toEqual([200]); // HEAD is GET without the body
     expect(head.text).toMatch(/content-length: [1-9]/i);
@@ -155,8 +155,8 @@ describe("HTTP/1.1 handling", () => {
     const cases: [string, number][] = [
       [`GET /livez HTTP/1.1\r\nx-big: ${"a".repeat(16 * 1024)}\r\n\r\n`, 431],
       [`GET /livez HTTP/1.1\r\nx-big: ${"a".repeat(16 * 1024 + 10)}`, 431],
-      ["POST /readyz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", 501],
-      ["POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", 413],
+      ["POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", 501],
+      ["POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999\r\n\r\n", 413],
       ["HELLO\r\n\r\n", 400],
       ["GET /livez HTTP/1.1\r\nno colon here\r\n\r\n", 400],
     ];
@@ -173,7 +173,7 @@ describe("HTTP/1.1 handling", () => {
     await using ops = startDaemon();
     const peer = await WirePeer.claim(ops.port, "日本", 5000);
     const raw = await RawHttp.connect(ops.daemon.ops.port);
-    raw.socketWriteBytes(Buffer.concat([Buffer.from("GET /v1/locks/"), Buffer.from("日本", "utf8"), Buffer.from(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")]));
+    raw.socketWriteBytes(Buffer.concat([Buffer.from("GET /v1/locks/"), Buffer.from("日本", "utf8"), Buffer.from(" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")]));
     await raw.untilClosed();
     expect(raw.statuses).toEqual([200]);
     const lock = JSON.parse(Buffer.from(raw.text.slice(raw.text.indexOf("\r\n\r\n") + 4), "latin1").toString("utf8"));
@@ -194,7 +194,7 @@ describe("lockd serve (child process)", () => {
     expect(start.opsIdleTimeoutMs).toBe(30_000);
     const { opsPort, listenPort } = await child.addresses();
     const held = await Promise.all([RawHttp.connect(opsPort), RawHttp.connect(opsPort), RawHttp.connect(opsPort)]);
-    for (const raw of held) raw.write("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+    for (const raw of held) raw.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     await Promise.all(held.map((raw) => raw.untilAnswers(1)));
     expect(held.map((raw) => raw.statuses)).toEqual([[200], [200], [200]]);
     expect(held[0]!.text.toLowerCase()).toContain("keep-alive: timeout=30\r\n");
@@ -237,7 +237,7 @@ describe("a client that half-closes", () => {
       socket.on("close", () => resolve());
       socket.on("error", () => resolve());
       socket.on("connect", () => {
-        socket.write("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\nGET /livez HTTP/1.1\r\nHost: x\r\n");
+        socket.write("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n");
         socket.end();
       });
     });

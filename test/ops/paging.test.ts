@@ -210,7 +210,7 @@ describe("many listings at once", () => {
     for (let turns = 0; !accepted() && turns < 1000; turns++) await new Promise((r) => setImmediate(r));
     expect(engineOf(ops.daemon.server).stats.states[SessionState.CONNECTED]).toBe(1);
     // All at once, in this turn: the 24 requests, then the ACQUIRE behind them.
-    for (const socket of sockets) socket.write("GET /v1/locks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    for (const socket of sockets) socket.write("GET /v1/locks HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     fresh.write(encodeAcquire({ name: "fresh", leaseMs: 5000, owner: "test", try: false }));
     const owners = (await Promise.all(answers)).map((text) => JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).sessions.owner as number);
     expect(owners).toEqual(owners.map(() => 21));

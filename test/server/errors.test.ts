@@ -13,7 +13,7 @@ const ascii = (s: string) => Array.from(new TextEncoder().encode(s));
 const HEARTBEAT = [2, 0, 0, 0];
 
 const cases: { name: string; bytes: number[]; code: number }[] = [
-  { name: "HTTP bytes sent to the lock port", bytes: ascii("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), code: ErrorCode.PROTOCOL_ERROR },
+  { name: "HTTP bytes sent to the lock port", bytes: ascii("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), code: ErrorCode.PROTOCOL_ERROR },
   { name: "a zero lease", bytes: acquireBody({ lease: 0, name: ascii("x") }), code: ErrorCode.BAD_REQUEST },
   { name: "a 513-byte name", bytes: acquireBody({ name: new Array(513).fill(0x61) }), code: ErrorCode.BAD_REQUEST },
   { name: "invalid UTF-8 in the name", bytes: acquireBody({ name: [0x61, 0xff, 0x62] }), code: ErrorCode.BAD_REQUEST },

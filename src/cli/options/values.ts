@@ -189,4 +189,15 @@ export const coordinatorUrl = kind("URL", z.string().transform((text, ctx) => {
 }));
 
 /** A service name: 1..255 printable ASCII characters. */
+/** DNS names, comma-separated (an ops server's allowed Host names). */
+export const hostNames = kind("NAME[,...]", z.string().transform((text, ctx) => {
+  const names = text.split(",").map((name) => name.trim()).filter((name) => name !== "");
+  const bad = names.find((name) => !/^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$/.test(name));
+  if (bad !== undefined) {
+    ctx.addIssue({ code: "custom", message: `${JSON.stringify(bad)} is not a DNS name (example: lockd.internal,ops.example.com)` });
+    return z.NEVER;
+  }
+  return names;
+}));
+
 export const serviceName = kind("NAME", z.string().refine((text) => /^[\x21-\x7e]{1,255}$/.test(text), "a service name is 1 to 255 printable ASCII characters without spaces"));
