@@ -125,6 +125,17 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   }
   const unrelay = relaySignals(daemon);
 
+  const connected = store.server();
+  if (connected !== null) {
+    log.info("coordinator.connected", "coordinator: connected to a writable server of the list", {
+      service: options.service,
+      server: connected.server,
+      replication: connected.replication.mode,
+      replicas: connected.replication.replicas,
+      skipped: store.skippedAtStart().map((s) => `${s.server} ${s.why}`),
+      reconnect: false,
+    });
+  }
   const roles = daemon.roles!;
   // The role is known after the coordinator's first answer (bounded: it may be gone already).
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -145,6 +156,8 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     coordinator: redactUrl(c.url.url),
     coordinatorFrom: c.url.from,
     coordinatorLeaseMs: leaseMs,
+    // The server of the URL's list in use, and what it says about its replication (docs/operations.md).
+    coordinatorServer: store.server()?.server ?? null,
     listen: server === null ? `${formatAddress(options.listen)} (when active)` : formatAddress({ host: server.hostname, port: server.port }),
     ops: formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port }),
     ui: `${c.opsTls === undefined ? "http" : "https"}://${formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port })}/ui`,

@@ -220,6 +220,18 @@ export class FailoverShell implements GrantGuard, TokenSource {
    */
   start(ops: string | null = null): void {
     this.ops = ops;
+    // A walk of the coordinator's server list after a failure found a server: say which, and what it reported.
+    this.options.store.onReconnect?.((server, skipped) => {
+      this.options.log.info("coordinator.connected", "coordinator: connected to a writable server of the list", {
+        service: this.options.service,
+        role: this.machine.role,
+        server: server.server,
+        replication: server.replication.mode,
+        replicas: server.replication.replicas,
+        skipped: skipped.map((s) => `${s.server} ${s.why}`),
+        reconnect: true,
+      });
+    });
     this.options.store.setHolder(activeHolder(this.options.instance, this.map, ops));
     this.machine.start(this.now());
   }

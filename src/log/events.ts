@@ -55,6 +55,8 @@ export const LOG_EVENTS = {
   "failover.release_failed": "warn",
   "failover.row_regressed": "error",
   "failover.statement_failed": "debug",
+  // the coordinator's servers (src/cli/coordinator.ts at start, src/failover/shell.ts after)
+  "coordinator.connected": "info",
   // a standby's view of the row (src/failover/shell.ts)
   "standby.watching": "info",
   "standby.row_released": "info",
