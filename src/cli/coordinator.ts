@@ -8,6 +8,7 @@ import { hostname } from "node:os";
 import { ConfigError, type OptionSource } from "./options/argv.ts";
 import { type CoordinatorFlags, type ReadFile, resolveCoordinatorSource } from "./secrets.ts";
 import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../failover/store.ts";
+import { asynchronousWarning } from "../failover/replication.ts";
 import { Daemon } from "../server/daemon.ts";
 import { NO_SHARDS } from "../shard/identity.ts";
 import { activeHolder, type HolderMap, holderMapOf, MAX_ADVERTISED_OPS, ownMapOf, releasedHolder } from "../failover/holder.ts";
@@ -158,6 +159,7 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     coordinatorLeaseMs: leaseMs,
     // The server of the URL's list in use, and what it says about its replication (docs/operations.md).
     coordinatorServer: store.server()?.server ?? null,
+    replication: store.server()?.replication ?? null,
     listen: server === null ? `${formatAddress(options.listen)} (when active)` : formatAddress({ host: server.hostname, port: server.port }),
     ops: formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port }),
     ui: `${c.opsTls === undefined ? "http" : "https"}://${formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port })}/ui`,
@@ -183,6 +185,12 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     sessionCapacity: c.limit.sessionCapacity,
     pid: process.pid,
   });
+
+  // The one coordinator failure that breaks mutual exclusion is two writable primaries: say so once, at start.
+  const report = store.server()?.replication;
+  if (report?.mode === "asynchronous") {
+    log.warn("coordinator.replication_async", asynchronousWarning(report), { service: options.service, server: store.server()!.server, ...report });
+  }
 
   await daemon.stopped;
   unrelay();

@@ -23,26 +23,9 @@
 import { SQL } from "bun";
 import { type CoordinatorEndpoint, type CoordinatorTarget, formatEndpoint } from "./url.ts";
 
-/**
- * What the server says about its replication, as lockd's user sees it:
- *
- * - `synchronous`: `synchronous_standby_names` names standbys and
- *   `synchronous_commit` waits for them (on, remote_write, remote_apply): a
- *   commit returns only once a standby has it, so a primary cut off from
- *   its standbys commits nothing (no second writable coordinator can
- *   diverge from it);
- * - `asynchronous`: the server has replicas (walsenders in
- *   pg_stat_replication) but commits do not wait for them: after a
- *   failover the old primary can still commit, and the promoted replica may
- *   lack the last commits;
- * - `none`: no replica connected and no synchronous standby named (a
- *   single server, or replicas that are not connected now);
- * - `unknown`: the server does not answer the questions (a database that
- *   speaks PostgreSQL's protocol but has none of these settings).
- */
-export type ReplicationMode = "synchronous" | "asynchronous" | "none" | "unknown";
+import type { ReplicationMode } from "./replication.ts";
 
-export const REPLICATION_MODES: readonly ReplicationMode[] = ["synchronous", "asynchronous", "none", "unknown"];
+export type { ReplicationMode } from "./replication.ts";
 
 export interface ReplicationReport {
   readonly mode: ReplicationMode;

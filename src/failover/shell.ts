@@ -37,6 +37,8 @@ import type { Conn } from "../server/conn.ts";
 import { type RoleAction, type RoleEffects, RoleMachine, Outcome, type TermDelay } from "./machine.ts";
 import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, type ShardWords, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
 import type { CoordinatorStore } from "./store.ts";
+import type { CoordinatorServer } from "./servers.ts";
+import { asynchronousWarning } from "./replication.ts";
 import type { LockServer } from "../server/server.ts";
 
 export interface FailoverOptions {
@@ -96,6 +98,12 @@ export interface RoleView {
   readonly activeOps: string | null;
   /** A standby that refuses to take over its service's row: why (the maps differ); absent otherwise. */
   readonly refusal?: string;
+  /**
+   * The coordinator server in use (or last used) and what it said about its
+   * replication when this instance connected to it; null before the first
+   * connection; absent on a store without servers (a model in tests).
+   */
+  readonly coordinator?: CoordinatorServer | null;
 }
 
 /** RoleMachine figures for /metrics. */
@@ -195,7 +203,8 @@ export class FailoverShell implements GrantGuard, TokenSource {
           active: seen === null ? null : holderInstance(seen.holder),
           activeOps: seen === null ? null : parseHolderOps(seen.holder),
         };
-    return m.role === "standby" && m.refusal !== null ? { ...view, refusal: m.refusal } : view;
+    const coordinator = this.options.store.server === undefined ? {} : { coordinator: this.options.store.server() };
+    return m.role === "standby" && m.refusal !== null ? { ...view, refusal: m.refusal, ...coordinator } : { ...view, ...coordinator };
   }
 
   metrics(): CoordinatorMetrics {
@@ -221,7 +230,12 @@ export class FailoverShell implements GrantGuard, TokenSource {
   start(ops: string | null = null): void {
     this.ops = ops;
     // A walk of the coordinator's server list after a failure found a server: say which, and what it reported.
+    let lastMode = this.options.store.server?.()?.replication.mode ?? null;
     this.options.store.onReconnect?.((server, skipped) => {
+      const mode = server.replication.mode;
+      // The risk is told once at start; again only when a reconnect finds it where it was not.
+      if (mode === "asynchronous" && lastMode !== "asynchronous") this.options.log.warn("coordinator.replication_async", asynchronousWarning(server.replication), { service: this.options.service, server: server.server, ...server.replication });
+      lastMode = mode;
       this.options.log.info("coordinator.connected", "coordinator: connected to a writable server of the list", {
         service: this.options.service,
         role: this.machine.role,

@@ -57,6 +57,7 @@ export const LOG_EVENTS = {
   "failover.statement_failed": "debug",
   // the coordinator's servers (src/cli/coordinator.ts at start, src/failover/shell.ts after)
   "coordinator.connected": "info",
+  "coordinator.replication_async": "warn",
   // a standby's view of the row (src/failover/shell.ts)
   "standby.watching": "info",
   "standby.row_released": "info",

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { LockClient } from "../../src/client/index.ts";
-import { ChildServer } from "../fixtures/ops-child.ts";
+import { ChildServer, runCli } from "../fixtures/ops-child.ts";
 import { freePort, PG_PASSWORD, PG_USER, Postgres } from "./pg.ts";
 
 const LEASE = 2000;
@@ -42,6 +42,8 @@ async function until(check: () => Promise<boolean>, ms: number, what: string): P
 
 describe("a primary and its replica, the replica listed first", () => {
   test("lockd uses the writable one, and moves with the primary when it turns read-only and the replica is promoted", async () => {
+    // Commits wait for the replica: the synchronous mode, reported by every instance, with no warning.
+    await primary.set("synchronous_standby_names", "*");
     const url = `postgres://${PG_USER}:${PG_PASSWORD}@127.0.0.1:${replica.port},127.0.0.1:${primary.port}/postgres?target_session_attrs=read-write`;
     const port = await freePort();
     const spawn = () =>
@@ -59,6 +61,33 @@ describe("a primary and its replica, the replica listed first", () => {
         reconnect: false,
         skipped: [`127.0.0.1:${replica.port} is in recovery (a replica)`],
       });
+    }
+
+    const synchronous = { mode: "synchronous", synchronousCommit: "on", synchronousStandbyNames: "*", replicas: 1, synchronousReplicas: 1 };
+    expect(started.replication).toEqual(synchronous);
+    for (const child of [a, b]) {
+      expect((await readyz(child)).coordinator).toEqual({ server: `127.0.0.1:${primary.port}`, replication: synchronous });
+      expect(child.logged("coordinator.replication_async")).toBe(false);
+    }
+    const ops = (child: ChildServer) => child.event("server.started").then((e) => String(e.ops));
+    const metrics = await (await fetch(`http://${await ops(a)}/metrics`)).text();
+    expect(metrics).toContain('lockd_coordinator_replication{mode="synchronous"} 1');
+    expect(metrics).toContain('lockd_coordinator_replication{mode="asynchronous"} 0');
+    expect((await runCli(["status", "--ops", await ops(b)])).out).toContain(`\ncoordinator 127.0.0.1:${primary.port}, replication synchronous (synchronous_standby_names "*"; 1 of 1 replicas synchronous now)\n`);
+
+    // Without a synchronous standby: an instance started now reports it asynchronous, and warns once, naming the risk and the setting.
+    await primary.set("synchronous_standby_names", "");
+    {
+      await using c = spawn();
+      const cStarted = await c.event("server.started");
+      expect(cStarted.replication).toEqual({ mode: "asynchronous", synchronousCommit: "on", synchronousStandbyNames: "", replicas: 1, synchronousReplicas: 0 });
+      const warning = await c.event("coordinator.replication_async");
+      expect(warning.msg).toContain("split brain");
+      expect(warning.msg).toContain("synchronous_standby_names");
+      expect(warning.msg).toContain("synchronous_mode: true");
+      expect((await readyz(c)).coordinator).toMatchObject({ replication: { mode: "asynchronous" } });
+      expect((await runCli(["status", "--ops", await ops(c)])).out).toContain(`\ncoordinator 127.0.0.1:${primary.port}, replication asynchronous (1 replica, commits wait for none: a failover can leave two writable primaries)\n`);
+      expect(c.events("coordinator.replication_async")).toHaveLength(1);
     }
 
     const client = new LockClient({ servers: `127.0.0.1:${port}`, reconnectMs: 20_000 });
@@ -89,6 +118,8 @@ describe("a primary and its replica, the replica listed first", () => {
       // Both instances still see the same service: one active, one standby, the same epoch or one later.
       const views = await Promise.all([readyz(a), readyz(b)]);
       expect(views.map((v) => v.role).sort()).toEqual(["active", "standby"]);
+      // The promoted replica has no replica of its own: each instance reports the server it moved to, and its mode.
+      for (const view of views) expect(view.coordinator).toMatchObject({ server: `127.0.0.1:${replica.port}`, replication: { mode: "none", replicas: 0 } });
     }
   }, 60_000);
 });
