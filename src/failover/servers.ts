@@ -11,6 +11,11 @@
  *   on it fails (an error, no answer within the statement timeout, the
  *   connection closed, the server turned read-only): then its client is
  *   closed and the next statement walks the list again from the start;
+ * - a server on which a statement got no answer in time goes to the end of
+ *   the list for the walks after it, until it answers a statement again. An
+ *   old primary whose Patroni died (no watchdog) still says it is writable,
+ *   but with synchronous replication its commits wait for a standby that
+ *   was promoted away: without this, every walk would pick it first again;
  * - at every connection it reads what the server tells any user about its
  *   replication (`synchronous_commit`, `synchronous_standby_names`,
  *   pg_is_in_recovery(), and the rows of pg_stat_replication it may see):
@@ -185,6 +190,8 @@ export class ServerList {
   /** What the last connection reported (kept after the client is dropped: the view shows the last known). */
   private lastServer: CoordinatorServer | null = null;
   private closed = false;
+  /** Servers whose last statement got no answer in time: asked after the others. */
+  private readonly slow = new Set<string>();
   /** The servers have pg_is_in_recovery() (false once one said it has not: a database that only speaks the protocol). */
   private recoveryKnown = true;
 
@@ -208,9 +215,11 @@ export class ServerList {
   async run<T>(statement: string, params: readonly unknown[] = [], what = "a statement"): Promise<T> {
     const chosen = await this.connection();
     try {
-      return (await within(chosen.client.unsafe(statement, [...params]), this.options.statementTimeoutMs, chosen.server.server, what)) as T;
+      const rows = (await within(chosen.client.unsafe(statement, [...params]), this.options.statementTimeoutMs, chosen.server.server, what)) as T;
+      this.slow.delete(chosen.server.server);
+      return rows;
     } catch (error) {
-      this.drop(chosen);
+      this.drop(chosen, error);
       if (error instanceof CoordinatorError) throw error;
       throw new CoordinatorError(`${chosen.server.server}: ${describe(error)}`, kindOf(error), chosen.server.server, { cause: error });
     }
@@ -234,9 +243,10 @@ export class ServerList {
       if (isOn(((state as Record<string, unknown>[])[0] ?? {}).unusable)) {
         throw new CoordinatorError(`${server} ${primary ? "is in recovery now (a replica)" : "is read-only now (transaction_read_only is on)"}`, "read_only", server);
       }
+      this.slow.delete(server);
       return rows as T;
     } catch (error) {
-      this.drop(chosen);
+      this.drop(chosen, error);
       if (error instanceof CoordinatorError) throw error;
       throw new CoordinatorError(`${server}: ${describe(error)}`, kindOf(error), server, { cause: error });
     }
@@ -250,11 +260,13 @@ export class ServerList {
   async runExpecting<T>(statement: string, params: readonly unknown[], expected: (errno: string) => boolean, what: string): Promise<{ rows: T } | { errno: string }> {
     const chosen = await this.connection();
     try {
-      return { rows: (await within(chosen.client.unsafe(statement, [...params]), this.options.statementTimeoutMs, chosen.server.server, what)) as T };
+      const rows = (await within(chosen.client.unsafe(statement, [...params]), this.options.statementTimeoutMs, chosen.server.server, what)) as T;
+      this.slow.delete(chosen.server.server);
+      return { rows };
     } catch (error) {
       const errno = (error as PgErrorLike).errno;
       if (typeof errno === "string" && expected(errno)) return { errno };
-      this.drop(chosen);
+      this.drop(chosen, error);
       if (error instanceof CoordinatorError) throw error;
       throw new CoordinatorError(`${chosen.server.server}: ${describe(error)}`, kindOf(error), chosen.server.server, { cause: error });
     }
@@ -272,7 +284,8 @@ export class ServerList {
     return this.walking;
   }
 
-  private drop(chosen: { readonly client: SQL }): void {
+  private drop(chosen: { readonly client: SQL; readonly server: CoordinatorServer }, error: unknown): void {
+    if (kindOf(error) === "timeout") this.slow.add(chosen.server.server);
     if (this.current?.client !== chosen.client) return;
     this.current = null;
     void chosen.client.close({ timeout: 0 }).catch(() => {});
@@ -281,7 +294,9 @@ export class ServerList {
   /** Ask each server in order; the first writable one is used. */
   private async walk(): Promise<{ readonly client: SQL; readonly server: CoordinatorServer }> {
     const skipped: Skipped[] = [];
-    for (const endpoint of this.options.target.endpoints) {
+    const all = this.options.target.endpoints;
+    const order = [...all.filter((e) => !this.slow.has(formatEndpoint(e))), ...all.filter((e) => this.slow.has(formatEndpoint(e)))];
+    for (const endpoint of order) {
       const server = formatEndpoint(endpoint);
       const client = clientFor(endpoint, this.options);
       let close = true;
