@@ -164,8 +164,13 @@ async function within<T>(promise: Promise<T>, ms: number, server: string, what: 
   }
 }
 
-/** A client for one server, with its connection settings from the target. */
-function clientFor(endpoint: CoordinatorEndpoint, options: ServerListOptions): SQL {
+/**
+ * A client for one server, with its connection settings from the target.
+ * `closed` is told when one of its connections closes (Bun.sql would
+ * otherwise open another to the same server unseen: the list would not be
+ * walked again, nor the server asked again what it is).
+ */
+function clientFor(endpoint: CoordinatorEndpoint, options: ServerListOptions, closed: () => void): SQL {
   const { target } = options;
   const socket = endpoint.host.startsWith("/");
   const auth = target.user === undefined ? "" : `${encodeURIComponent(target.user)}${target.password === undefined ? "" : `:${encodeURIComponent(target.password)}`}@`;
@@ -181,6 +186,7 @@ function clientFor(endpoint: CoordinatorEndpoint, options: ServerListOptions): S
     connectionTimeout: target.connectTimeoutS ?? options.connectTimeoutS,
     idleTimeout: 0,
     connection: { application_name: target.applicationName ?? options.applicationName },
+    onclose: closed,
   });
 }
 
@@ -298,7 +304,11 @@ export class ServerList {
     const order = [...all.filter((e) => !this.slow.has(formatEndpoint(e))), ...all.filter((e) => this.slow.has(formatEndpoint(e)))];
     for (const endpoint of order) {
       const server = formatEndpoint(endpoint);
-      const client = clientFor(endpoint, this.options);
+      let chosenClient: SQL | null = null;
+      const client = clientFor(endpoint, this.options, () => {
+        // A connection of the server in use closed (the server restarted, a proxy cut it, a backend was terminated): walk again.
+        if (chosenClient !== null && this.current?.client === chosenClient) this.drop(this.current, null);
+      });
       let close = true;
       try {
         const ask = await this.ask(client, server);
@@ -308,6 +318,7 @@ export class ServerList {
         }
         if (this.closed) throw new CoordinatorError("the coordinator connection is closed", "unreachable", null);
         const chosen = { client, server: { server, replication: ask.report } };
+        chosenClient = client;
         close = false;
         this.current = chosen;
         this.lastServer = chosen.server;

@@ -35,6 +35,7 @@ export const PER_NODE = [
   "postgresql.bin_dir",
   "postgresql.pgpass",
   "postgresql.pg_hba",
+  "postgresql.parameters.unix_socket_directories",
 ] as const;
 
 function set(config: PatroniConfig, path: string, value: unknown): void {
@@ -244,10 +245,10 @@ export class PatroniCluster implements AsyncDisposable {
           "postgresql.bin_dir": bin,
           "postgresql.pgpass": join(nodeDir, "pgpass"),
           "postgresql.pg_hba": (config.postgresql.pg_hba as string[]).map((line) => line.replace("10.0.0.0/24", "127.0.0.1/32")),
+          // Not /var/run/postgresql, which may not exist here.
+          "postgresql.parameters.unix_socket_directories": nodeDir,
         };
         for (const [path, value] of Object.entries(perNode)) set(config, path, value);
-        // The socket directory: not /var/run/postgresql, which may not exist here.
-        config.postgresql.parameters = { ...config.postgresql.parameters, unix_socket_directories: nodeDir };
         const configPath = join(nodeDir, "patroni.yml");
         writeFileSync(configPath, JSON.stringify(config, null, 2));
         if (asRoot) {
@@ -357,6 +358,20 @@ export class PatroniCluster implements AsyncDisposable {
         return false;
       }
     }, 10_000, "HAProxy listens");
+    // Until its first checks, HAProxy may send a connection to a replica: wait until five in a row reach the primary.
+    let inARow = 0;
+    await until(async () => {
+      const sql = new Bun.SQL({ url: `postgres://${this.superuser.username}:${encodeURIComponent(this.superuser.password)}@127.0.0.1:${port}/postgres`, adapter: "postgres", max: 1, connectionTimeout: 2 });
+      try {
+        const rows = (await sql.unsafe("SELECT pg_is_in_recovery() AS r")) as { r: boolean }[];
+        inARow = rows[0]?.r === false ? inARow + 1 : 0;
+      } catch {
+        inARow = 0;
+      } finally {
+        await sql.close().catch(() => {});
+      }
+      return inARow >= 5;
+    }, 15_000, "HAProxy sends connections to the primary only");
     return port!;
   }
 
