@@ -8,6 +8,7 @@ import { hostname } from "node:os";
 import { ConfigError, type OptionSource } from "./options/argv.ts";
 import { type CoordinatorFlags, type ReadFile, resolveCoordinatorSource } from "./secrets.ts";
 import { CoordinatorConfigError, PgCoordinatorStore, redactUrl } from "../failover/store.ts";
+import { asynchronousWarning } from "../failover/replication.ts";
 import { Daemon } from "../server/daemon.ts";
 import { NO_SHARDS } from "../shard/identity.ts";
 import { activeHolder, type HolderMap, holderMapOf, MAX_ADVERTISED_OPS, ownMapOf, releasedHolder } from "../failover/holder.ts";
@@ -125,6 +126,17 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   }
   const unrelay = relaySignals(daemon);
 
+  const connected = store.server();
+  if (connected !== null) {
+    log.info("coordinator.connected", "coordinator: connected to a writable server of the list", {
+      service: options.service,
+      server: connected.server,
+      replication: connected.replication.mode,
+      replicas: connected.replication.replicas,
+      skipped: store.skippedAtStart().map((s) => `${s.server} ${s.why}`),
+      reconnect: false,
+    });
+  }
   const roles = daemon.roles!;
   // The role is known after the coordinator's first answer (bounded: it may be gone already).
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -145,6 +157,9 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     coordinator: redactUrl(c.url.url),
     coordinatorFrom: c.url.from,
     coordinatorLeaseMs: leaseMs,
+    // The server of the URL's list in use, and what it says about its replication (docs/operations.md).
+    coordinatorServer: store.server()?.server ?? null,
+    replication: store.server()?.replication ?? null,
     listen: server === null ? `${formatAddress(options.listen)} (when active)` : formatAddress({ host: server.hostname, port: server.port }),
     ops: formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port }),
     ui: `${c.opsTls === undefined ? "http" : "https"}://${formatAddress({ host: daemon.ops.hostname, port: daemon.ops.port })}/ui`,
@@ -170,6 +185,12 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     sessionCapacity: c.limit.sessionCapacity,
     pid: process.pid,
   });
+
+  // The one coordinator failure that breaks mutual exclusion is two writable primaries: say so once, at start.
+  const report = store.server()?.replication;
+  if (report?.mode === "asynchronous") {
+    log.warn("coordinator.replication_async", asynchronousWarning(report), { service: options.service, server: store.server()!.server, ...report });
+  }
 
   await daemon.stopped;
   unrelay();

@@ -10,6 +10,8 @@ import { activeHint, expectOk, humanMs, isNotActive, lockQuery, type OpsAnswer, 
 import { type Address, formatAddress } from "../net/address.ts";
 import { describeShards, Placement, placementOf } from "../shard/placement.ts";
 import { NO_SHARDS } from "../shard/identity.ts";
+import type { CoordinatorServer } from "../failover/servers.ts";
+import { describeReplication } from "../failover/replication.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 
@@ -634,6 +636,8 @@ export interface RoleOf {
   readonly activeOps?: string | null;
   readonly service?: string;
   readonly refusal?: string;
+  /** The coordinator server the instance uses and its replication report (null: not connected yet; absent: an older lockd). */
+  readonly coordinator?: CoordinatorServer | null;
 }
 
 /** With --coordinator: the role, epoch, active and service /readyz names; {} without. */
@@ -648,7 +652,20 @@ async function roleOf(get: (path: string) => Promise<OpsAnswer>): Promise<RoleOf
     ...(typeof body.activeOps === "string" ? { activeOps: body.activeOps } : {}),
     service: body.service,
     ...(typeof body.refusal === "string" ? { refusal: body.refusal } : {}),
+    ...(isCoordinatorServer(body.coordinator) || body.coordinator === null ? { coordinator: body.coordinator } : {}),
   };
+}
+
+function isCoordinatorServer(value: unknown): value is CoordinatorServer {
+  const v = value as CoordinatorServer | null | undefined;
+  return typeof v === "object" && v !== null && typeof v.server === "string" && typeof v.replication === "object" && v.replication !== null && typeof v.replication.mode === "string";
+}
+
+/** "coordinator 10.0.0.5:5432, replication synchronous (...)": the second line of the role (nothing from an older lockd). */
+function coordinatorText(body: RoleOf): string {
+  if (body.coordinator === undefined) return "";
+  if (body.coordinator === null) return "coordinator: not connected yet\n";
+  return `coordinator ${body.coordinator.server}, replication ${describeReplication(body.coordinator.replication)}\n`;
 }
 
 /**
@@ -668,7 +685,7 @@ export function roleText(body: RoleOf): string {
   const note = typeof body.refusal === "string"
     ? ` (a standby serves no locks, and refuses to take over: ${body.refusal})`
     : body.role === "standby" ? ` (a standby serves no locks${body.active === null ? "" : ": ask the active"})` : "";
-  return `service ${body.service}: ${body.role}, epoch ${body.epoch}${active}${note}\n`;
+  return `service ${body.service}: ${body.role}, epoch ${body.epoch}${active}${note}\n${coordinatorText(body)}`;
 }
 
 

@@ -37,6 +37,11 @@ import type { CoordinatorMetrics, LockSource, RoleSource, RoleView } from "../op
 import { type RoleAction, type RoleEffects, RoleMachine, Outcome, type TermDelay } from "./machine.ts";
 import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, type ShardWords, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
 import type { CoordinatorStore } from "./store.ts";
+import { type CoordinatorErrorKind, CoordinatorError, type CoordinatorServer } from "./servers.ts";
+
+/** The statements, as the logs name them. */
+type StatementName = "read" | "create" | "takeover" | "renew" | "raise" | "reserve" | "release";
+import { asynchronousWarning } from "./replication.ts";
 import type { LockServer } from "../server/server.ts";
 
 export interface FailoverOptions {
@@ -119,6 +124,13 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
   private releasing: Extract<RoleAction, { type: "release" }> | null = null;
   /** The current term's lock-delay (null while standby). */
   private delay: LockDelay | null = null;
+  /** The current streak of failed statements: how many, since when, the last, and the kind last logged. */
+  private failures: { count: number; since: number; last: { readonly kind: CoordinatorErrorKind; readonly error: string } | null; logged: CoordinatorErrorKind | null } = {
+    count: 0,
+    since: 0,
+    last: null,
+    logged: null,
+  };
 
   constructor(private readonly options: FailoverOptions) {
     const map = options.map ?? { generation: 0, shard: null, map: null };
@@ -154,7 +166,8 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
           active: seen === null ? null : holderInstance(seen.holder),
           activeOps: seen === null ? null : parseHolderOps(seen.holder),
         };
-    return m.role === "standby" && m.refusal !== null ? { ...view, refusal: m.refusal } : view;
+    const coordinator = this.options.store.server === undefined ? {} : { coordinator: this.options.store.server() };
+    return m.role === "standby" && m.refusal !== null ? { ...view, refusal: m.refusal, ...coordinator } : { ...view, ...coordinator };
   }
 
   metrics(): CoordinatorMetrics {
@@ -179,6 +192,23 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
    */
   start(ops: string | null = null): void {
     this.ops = ops;
+    // A walk of the coordinator's server list after a failure found a server: say which, and what it reported.
+    let lastMode = this.options.store.server?.()?.replication.mode ?? null;
+    this.options.store.onReconnect?.((server, skipped) => {
+      const mode = server.replication.mode;
+      // The risk is told once at start; again only when a reconnect finds it where it was not.
+      if (mode === "asynchronous" && lastMode !== "asynchronous") this.options.log.warn("coordinator.replication_async", asynchronousWarning(server.replication), { service: this.options.service, server: server.server, ...server.replication });
+      lastMode = mode;
+      this.options.log.info("coordinator.connected", "coordinator: connected to a writable server of the list", {
+        service: this.options.service,
+        role: this.machine.role,
+        server: server.server,
+        replication: server.replication.mode,
+        replicas: server.replication.replicas,
+        skipped: skipped.map((s) => `${s.server} ${s.why}`),
+        reconnect: true,
+      });
+    });
     this.options.store.setHolder(activeHolder(this.options.instance, this.map, ops));
     this.machine.start(this.now());
   }
@@ -233,7 +263,7 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
     const action = this.releasing;
     this.releasing = null;
     if (action !== null) {
-      const released = await this.bounded(this.options.store.release(action.epoch, action), 2 * this.statementTimeoutMs);
+      const released = await this.bounded("release", this.options.store.release(action.epoch, action), 2 * this.statementTimeoutMs);
       // The active cannot see its standbys (the row names only the active): say what happens if one runs.
       if (released === true) {
         this.rowSeen = null; // the row names no active now: the view shows this instance's last term
@@ -300,7 +330,7 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
     const m = this.machine;
     switch (action.type) {
       case "read":
-        this.ask(store.read(), (row) => {
+        this.ask("read", store.read(), (row) => {
           if (row !== undefined) this.rowSeen = row; // null: the service has no row (no answer keeps the last)
           if (row !== undefined && row !== null && m.role === "standby" && (row.epoch !== this.seenEpoch || row.holder !== this.seenHolder)) {
             this.seenEpoch = row.epoch;
@@ -335,28 +365,34 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
         });
         return;
       case "create":
-        this.ask(store.create(action.floor), (row) => {
+        this.ask("create", store.create(action.floor), (row) => {
           if (row !== undefined && row !== null) this.rowSeen = row;
           m.createDone(this.now(), row ?? null);
         });
         return;
       case "takeover":
-        this.ask(store.takeover(action.watched), (row) => {
-          if (row === null || row === undefined) log.info("failover.takeover_lost", "takeover did not happen: the coordinator row changed", { service });
-          else this.rowSeen = row;
+        this.ask("takeover", store.takeover(action.watched), (row) => {
+          // Answered with no row: another instance changed it first. No answer: the statement failed (logged as such), and may still land.
+          if (row === null) log.info("failover.takeover_lost", "takeover did not happen: the coordinator row changed", { service });
+          else if (row === undefined) {
+            log.info("failover.takeover_failed", "takeover did not happen: the statement got no answer (it may still land; the row is read again)", { service, reason: this.failures.last?.kind ?? "timeout" });
+          } else this.rowSeen = row;
           m.takeoverDone(this.now(), row ?? null);
         });
         return;
       case "renew":
-        this.ask(store.renew(action.epoch, action.carryLeaseMs), (ok) => {
-          if (ok === undefined) log.warn("failover.renewal_failed", "coordinator renewal failed", { service, epoch: action.epoch, failed: m.renewalsFailed + 1 });
+        this.ask("renew", store.renew(action.epoch, action.carryLeaseMs), (ok) => {
+          if (ok === undefined) {
+            const last = this.failures.last;
+            log.warn("failover.renewal_failed", "coordinator renewal failed", { service, epoch: action.epoch, failed: m.renewalsFailed + 1, reason: last?.kind ?? "timeout", error: last?.error ?? null });
+          }
           else if (ok) this.delay?.retry(); // a raise that failed is asked again while the coordinator answers
           m.renewDone(this.now(), action.epoch, action.sentAt, ok === undefined ? Outcome.FAILED : ok ? Outcome.OK : Outcome.TAKEN);
         });
         return;
       case "raise": {
         const delay = this.delay;
-        this.ask(store.raise(action.epoch, action.leaseMs), (max) => {
+        this.ask("raise", store.raise(action.epoch, action.leaseMs), (max) => {
           const outcome = max === undefined ? Outcome.FAILED : max === null ? Outcome.TAKEN : Outcome.OK;
           m.raiseDone(this.now(), action.epoch, outcome, max ?? 0); // TAKEN: a step-down, which drops this.delay
           if (delay !== null && delay === this.delay) {
@@ -372,7 +408,7 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
         return;
       }
       case "reserve":
-        this.ask(store.reserve(action.epoch), (floor) => {
+        this.ask("reserve", store.reserve(action.epoch), (floor) => {
           m.reserveDone(this.now(), action.epoch, floor === undefined ? Outcome.FAILED : floor === null ? Outcome.TAKEN : Outcome.OK, floor ?? 0);
           if (typeof floor === "number") queueMicrotask(() => this.server?.resume()); // claims held back for want of a token
         });
@@ -386,7 +422,7 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
         this.stepDown(action.epoch, action.reason);
         return;
       case "release":
-        void this.bounded(store.release(action.epoch, action), this.statementTimeoutMs);
+        void this.bounded("release", store.release(action.epoch, action), this.statementTimeoutMs);
         return;
     }
   }
@@ -416,24 +452,92 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
   }
 
   /** Run a statement bounded in time; `undefined` to `then` means no answer (failed or timed out). */
-  private ask<T>(statement: Promise<T>, then: (result: T | undefined) => void): void {
-    void this.bounded(statement, this.statementTimeoutMs).then((result) => {
+  private ask<T>(statement: StatementName, promise: Promise<T>, then: (result: T | undefined) => void): void {
+    void this.bounded(statement, promise, this.statementTimeoutMs).then((result) => {
       if (!this.stopping) then(result);
     });
   }
 
-  private async bounded<T>(statement: Promise<T>, ms: number): Promise<T | undefined> {
+  private async bounded<T>(statement: StatementName, promise: Promise<T>, ms: number): Promise<T | undefined> {
     let cancel: (() => void) | undefined;
-    const timeout = new Promise<undefined>((resolve) => {
-      cancel = this.clock.arm(this.now() + ms, () => resolve(undefined));
+    const timeout = new Promise<{ readonly timedOut: true }>((resolve) => {
+      cancel = this.clock.arm(this.now() + ms, () => resolve({ timedOut: true }));
     });
     try {
-      return await Promise.race([statement.catch((error: unknown) => {
-        this.options.log.debug("failover.statement_failed", "coordinator statement failed", { error: (error as Error)?.message ?? String(error) });
-        return undefined;
-      }), timeout]);
+      const outcome = await Promise.race([
+        promise.then((value) => ({ value }), (error: unknown) => ({ error })),
+        timeout,
+      ]);
+      if ("value" in outcome) {
+        this.answered();
+        return outcome.value;
+      }
+      if ("error" in outcome) {
+        this.options.log.debug("failover.statement_failed", "coordinator statement failed", { error: (outcome.error as Error)?.message ?? String(outcome.error) });
+        this.failed(statement, outcome.error instanceof CoordinatorError ? outcome.error.kind : "failed", outcome.error);
+      } else {
+        this.failed(statement, "timeout", null, ms);
+      }
+      return undefined;
     } finally {
       cancel?.();
+    }
+  }
+
+  /** A statement answered: the end of a streak of failures, if one ran. */
+  private answered(): void {
+    const f = this.failures;
+    if (f.count === 0) return;
+    this.options.log.info("coordinator.answering", "the coordinator answers again", {
+      service: this.options.service,
+      role: this.machine.role,
+      server: this.options.store.server?.()?.server ?? null,
+      failed: f.count,
+      forMs: Math.round(this.now() - f.since),
+    });
+    this.failures = { count: 0, since: 0, last: null, logged: null };
+  }
+
+  /**
+   * A statement failed: logged with the code and words of its kind, once
+   * per streak of failures of that kind (a standby reads every lease/4: an
+   * outage would otherwise be a line per read); the streak's end is
+   * `coordinator.answering`.
+   */
+  private failed(statement: StatementName, kind: CoordinatorErrorKind, error: unknown, timeoutMs?: number): void {
+    const f = this.failures;
+    const message = error === null ? `no answer within ${timeoutMs} ms` : ((error as Error)?.message ?? String(error));
+    if (f.count === 0) f.since = this.now();
+    f.count++;
+    f.last = { kind, error: message };
+    if (f.logged === kind) return;
+    f.logged = kind;
+    const { log, service } = this.options;
+    const fields = {
+      service,
+      role: this.machine.role,
+      statement,
+      server: (error instanceof CoordinatorError ? error.server : null) ?? this.options.store.server?.()?.server ?? null,
+      error: message,
+      ...(error instanceof CoordinatorError && error.sqlstate !== null ? { sqlstate: error.sqlstate } : {}),
+      failed: f.count,
+    };
+    switch (kind) {
+      case "timeout":
+        log.warn("coordinator.statement_timeout", "coordinator statement got no answer in time: it counts as failed, and may still land", { ...fields, timeoutMs: timeoutMs ?? this.statementTimeoutMs });
+        return;
+      case "login":
+        log.error("coordinator.login_refused", "the coordinator refused lockd's login (its user or password changed, or pg_hba.conf)", fields);
+        return;
+      case "unreachable":
+        log.warn("coordinator.unreachable", "cannot reach the coordinator (connection refused or closed, or the server shutting down)", fields);
+        return;
+      case "read_only":
+        log.warn("coordinator.read_only", "no writable coordinator server: the server is read-only or in recovery (the list is walked again at the next statement)", fields);
+        return;
+      case "failed":
+        log.warn("coordinator.statement_failed", "coordinator statement failed: the server answered with an error", fields);
+        return;
     }
   }
 
@@ -504,6 +608,8 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
       service: this.options.service,
       epoch,
       reason,
+      // Why renewals went unconfirmed, when they did: the last failure's kind and words.
+      ...(this.failures.last === null ? {} : { lastFailure: `${this.failures.last.kind}: ${this.failures.last.error}` }),
       sessions: server?.sessionCount ?? 0,
     });
     if (server !== null) {

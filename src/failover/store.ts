@@ -16,10 +16,18 @@
  * relied on) and `held` (a clean stop's published names, JSON). A version 1
  * database is migrated in place at start (ADD COLUMN, then the version row);
  * a row last written by a version 1 lockd has NULL in `lease_max_ms`.
+ *
+ * The URL may name several servers (url.ts); servers.ts walks them in
+ * order and uses the first writable one, walking again after a failure.
+ * Statements that fail throw CoordinatorError (servers.ts), whose kind says
+ * how: the role shell logs each kind in its own words.
  */
-import { SQL } from "bun";
 import type { HeldSet } from "../core/delay.ts";
 import type { CoordinatorRow, Watched } from "./machine.ts";
+import { type CoordinatorServer, CoordinatorError, ServerList, type Skipped } from "./servers.ts";
+import { CoordinatorUrlError, type CoordinatorTarget, parseCoordinatorUrl, redactUrl } from "./url.ts";
+
+export { redactUrl } from "./url.ts";
 
 /** The schema this lockd reads and writes. */
 export const SCHEMA_VERSION = 2;
@@ -84,6 +92,10 @@ export interface CoordinatorStore {
   reserve(epoch: number): Promise<number | null>;
   /** False when the row was no longer ours. Publishes the names held at the stop and the leases to carry. */
   release(epoch: number, published: Published): Promise<boolean>;
+  /** The server in use (or last used) and its replication report; absent on stores without servers (a model in tests). */
+  server?(): CoordinatorServer | null;
+  /** Be told of each connection after the first (a walk of the list after a failure); absent on models. */
+  onReconnect?(listener: (server: CoordinatorServer, skipped: readonly Skipped[]) => void): void;
   close(): Promise<void>;
 }
 
@@ -139,19 +151,10 @@ export interface PgStoreOptions {
   readonly block: number;
   /** The largest client lease a new term holds durably from its takeover (ms; a quarter of the lease by default: such leases add no delay). */
   readonly initialMaxLeaseMs?: number;
-  /** Seconds to wait for a connection. */
+  /** Seconds to wait for each server's connection (the URL's connect_timeout wins). */
   readonly connectTimeoutS?: number;
-}
-
-/** The URL without its password, for messages. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== "") parsed.password = "****";
-    return parsed.toString();
-  } catch {
-    return "(unparsable URL)";
-  }
+  /** Each statement's bound (ms; default lease/2): one without an answer by then fails, and the list is walked again. */
+  readonly statementTimeoutMs?: number;
 }
 
 function toRow(raw: Record<string, unknown>): CoordinatorRow {
@@ -173,15 +176,16 @@ interface PgErrorLike {
   message?: string;
 }
 
-/** One line on why the coordinator cannot be used at start. */
-function describeStartError(error: unknown, url: string): string {
+/** One server's reason, in the words of the start errors (`where`: the URL, or a server of it). */
+function describeOne(error: unknown, where: string): string {
   const e = (error ?? {}) as PgErrorLike;
-  const where = redactUrl(url);
   const detail = e.message ?? String(error);
   if (e.errno === "28P01" || e.errno === "28000") return `the coordinator ${where} refused the login (wrong user or password?): ${detail}`;
   if (e.errno === "3D000") return `the coordinator database in ${where} does not exist: ${detail}`;
   if (e.errno === "42501") return `the coordinator user in ${where} may not create or write the lockd tables: ${detail}`;
+  if (error instanceof CoordinatorError && error.kind === "read_only") return `the coordinator ${where} ${detail}: lockd writes its row, so it needs the primary (list every server of the cluster in the URL, and lockd finds the one that is writable)`;
   const code = e.code ?? "";
+  if (error instanceof CoordinatorError && error.kind === "timeout") return `cannot reach the coordinator ${where}: ${detail}`;
   if (/REFUSED|TIMEOUT|TIMED_OUT|ECONNREFUSED|ENOTFOUND|EAI_|UNREACH/i.test(code) || /refused|timed out|timeout/i.test(detail)) {
     return `cannot reach the coordinator ${where}: ${detail}`;
   }
@@ -191,74 +195,126 @@ function describeStartError(error: unknown, url: string): string {
   return `cannot use the coordinator ${where}: ${detail}`;
 }
 
+/** A server passed over, in a few words. */
+function shortReason(s: Skipped): string {
+  const detail = (s.cause as PgErrorLike | undefined)?.message ?? s.why;
+  switch (s.kind) {
+    case "read_only":
+    case "timeout":
+      return s.why;
+    case "login":
+      return `refused the login (${detail})`;
+    case "unreachable":
+      return `cannot be reached (${detail})`;
+    case "failed":
+      return `answered with an error (${detail})`;
+  }
+}
+
+/** One line on why the coordinator cannot be used at start. */
+function describeStartError(error: unknown, url: string, servers: number): string {
+  const where = redactUrl(url);
+  if (!(error instanceof CoordinatorError)) return describeOne(error, where);
+  const skipped = error.skipped;
+  if (servers <= 1 || skipped.length === 0) {
+    const only = skipped[0];
+    if (only === undefined) return describeOne(error.cause ?? error, where);
+    return describeOne(only.kind === "read_only" ? new CoordinatorError(only.why, "read_only", only.server) : (only.cause ?? error), where);
+  }
+  // Several servers: each with its reason, in the order they were asked.
+  const each = skipped.map((s) => `${s.server} ${shortReason(s)}`);
+  const lead = error.kind === "read_only" ? `no server of the coordinator ${where} is writable` : `no server of the coordinator ${where} can be used`;
+  return `${lead}: ${each.join("; ")}`;
+}
+
 export class PgCoordinatorStore implements CoordinatorStore {
   /** The holder written as active: options.instance until setHolder. */
   private holder: string;
+  private reconnectListener: ((server: CoordinatorServer, skipped: readonly Skipped[]) => void) | null = null;
+  /** Connections so far: the first is the start's, the rest are walks after a failure. */
+  private connections = 0;
+  /** The servers the start's walk passed over. */
+  private skippedFirst: readonly Skipped[] = [];
+  private readonly servers: ServerList;
 
   private constructor(
-    private readonly sql: SQL,
+    target: CoordinatorTarget,
     private readonly options: PgStoreOptions,
   ) {
     this.holder = options.instance;
+    this.servers = new ServerList({
+      target,
+      applicationName: `lockd ${options.service}`,
+      connectTimeoutS: options.connectTimeoutS ?? 10,
+      statementTimeoutMs: options.statementTimeoutMs ?? Math.max(50, options.leaseMs / 2),
+      onConnect: (server, skipped) => {
+        if (this.connections++ > 0) this.reconnectListener?.(server, skipped);
+        else this.skippedFirst = skipped;
+      },
+    });
   }
 
   setHolder(holder: string): void {
     this.holder = holder;
   }
 
+  server(): CoordinatorServer | null {
+    return this.servers.server();
+  }
+
+  /** The servers the first connection passed over, and why (for the start's log line). */
+  skippedAtStart(): readonly Skipped[] {
+    return this.skippedFirst;
+  }
+
+  onReconnect(listener: (server: CoordinatorServer, skipped: readonly Skipped[]) => void): void {
+    this.reconnectListener = listener;
+  }
+
   /**
-   * Connect, create the tables if missing and check the schema version.
-   * Throws CoordinatorConfigError with one line for the operator.
+   * Read the URL, connect (the first writable server of its list), create
+   * the tables if missing and check the schema version. Throws
+   * CoordinatorConfigError with one line for the operator.
    */
   static async open(options: PgStoreOptions): Promise<PgCoordinatorStore> {
-    let protocol: string;
+    let target: CoordinatorTarget;
     try {
-      protocol = new URL(options.url).protocol;
-    } catch {
-      throw new CoordinatorConfigError(`${JSON.stringify(redactUrl(options.url))} is not a URL (example: postgres://lockd@db.internal:5432/lockd)`, undefined, "usage");
+      target = parseCoordinatorUrl(options.url);
+    } catch (error) {
+      if (error instanceof CoordinatorUrlError) throw new CoordinatorConfigError(error.message, undefined, "usage");
+      throw error;
     }
-    if (protocol !== "postgres:" && protocol !== "postgresql:") {
-      throw new CoordinatorConfigError(`${redactUrl(options.url)} is not a PostgreSQL URL (it must start with postgres:// or postgresql://)`, undefined, "usage");
-    }
-    const sql = new SQL({
-      url: options.url,
-      adapter: "postgres",
-      max: 4,
-      connectionTimeout: options.connectTimeoutS ?? 10,
-      idleTimeout: 0,
-      connection: { application_name: `lockd ${options.service}` },
-    });
-    const store = new PgCoordinatorStore(sql, options);
+    const store = new PgCoordinatorStore(target, options);
     try {
       await store.ensureSchema();
     } catch (error) {
-      await sql.close({ timeout: 0 }).catch(() => {});
+      await store.servers.close().catch(() => {});
       if (error instanceof CoordinatorConfigError) throw error;
-      throw new CoordinatorConfigError(describeStartError(error, options.url), { cause: error });
+      throw new CoordinatorConfigError(describeStartError(error, options.url, target.endpoints.length), { cause: error });
     }
     return store;
   }
 
   private async ensureSchema(): Promise<void> {
-    const sql = this.sql;
+    const run = <T>(statement: string, params: readonly unknown[] = []) => this.servers.run<T>(statement, params, "the schema check");
     // Instances starting at once may race on CREATE TABLE IF NOT EXISTS (PostgreSQL then
     // reports a duplicate type or key) or on the version row: a later attempt sees the first's work.
     for (let attempt = 0; ; attempt++) {
       try {
-        await sql.unsafe(STATEMENTS.createSchemaTable);
-        let rows = (await sql.unsafe(STATEMENTS.readSchemaVersion)) as { version: number }[];
+        await run(STATEMENTS.createSchemaTable);
+        let rows = await run<{ version: number }[]>(STATEMENTS.readSchemaVersion);
         if (rows.length === 0) {
-          await sql.unsafe(STATEMENTS.insertSchemaVersion, [SCHEMA_VERSION]);
-          rows = (await sql.unsafe(STATEMENTS.readSchemaVersion)) as { version: number }[];
+          await run(STATEMENTS.insertSchemaVersion, [SCHEMA_VERSION]);
+          rows = await run<{ version: number }[]>(STATEMENTS.readSchemaVersion);
         }
         let version = Number(rows[0]?.version);
         if (version === 1) {
           // Version 1 -> 2 in place: three nullable columns, then the version row (only from 1, so a race does it once).
-          await sql.unsafe(STATEMENTS.createTable);
-          await sql.unsafe(STATEMENTS.addLeaseMax);
-          await sql.unsafe(STATEMENTS.addLeaseCarry);
-          await sql.unsafe(STATEMENTS.addHeld);
-          await sql.unsafe(STATEMENTS.setSchemaVersion, [SCHEMA_VERSION, 1]);
+          await run(STATEMENTS.createTable);
+          await run(STATEMENTS.addLeaseMax);
+          await run(STATEMENTS.addLeaseCarry);
+          await run(STATEMENTS.addHeld);
+          await run(STATEMENTS.setSchemaVersion, [SCHEMA_VERSION, 1]);
           version = SCHEMA_VERSION;
         }
         if (version !== SCHEMA_VERSION) {
@@ -269,10 +325,10 @@ export class PgCoordinatorStore implements CoordinatorStore {
             "schema",
           );
         }
-        await sql.unsafe(STATEMENTS.createTable);
+        await run(STATEMENTS.createTable);
         return;
       } catch (error) {
-        const errno = (error as PgErrorLike).errno;
+        const errno = error instanceof CoordinatorError ? error.sqlstate : (error as PgErrorLike).errno;
         // 23505: the catalog's unique index; 42P07: the relation; 42710: its row type ("type ... already exists").
         if (attempt < 4 && (errno === "23505" || errno === "42P07" || errno === "42710")) continue;
         throw error;
@@ -281,7 +337,7 @@ export class PgCoordinatorStore implements CoordinatorStore {
   }
 
   async read(): Promise<CoordinatorRow | null> {
-    const rows = (await this.sql.unsafe(STATEMENTS.read, [this.options.service])) as Record<string, unknown>[];
+    const rows = await this.servers.read<Record<string, unknown>[]>(STATEMENTS.read, [this.options.service], "the read of the row");
     return rows.length === 0 ? null : toRow(rows[0]!);
   }
 
@@ -293,18 +349,14 @@ export class PgCoordinatorStore implements CoordinatorStore {
   async create(floor: number): Promise<CoordinatorRow | null> {
     const { service, leaseMs, block } = this.options;
     const maxLeaseMs = this.initialMaxLeaseMs;
-    try {
-      await this.sql.unsafe(STATEMENTS.create, [service, this.holder, floor + block, leaseMs, maxLeaseMs]);
-    } catch (error) {
-      if ((error as PgErrorLike).errno === "23505") return null; // another instance created it first
-      throw error;
-    }
+    const done = await this.servers.runExpecting(STATEMENTS.create, [service, this.holder, floor + block, leaseMs, maxLeaseMs], (errno) => errno === "23505", "the creation of the row");
+    if ("errno" in done) return null; // 23505: another instance created it first
     return { epoch: 1, holder: this.holder, renewals: 0, tokenFloor: floor + block, leaseMs, maxLeaseMs, carryLeaseMs: 0, held: null };
   }
 
   async takeover(watched: Watched): Promise<CoordinatorRow | null> {
     const { service, leaseMs, block } = this.options;
-    const rows = (await this.sql.unsafe(STATEMENTS.takeover, [
+    const rows = await this.servers.run<Record<string, unknown>[]>(STATEMENTS.takeover, [
       service,
       this.holder,
       block,
@@ -313,28 +365,28 @@ export class PgCoordinatorStore implements CoordinatorStore {
       watched.renewals,
       watched.holder,
       this.initialMaxLeaseMs,
-    ])) as Record<string, unknown>[];
+    ], "the takeover");
     return rows.length === 0 ? null : toRow(rows[0]!);
   }
 
   async renew(epoch: number, carryLeaseMs: number): Promise<boolean> {
-    const result = await this.sql.unsafe(STATEMENTS.renew, [this.options.service, this.holder, epoch, carryLeaseMs]);
+    const result = await this.servers.run(STATEMENTS.renew, [this.options.service, this.holder, epoch, carryLeaseMs], "the renewal");
     return (result as unknown as { count: number }).count === 1;
   }
 
   async raise(epoch: number, leaseMs: number): Promise<number | null> {
-    const rows = (await this.sql.unsafe(STATEMENTS.raise, [this.options.service, this.holder, epoch, leaseMs])) as Record<string, unknown>[];
+    const rows = await this.servers.run<Record<string, unknown>[]>(STATEMENTS.raise, [this.options.service, this.holder, epoch, leaseMs], "the raise of the largest lease");
     return rows.length === 0 ? null : Number(rows[0]!.lease_max_ms);
   }
 
   async reserve(epoch: number): Promise<number | null> {
     const { service, block } = this.options;
-    const rows = (await this.sql.unsafe(STATEMENTS.reserve, [service, this.holder, epoch, block])) as Record<string, unknown>[];
+    const rows = await this.servers.run<Record<string, unknown>[]>(STATEMENTS.reserve, [service, this.holder, epoch, block], "the reservation of a token block");
     return rows.length === 0 ? null : Number(rows[0]!.token_floor);
   }
 
   async release(epoch: number, published: Published): Promise<boolean> {
-    const result = await this.sql.unsafe(STATEMENTS.release, [
+    const result = await this.servers.run(STATEMENTS.release, [
       this.options.service,
       this.holder,
       epoch,
@@ -342,11 +394,11 @@ export class PgCoordinatorStore implements CoordinatorStore {
       published.maxLeaseMs,
       published.carryLeaseMs,
       encodeHeld(published.held),
-    ]);
+    ], "the release");
     return (result as unknown as { count: number }).count === 1;
   }
 
   async close(): Promise<void> {
-    await this.sql.close({ timeout: 1 });
+    await this.servers.close();
   }
 }

@@ -49,6 +49,7 @@ export const LOG_EVENTS = {
   "failover.active": "info",
   "failover.cannot_listen": "error",
   "failover.takeover_lost": "info",
+  "failover.takeover_failed": "info",
   "failover.renewal_failed": "warn",
   "failover.raise_failed": "warn",
   "failover.stepping_down": "warn",
@@ -56,6 +57,15 @@ export const LOG_EVENTS = {
   "failover.release_failed": "warn",
   "failover.row_regressed": "error",
   "failover.statement_failed": "debug",
+  // the coordinator's servers (src/cli/coordinator.ts at start, src/failover/shell.ts after)
+  "coordinator.connected": "info",
+  "coordinator.replication_async": "warn",
+  "coordinator.statement_failed": "warn",
+  "coordinator.statement_timeout": "warn",
+  "coordinator.login_refused": "error",
+  "coordinator.unreachable": "warn",
+  "coordinator.read_only": "warn",
+  "coordinator.answering": "info",
   // a standby's view of the row (src/failover/shell.ts)
   "standby.watching": "info",
   "standby.row_released": "info",

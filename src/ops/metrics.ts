@@ -19,7 +19,10 @@ import { CLOSED_BY_PEER, LIVE_STATES, SESSION_STATE_NAMES, SessionState } from "
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
 import { openFileLimit } from "../process/limits.ts";
-import type { CoordinatorMetrics, LockSource } from "./sources.ts";
+import type { CoordinatorMetrics, LockSource, ReplicationModeView } from "./sources.ts";
+
+/** Every replication mode, as labels: exhaustive over the type, so a new mode cannot be left out. */
+const REPLICATION_MODES = Object.keys({ synchronous: 0, asynchronous: 0, none: 0, unknown: 0 } satisfies Record<ReplicationModeView, 0>) as ReplicationModeView[];
 import type { DelayView } from "../core/delay.ts";
 
 /** Counters of the ops server itself. */
@@ -146,6 +149,11 @@ function coordinatorMetrics(out: Exposition, c: CoordinatorMetrics): void {
     "1 while this standby refuses to take over because its shard map differs from the one its service's active served (see the log and /readyz).",
     c.refusal === undefined ? 0 : 1,
   );
+  if (c.coordinator !== undefined) {
+    // One series per mode, 1 for the coordinator server's as this instance last connected to it (all 0 before).
+    out.family("lockd_coordinator_replication", "gauge", "1 for the replication mode the coordinator server reported when this instance connected to it (synchronous, asynchronous, none, unknown).");
+    for (const mode of REPLICATION_MODES) out.sample("lockd_coordinator_replication", c.coordinator?.replication.mode === mode ? 1 : 0, { mode });
+  }
 }
 
 /** The standard process_* metrics, as far as this platform exposes them. */

@@ -338,6 +338,8 @@ export class OpsServer {
       lockDelay: ready ? lockDelay : null,
       // A standby that will not take over (its map differs from the active's): why.
       ...(roles.refusal === undefined ? {} : { refusal: roles.refusal }),
+      // The coordinator server in use and its replication mode (failover/servers.ts).
+      ...(roles.coordinator === undefined ? {} : { coordinator: roles.coordinator }),
     });
   }
 

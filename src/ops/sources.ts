@@ -188,6 +188,22 @@ export interface RoleView {
   readonly activeOps: string | null;
   /** A standby that refuses to take over its service's row: why (the maps differ); absent otherwise. */
   readonly refusal?: string;
+  /**
+   * The coordinator server in use (or last used) and what it said about its
+   * replication when this instance connected to it; null before the first
+   * connection; absent on a store without servers (a model in tests).
+   */
+  readonly coordinator?: CoordinatorServerView | null;
+}
+
+/** How a coordinator replicates, as the server reported it (src/failover/replication.ts decides). */
+export type ReplicationModeView = "synchronous" | "asynchronous" | "none" | "unknown";
+
+/** The coordinator server an instance uses, as the ops answers show it. */
+export interface CoordinatorServerView {
+  /** host:port (or the socket directory:port). */
+  readonly server: string;
+  readonly replication: { readonly mode: ReplicationModeView };
 }
 
 /** Coordinator figures for /metrics. */

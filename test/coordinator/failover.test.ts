@@ -21,6 +21,8 @@ import { refusedConnection } from "../helpers/ports.ts";
 /** /readyz's shard field on a server started without --shard. */
 const NO_SHARD = { name: null, shards: [], generation: 0 };
 const LEASE = 2000;
+/** /readyz's coordinator field on the one throwaway PostgreSQL (no replica). */
+const SINGLE = () => ({ server: `127.0.0.1:${pg.port}`, replication: { mode: "none", synchronousCommit: "on", synchronousStandbyNames: "", replicas: 0, synchronousReplicas: 0 } });
 
 let pg: Postgres;
 suitePostgres((started) => (pg = started));
@@ -78,12 +80,12 @@ describe("two instances", () => {
     expect((await b.event("server.started")).activeOps).toBe(activeAt);
     expect((await b.event("standby.watching")).activeOps).toBe(activeAt);
     const standby = await readyz(standbyOps);
-    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD, lockDelay: null } });
-    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD, lockDelay: null } });
+    expect(standby).toEqual({ status: 503, body: { status: "standby", role: "standby", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD, lockDelay: null, coordinator: SINGLE() } });
+    expect(await readyz(activeOps)).toEqual({ status: 200, body: { status: "ready", role: "active", epoch: 1, active: activeId, activeOps: activeAt, service, shard: NO_SHARD, lockDelay: null, coordinator: SINGLE() } });
     // The role in lockd status and /metrics.
     expect((await runCli(["status", "--ops", `127.0.0.1:${activeOps}`])).out).toContain(`service ${service}: active, epoch 1\n`);
     const lone = await runCli(["status", "--ops", `127.0.0.1:${standbyOps}`]);
-    expect(lone.out).toBe(`service ${service}: standby, epoch 1, active ${activeId} at 127.0.0.1:${activeOps} (a standby serves no locks: ask the active)\n`);
+    expect(lone.out).toBe(`service ${service}: standby, epoch 1, active ${activeId} at 127.0.0.1:${activeOps} (a standby serves no locks: ask the active)\ncoordinator 127.0.0.1:${pg.port}, replication none (no replica connected)\n`);
     // The standby's lock views say it serves none, rather than answer from its empty table
     // (force-release and kick too, once the admin token is accepted: test/ops/not-active.test.ts).
     for (const path of ["/v1/locks", "/v1/locks/k", "/v1/locks?name=k"]) {

@@ -39,7 +39,7 @@ export class Postgres implements AsyncDisposable {
     readonly dir: string,
     readonly port: number,
     private readonly bin: string | null,
-    private readonly asRoot: boolean,
+    readonly asRoot: boolean,
   ) {}
 
   /** The connection URL (with `password` instead of the right one, for the wrong-password test). */
@@ -66,19 +66,12 @@ export class Postgres implements AsyncDisposable {
   };
 
   static async start(timeoutMs = 60_000): Promise<Postgres> {
-    const bin = binDir();
-    const asRoot = process.getuid?.() === 0;
-    const dir = mkdtempSync(join(tmpdir(), "lockd-pg-"));
-    const pg = new Postgres(dir, await freePort(), bin, asRoot);
+    const pg = await Postgres.empty(timeoutMs);
+    const dir = pg.dir;
     try {
-      if (asRoot) {
-        const uid = Number((await run(["id", "-u", "postgres"], timeoutMs)).trim());
-        const gid = Number((await run(["id", "-g", "postgres"], timeoutMs)).trim());
-        chownSync(dir, uid, gid);
-      }
       const pwfile = join(dir, "pw");
       writeFileSync(pwfile, `${PG_PASSWORD}\n`);
-      if (asRoot) chownSync(pwfile, Number((await run(["id", "-u", "postgres"], timeoutMs)).trim()), 0);
+      if (pg.asRoot) chownSync(pwfile, Number((await run(["id", "-u", "postgres"], timeoutMs)).trim()), 0);
       await run(pg.cmd("initdb", ["-D", join(dir, "data"), "-U", PG_USER, `--pwfile=${pwfile}`, "-A", "scram-sha-256", "--no-sync", "-E", "UTF8"]), timeoutMs);
       await pg.start(timeoutMs);
       process.once("exit", pg.onExit);
@@ -89,8 +82,63 @@ export class Postgres implements AsyncDisposable {
     return pg;
   }
 
+  /** A directory (owned by postgres when root) and a free port, nothing in it yet. */
+  private static async empty(timeoutMs: number): Promise<Postgres> {
+    const bin = binDir();
+    const asRoot = process.getuid?.() === 0;
+    const dir = mkdtempSync(join(tmpdir(), "lockd-pg-"));
+    const pg = new Postgres(dir, await freePort(), bin, asRoot);
+    if (asRoot) {
+      const uid = Number((await run(["id", "-u", "postgres"], timeoutMs)).trim());
+      const gid = Number((await run(["id", "-g", "postgres"], timeoutMs)).trim());
+      chownSync(dir, uid, gid);
+    }
+    return pg;
+  }
+
+  /**
+   * A streaming replica of `primary` (pg_basebackup -R, started on its own
+   * port): in recovery, read-only, until `promote()`.
+   */
+  static async replicaOf(primary: Postgres, timeoutMs = 60_000): Promise<Postgres> {
+    const pg = await Postgres.empty(timeoutMs);
+    try {
+      await run(
+        pg.cmd("env", [`PGPASSWORD=${PG_PASSWORD}`, pg.path("pg_basebackup"), "-h", "127.0.0.1", "-p", String(primary.port), "-U", PG_USER, "-D", join(pg.dir, "data"), "-R", "-X", "stream", "--no-sync", "-c", "fast"]),
+        timeoutMs,
+      );
+      await pg.start(timeoutMs);
+      process.once("exit", pg.onExit);
+    } catch (error) {
+      rmSync(pg.dir, { recursive: true, force: true });
+      throw error;
+    }
+    return pg;
+  }
+
+  /** Promote a replica (pg_ctl promote, waiting until it accepts writes). */
+  async promote(timeoutMs = 30_000): Promise<void> {
+    await run(this.cmd("pg_ctl", ["-D", join(this.dir, "data"), "-w", "-t", String(Math.ceil(timeoutMs / 1000)), "promote"]), timeoutMs);
+  }
+
+  /** ALTER SYSTEM SET name = value, then reload: every session sees it at its next transaction. */
+  async set(name: string, value: string): Promise<void> {
+    const admin = this.client();
+    try {
+      await admin.unsafe(`ALTER SYSTEM SET ${name} = '${value.replace(/'/g, "''")}'`);
+      await admin.unsafe("SELECT pg_reload_conf()");
+    } finally {
+      await admin.close();
+    }
+  }
+
+  /** A program of PostgreSQL's, by its path. */
+  private path(program: string): string {
+    return this.bin === null ? (Bun.which(program) ?? program) : join(this.bin, program);
+  }
+
   private cmd(program: string, args: readonly string[]): string[] {
-    const path = this.bin === null ? program : join(this.bin, program);
+    const path = program === "env" ? "env" : this.bin === null ? program : join(this.bin, program);
     return this.asRoot ? ["runuser", "-u", "postgres", "--", path, ...args] : [path, ...args];
   }
 
