@@ -3,7 +3,7 @@
  * Bun (Bun.connect) and on Node.js (node:net, node:tls), and so tests can
  * put anything they like underneath.
  *
- * Frames from a client are tiny (ACQUIRE at most 780 bytes, HEARTBEAT 4) and
+ * Frames from a client are tiny (ACQUIRE at most 782 bytes, HEARTBEAT 4) and
  * at most one is in flight, so a transport only has to deliver bytes in
  * order; it must never drop the tail of a short write.
  */
