@@ -22,8 +22,9 @@
  *               default 1; 2 shows the lock-delay's margin exceeded now and then) and --steps N
  *               (events per seed, default 20000); every fifth seed is a single server restarted on
  *               its data directory instead of a coordinated service
- *   After the core's seeds, a plain run (no --seed, no --break) also runs as many coordinator seeds
- *   and a tenth as many believers seeds (each costs about ten coordinator seeds).
+ *   After the core's seeds, a plain run (no --seed, no --break, no --core) also runs as many
+ *   coordinator seeds and a tenth as many believers seeds (each costs about ten coordinator seeds).
+ *   --core      the core's seeds only
  *
  * Exits 1 if any seed fails; each failure prints its seed, step and replay command.
  */
@@ -142,6 +143,9 @@ async function main(): Promise<number> {
   let totalSteps = 0;
   let maxQueue = 0;
   let drivenLateness = 0;
+  let semaphoreGrants = 0;
+  let sharedGrants = 0;
+  let mismatches = 0;
   const ends = new Map<number, number>();
   for (let seed = from; seed < from + count; seed++) {
     const result = simulate({ seed, steps, farJumps: far(seed), ...selfTest });
@@ -149,6 +153,9 @@ async function main(): Promise<number> {
     grants += result.counters.grants;
     promotions += result.counters.promotions;
     maxQueue = Math.max(maxQueue, result.counters.maxQueue);
+    semaphoreGrants += result.counters.semaphoreGrants;
+    sharedGrants += result.counters.sharedGrants;
+    mismatches += result.counters.mismatches;
     if (result.driven) drivenLateness = Math.max(drivenLateness, result.counters.maxLateness);
     for (const [reason, n] of result.counters.ends) ends.set(reason, (ends.get(reason) ?? 0) + n);
     if (result.failure !== null) {
@@ -170,10 +177,10 @@ async function main(): Promise<number> {
   const endList = [...ends].sort((a, b) => a[0] - b[0]).map(([r, n]) => `${r === 0 ? "peer" : `0x${r.toString(16)}`}:${n}`);
   console.log(
     `sim: seeds ${from}..${from + count - 1}, ${failed} failed, ${totalSteps} steps in ${seconds.toFixed(1)} s; ` +
-      `${grants} grants (${promotions} by promotion), longest queue ${maxQueue}, ` +
+      `${grants} grants (${promotions} by promotion; ${semaphoreGrants} of semaphore permits, ${sharedGrants} shared; ${mismatches} mismatched limits), longest queue ${maxQueue}, ` +
       `worst expiry lateness with a driven timer ${drivenLateness.toFixed(3)} ms; session ends ${endList.join(" ")}`,
   );
-  if (broken !== undefined) return failed === 0 ? 0 : 1;
+  if (broken !== undefined || args.has("core")) return failed === 0 ? 0 : 1;
   const coordinatorFailed = await runCoordinatorSeeds(from, count, console.log);
   const believersFailed = runBelieverSeeds(from, Math.max(1, Math.floor(count / 10)), console.log);
   return failed === 0 && coordinatorFailed === 0 && believersFailed === 0 ? 0 : 1;
