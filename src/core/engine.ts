@@ -614,6 +614,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   private grant(lock: Lock<C>, session: Session<C>, path: GrantPath, now: number): void {
     const token = this.tokens.next();
     lock.hold(session); // a semaphore's holder gets its slot here
+    if (lock.holders === 1) this.stats.heldLocks++;
     session.token = token;
     session.grantedAt = now;
     this.setState(session, SessionState.OWNER);
@@ -701,6 +702,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     if (was === SessionState.OWNER) {
       this.stats.held(session, now);
       lock.unhold(session);
+      if (lock.holders === 0) this.stats.heldLocks--;
       this.release(lock, now);
     } else if (was === SessionState.WAITING) {
       const wasHead = lock.head === session;

@@ -75,6 +75,8 @@ export class EngineStats {
   delayed = 0;
   /** Claims refused with LIMIT_MISMATCH (another limit than the name's live sessions). */
   mismatched = 0;
+  /** Locks with at least one holder now. */
+  heldLocks = 0;
   /** Live holders and waiters by ClaimKind. */
   readonly holdersByKind = new Int32Array(3);
   readonly waitersByKind = new Int32Array(3);

@@ -100,6 +100,11 @@ export interface LockCounters {
   readonly refusedSourceLimit: number;
   readonly pipeliningCuts: number;
   readonly outboxCuts: number;
+  /** Locks with at least one holder. */
+  readonly heldLocks: number;
+  /** Live holders and waiters by claim kind (core/stats.ts ClaimKind: exclusive, shared, semaphore). */
+  readonly holdersByKind: ArrayLike<number>;
+  readonly waitersByKind: ArrayLike<number>;
   readonly handoverSeconds: HistogramCounts;
   readonly waitSeconds: HistogramCounts;
   readonly holdSeconds: HistogramCounts;
