@@ -215,7 +215,7 @@ export class LimitMismatchError extends LockRequestError {
     readonly serverMessage: string,
     cause?: unknown,
   ) {
-    super("LIMIT_MISMATCH", `claim on lock ${JSON.stringify(lock)} with ${shared ? "shared, " : ""}limit ${limit} refused: ${serverMessage}`, cause);
+    super("LIMIT_MISMATCH", `${shared ? "shared " : ""}claim on lock ${JSON.stringify(lock)} with limit ${limit} refused: ${serverMessage}`, cause);
   }
 }
 
