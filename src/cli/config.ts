@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { DEFAULT_LEASE_MS } from "../client/client.ts";
 import { DEFAULT_LOCK_ADDRESS, DEFAULT_OPS_ADDRESS } from "../net/address.ts";
-import { MAX_LEASE_MS } from "../protocol/constants.ts";
+import { MAX_LEASE_MS, MAX_LIMIT } from "../protocol/constants.ts";
 import { DEFAULT_OPS_CONNECTIONS, DEFAULT_OPS_IDLE_TIMEOUT_MS, RESERVED_FDS } from "../process/limits.ts";
 import { MAX_GENERATION } from "../shard/map.ts";
 import type { OptionSpec, OptionTable } from "./options/argv.ts";
@@ -285,6 +285,13 @@ export const RUN_OPTIONS = {
     flag: "--wait",
     help: "give up waiting for the lock after this long, with its unit: 30s, 500ms (default: no limit)",
     schema: durationWithUnit(0),
+  },
+  limit: {
+    flag: "--limit",
+    env: "LOCKD_LIMIT",
+    default: "1",
+    help: `a semaphore of N permits (1..${MAX_LIMIT}): up to N runs hold NAME at once, each in its own slot (LOCKD_SLOT); every run of NAME must use the same N. 1: an exclusive lock`,
+    schema: count(1, MAX_LIMIT),
   },
   conflictExitCode: {
     flag: "--conflict-exit-code",

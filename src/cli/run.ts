@@ -21,6 +21,7 @@ import {
   LockAbortedError,
   LockBusyError,
   LockDelayedError,
+  LimitMismatchError,
   LockError,
   LockLostError,
   LockRequestError,
@@ -40,9 +41,18 @@ export const RUN_HELP = `Usage: lockd run [options] NAME -- COMMAND [ARGS...]
 Takes the lock NAME on the lock server, runs COMMAND while holding it, and
 releases it when COMMAND exits. COMMAND gets LOCKD_TOKEN (the fencing token:
 pass it to anything the lock guards) and LOCKD_LOCK (NAME) in its
-environment. If the lock is lost while COMMAND runs (the server stops, is
-unreachable, or does not answer within 0.8 x lease), COMMAND and every
-process it started get SIGTERM, then SIGKILL after --kill-after.
+environment, and with --limit above 1 LOCKD_SLOT (its slot, 0..N-1; unset
+otherwise, even if lockd run's own environment has it). If the lock is lost
+while COMMAND runs (the server stops, is unreachable, or does not answer
+within 0.8 x lease), COMMAND and every process it started get SIGTERM, then
+SIGKILL after --kill-after.
+
+With --limit N, NAME is a semaphore: up to N runs hold it at once, each in
+the lowest free slot, and the next waits in FIFO order. With --shared, runs
+that all say --shared hold NAME together, and one without it holds alone (a
+shared run queued behind a waiting exclusive one waits for it). Every run of
+a NAME must agree: a --limit other than that of the name's live holders and
+waiters (--shared and an exclusive run count as 1) is refused, exit 64.
 
 COMMAND runs in a process group of its own (a new session), and signals
 reach the whole group: SIGTERM (then SIGKILL) on lock loss, and SIGINT,
@@ -69,6 +79,7 @@ ${optionsHelp(RUN_OPTIONS)}
 ${aliases([
   ["-w DURATION", "same as --wait"],
   ["-n, --try", "do not wait: exit at once if the lock is held (or held back by a lock-delay)"],
+  ["--shared", "a shared (read) claim: shared runs of NAME hold together, an exclusive one alone (limit 1 only)"],
   ["-E N", "same as --conflict-exit-code"],
   ["--tls", "connect with TLS, trusting the system CAs (implied by --tls-ca and --tls-cert)"],
   ["-h, --help", "this text"],
@@ -78,8 +89,10 @@ Exit status:
   COMMAND's own   COMMAND ran and exited (128+N if it died of signal N)
   1               --try and the lock is held, or held back by a lock-delay after
                   a failover or restart of the server (change with -E)
-  64              bad usage: options, lock name, owner, lease; or WRONG_SHARD:
-                  the --server map is not the servers' map
+  64              bad usage: options, lock name, owner, lease, --shared with
+                  --limit above 1; or WRONG_SHARD: the --server map is not the
+                  servers' map; or LIMIT_MISMATCH: NAME's live claims use
+                  another --limit (or --shared against a semaphore)
   66              a file an option names (certificate, key) cannot be read
   69              the lock server stayed unreachable or unavailable (for --wait,
                   or 30 s without --wait), or TLS is set up on one end only
@@ -101,7 +114,7 @@ export const UNAVAILABLE_WITHOUT_WAIT_MS = DEFAULT_RECONNECT_MS;
 
 /** flock(1)'s short options, as this command's long ones. */
 const SHORT_FLAGS: Record<string, string> = { "-w": "--wait", "-E": "--conflict-exit-code" };
-const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls" };
+const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls", "--shared": "shared" };
 
 export async function run(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
   const split = argv.indexOf("--");
@@ -121,9 +134,11 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   }
   if (command.length === 0) return usage(split < 0 ? "missing -- COMMAND" : "missing COMMAND after --");
   const name = parsed.positionals[0]!;
-  const { server, lease, wait, conflictExitCode, owner, killAfter } = parsed.options;
+  const { server, lease, wait, conflictExitCode, owner, killAfter, limit } = parsed.options;
   const tryOnly = parsed.switches.has("try");
+  const shared = parsed.switches.has("shared");
   if (tryOnly && wait !== undefined) return usage("--try and --wait exclude each other");
+  if (shared && limit !== 1) return usage(`--shared is a claim of limit 1, not --limit ${limit}: a name is a read/write lock or a semaphore, not both`);
 
   // Signals: cancel the claim while waiting, go to COMMAND's processes once it runs.
   let tree: ProcessTree | null = null;
@@ -154,6 +169,8 @@ export async function run(argv: readonly string[], env: Record<string, string | 
       lock = await client.acquire(name, {
         lease,
         try: tryOnly,
+        limit,
+        shared,
         signal: waitCancel.signal,
         onRetry: (detail, _delayMs, backoff) => {
           // Only when the claim is going to wait: every address of the list
@@ -306,9 +323,11 @@ async function runHolding(
   const grouped = !isatty(0);
   let child: ReturnType<typeof Bun.spawn>;
   try {
+    // LOCKD_SLOT only for a semaphore's grant; unset otherwise, so an outer run's slot never leaks in.
+    const { LOCKD_SLOT: _outer, ...inherited } = env;
     child = Bun.spawn([...command], {
       stdio: ["inherit", "inherit", "inherit"],
-      env: { ...env, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name },
+      env: { ...inherited, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name, ...(lock.slot !== null ? { LOCKD_SLOT: String(lock.slot) } : {}) },
       detached: grouped,
     });
   } catch (error) {
@@ -377,6 +396,10 @@ function claimFailed(error: unknown, conflictExitCode: number, interrupted: Node
   if (error instanceof WaitTimeoutError) return error.unavailable === undefined ? ExitCode.TEMPFAIL : ExitCode.UNAVAILABLE;
   if (error instanceof ServerUnavailableError) return ExitCode.UNAVAILABLE;
   if (error instanceof LockAbortedError) return 128 + (interrupted === null ? 0 : (osConstants.signals[interrupted] ?? 0));
+  if (error instanceof LimitMismatchError) {
+    process.stderr.write(`lockd run: every run of ${JSON.stringify(error.lock)} must use the same --limit while any of them holds or waits (--shared, and a run without --limit, count as --limit 1)\n`);
+    return ExitCode.USAGE;
+  }
   if (error instanceof LockRequestError) {
     if (error.code === "PROTOCOL_VIOLATION") return ExitCode.UNAVAILABLE;
     // The server ended the claim under the lock rules (an operator's KICK) before the grant: COMMAND never ran.
