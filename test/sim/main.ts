@@ -8,7 +8,8 @@
  *   --far       clock jumps of hours to months in every seed (slow: the wheel walks 2^33 ms in about 1 s)
  *   --near      in no seed (the bun test's mix)
  *   By default every 20th seed (seed % 20 == 0) gets the far jumps, so a seed replays the same way.
- *   --break B   run against a deliberately broken engine (repeat-tokens, late-driver, lifo)
+ *   --break B   run against a deliberately broken engine (repeat-tokens, late-driver, lifo,
+ *               overtake: readers jump ahead of a queued writer, no-share: shared claims never share)
  *               to see what a failure looks like
  *   --coordinator  the failover simulations instead: coordinator.ts (two or three instances of a
  *               service, a coordinator row, pauses, kills, outages; grants checked against the row)
@@ -30,7 +31,7 @@ import { BELIEVER_BREAKS, type BelieverSelfTest, runBelieverSeeds, simulateBelie
 import { type CoordinatorSelfTest, runCoordinatorSeeds, simulateCoordinator } from "./coordinator.ts";
 import { type SelfTest, simulate, type SimResult } from "./simulate.ts";
 
-const BREAKS: readonly SelfTest[] = ["repeat-tokens", "late-driver", "lifo"];
+const BREAKS: readonly SelfTest[] = ["repeat-tokens", "late-driver", "lifo", "overtake", "no-share"];
 
 function parse(argv: readonly string[]): Map<string, string> {
   const args = new Map<string, string>();
