@@ -13,8 +13,9 @@ import (
 )
 
 // Semaphores and shared claims: the ACQUIRE with LIMIT / SHARED, the ACQUIRED
-// with FLAG_SLOT, and the client's strict checks of the slot. The vectors are
-// the bytes the TypeScript codec (src/protocol encodeAcquire, encodeAcquiredSlot)
+// with FLAG_SLOT, and the client's strict checks of the slot. The first vectors
+// of each test are those of docs/protocol.md section 9; the others are the
+// bytes the TypeScript codec (src/protocol encodeAcquire, encodeAcquiredSlot)
 // produces for the same requests.
 
 func TestEncodeSemaphoreVectors(t *testing.T) {
@@ -22,9 +23,12 @@ func TestEncodeSemaphoreVectors(t *testing.T) {
 		req  AcquireRequest
 		want string
 	}{
-		// limit 3: options 0x04, the limit at body offset 6, name_length at 8.
+		// Section 9 "ACQUIRE limit 3": options 0x04, the limit at body offset 6, name_length at 8.
 		{AcquireRequest{Name: "jobs/nightly", LeaseMs: 5000, Limit: 3},
 			"01 00 00 16 01 04 00 00 13 88 00 03 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79"},
+		// Section 9 "ACQUIRE shared try": options 0x03, no limit field.
+		{AcquireRequest{Name: "jobs/nightly", LeaseMs: 5000, Shared: true, Try: true},
+			"01 00 00 14 01 03 00 00 13 88 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79"},
 		{AcquireRequest{Name: "jobs/nightly", Owner: "host-12/pid-4411", LeaseMs: 5000, Try: true, Limit: 3},
 			"01 00 00 26 01 05 00 00 13 88 00 03 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79 68 6f 73 74 2d 31 32 2f 70 69 64 2d 34 34 31 31"},
 		{AcquireRequest{Name: "jobs/nightly", LeaseMs: 5000, Try: true, Limit: MaxLimit},
@@ -64,6 +68,10 @@ func TestDecodeSlotVectors(t *testing.T) {
 		want Frame
 		slot bool
 	}{
+		// Section 9 "ACQUIRED slot 0", "ACQUIRED push s2", "ERROR LIMIT_MISMATCH".
+		{"81 03 00 0a 00 00 00 00 00 00 00 01 00 00", Frame{Type: TypeAcquired, Flags: FlagReply | FlagSlot, Token: 1, Slot: 0}, true},
+		{"81 02 00 0a 00 00 00 00 00 00 00 09 00 02", Frame{Type: TypeAcquired, Flags: FlagSlot, Token: 9, Slot: 2}, true},
+		{"ff 00 00 0f 25 6c 69 6d 69 74 20 33 2c 20 6e 6f 74 20 35", Frame{Type: TypeError, Code: CodeLimitMismatch, Message: "limit 3, not 5"}, false},
 		{"81 03 00 0a 00 00 00 00 00 00 00 07 00 02", Frame{Type: TypeAcquired, Flags: FlagReply | FlagSlot, Token: 7, Slot: 2}, true},
 		{"81 02 00 0a 00 00 00 00 00 00 00 07 00 02", Frame{Type: TypeAcquired, Flags: FlagSlot, Token: 7, Slot: 2}, true},
 		{"81 03 00 0a 00 00 01 00 00 00 00 05 ff fe", Frame{Type: TypeAcquired, Flags: FlagReply | FlagSlot, Token: 1<<40 + 5, Slot: 65534}, true},
