@@ -50,6 +50,14 @@ type Options struct {
 	Wait  time.Duration // > 0: give up waiting after this (WAIT_TIMEOUT); 0: no limit
 	Try   bool          // do not queue: LOCK_BUSY if held, LOCK_DELAYED if held back by a lock-delay
 	Owner string        // overrides the client's owner
+	// Limit makes the name a semaphore of Limit permits (1 .. 65,535; 0 means
+	// 1, the exclusive lock): the first Limit claims hold at once, each with
+	// a slot 0 .. Limit-1 (Lock.Slot). Every live claim of a name must ask
+	// for the same limit, else LIMIT_MISMATCH.
+	Limit int
+	// Shared is a shared (read) claim: shared claims of a name hold together,
+	// an exclusive one alone. Limit 1 only.
+	Shared bool
 }
 
 // Dial returns a client for an address list (see Client.Servers).
@@ -100,7 +108,10 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 		opts.Lease = DefaultLease
 	}
 	leaseMs := uint64(opts.Lease / time.Millisecond)
-	frame, err := EncodeAcquire(name, c.owner(opts), leaseMs, opts.Try)
+	if opts.Limit == 0 {
+		opts.Limit = 1
+	}
+	frame, err := EncodeAcquireRequest(AcquireRequest{Name: name, Owner: c.owner(opts), LeaseMs: leaseMs, Try: opts.Try, Limit: opts.Limit, Shared: opts.Shared})
 	if err != nil {
 		return nil, &Error{Code: "BAD_REQUEST", Class: "client", Lock: name, Message: err.Error()}
 	}
@@ -177,6 +188,8 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 
 // retryable: what a claim that is not held yet reconnects on (class 0x0_,
 // a closed, refused or silent connection, LEASE_EXPIRED of a stalled waiter).
+// Class 0x2_ (BAD_REQUEST, WRONG_SHARD, LIMIT_MISMATCH, ...) is not: the next
+// address would answer the same.
 func retryable(e *Error) bool {
 	switch e.Code {
 	case "CLOSED", "UNCONFIRMED", "SHUTTING_DOWN", "OVERLOADED", "LEASE_EXPIRED":
