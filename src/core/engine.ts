@@ -540,18 +540,19 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
         return false;
       }
     }
+    // Before the lock-delay: a claim no live session of the name could ever sit beside fails the same way at any time.
+    let lock = this.locks.get(request.name);
+    if (lock !== undefined && lock.limit !== request.limit) {
+      this.stats.mismatched++;
+      this.end(session, ErrorCode.LIMIT_MISMATCH, encodeError(ErrorCode.LIMIT_MISMATCH, mismatch(lock.limit, request.limit, request.shared)), now);
+      return false;
+    }
     const delay = this.delay;
     const delayMs = delay === null ? 0 : delay.delayOf(request.name, now);
     if (delayMs > 0 && request.try) {
       this.stats.delayed++;
       const message = `lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another ${Math.ceil(delayMs)} ms`;
       this.end(session, ErrorCode.LOCK_DELAYED, encodeError(ErrorCode.LOCK_DELAYED, message), now);
-      return false;
-    }
-    let lock = this.locks.get(request.name);
-    if (lock !== undefined && lock.limit !== request.limit) {
-      this.stats.mismatched++;
-      this.end(session, ErrorCode.LIMIT_MISMATCH, encodeError(ErrorCode.LIMIT_MISMATCH, mismatch(lock.limit, request.limit, request.shared)), now);
       return false;
     }
     session.slot = request.shared ? SHARED_CLAIM : NO_SLOT;
