@@ -1,5 +1,6 @@
 /** LockClient: where to connect and what to ask for; `acquire` and `withLock`. */
 import { hostname } from "node:os";
+import { MAX_LIMIT } from "../protocol/constants.ts";
 import { encodeAcquire } from "../protocol/frames.ts";
 import { connectBun } from "./bun-transport.ts";
 import { Claim } from "./claim.ts";
@@ -65,6 +66,21 @@ export interface AcquireOptions {
   readonly try?: boolean;
   /** Owner label shown to operators (default the client's, else "HOST/pid-PID"). */
   readonly owner?: string;
+  /**
+   * A semaphore of this many permits (an integer 1..65535, default 1: an
+   * exclusive lock): the first `limit` claims of the name hold at once, each
+   * in its own slot (`Lock.slot`), the rest wait in FIFO order. Every claim
+   * of a name must use the same limit while any of them lives, or the
+   * server refuses it (LimitMismatchError).
+   */
+  readonly limit?: number;
+  /**
+   * A shared (read) claim: shared holders of a name coexist, an exclusive
+   * one holds alone; FIFO, so a shared claim queues behind a waiting
+   * exclusive one. Only with limit 1 (BAD_REQUEST otherwise, without
+   * connecting). Default false.
+   */
+  readonly shared?: boolean;
   /** Cancels waiting (LockAbortedError) or ends holding (signal aborts, why "aborted"). */
   readonly signal?: AbortSignal;
   /**
@@ -84,6 +100,8 @@ export interface Held {
   readonly signal: AbortSignal;
   /** Fencing token: pass it to guarded resources. */
   readonly token: bigint;
+  /** The semaphore slot (0 .. limit - 1) of a claim with limit above 1, else null (Lock.slot). */
+  readonly slot: number | null;
 }
 
 /**
@@ -123,8 +141,9 @@ export class LockClient {
   /**
    * Claim `name` and resolve once the server grants it (ACQUIRED). Rejects
    * with LockBusyError or LockDelayedError (`try`), WaitTimeoutError
-   * (`wait`), LockAbortedError (`signal`), ServerUnavailableError, or
-   * LockRequestError.
+   * (`wait`), LockAbortedError (`signal`), ServerUnavailableError,
+   * LimitMismatchError (`limit` or `shared` differ from the name's live
+   * sessions'), or LockRequestError.
    *
    * @example
    * await using lock = await client.acquire("db/migrate", { lease: 5000, wait: 60_000 });
@@ -132,9 +151,17 @@ export class LockClient {
    */
   async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
     const leaseMs = options.lease ?? DEFAULT_LEASE_MS;
+    const limit = options.limit ?? 1;
+    const shared = options.shared ?? false;
+    // Refused here, before any connection: a request no server would accept.
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw new LockRequestError("BAD_REQUEST", `limit must be an integer 1..${MAX_LIMIT}, got ${limit}`);
+    if (typeof shared !== "boolean") throw new LockRequestError("BAD_REQUEST", `shared must be true or false, got ${String(shared)}`);
+    if (shared && limit !== 1) {
+      throw new LockRequestError("BAD_REQUEST", `a shared claim has limit 1, got limit ${limit}: a name is a read/write lock or a semaphore, not both`);
+    }
     let acquireFrame: Uint8Array;
     try {
-      acquireFrame = encodeAcquire({ name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false });
+      acquireFrame = encodeAcquire({ name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false, limit, shared });
     } catch (error) {
       throw new LockRequestError("BAD_REQUEST", (error as Error).message, error);
     }
@@ -145,6 +172,8 @@ export class LockClient {
       name,
       leaseMs,
       acquireFrame,
+      limit,
+      shared,
       waitMs: options.wait,
       signal: options.signal,
       addresses,
@@ -163,7 +192,7 @@ export class LockClient {
       if (this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD") throw this.wrongShard(name, shard, error);
       throw error;
     }
-    return new Lock(name, granted.token, granted.signal, claim);
+    return new Lock(name, granted.token, granted.slot, granted.signal, claim);
   }
 
   /** The shard `name` belongs to in this client's map ("" for a plain address list). */
@@ -205,7 +234,7 @@ export class LockClient {
         signal.addEventListener("abort", onLost, { once: true });
       });
       try {
-        const work = Promise.resolve().then(() => fn({ signal, token: lock.token }));
+        const work = Promise.resolve().then(() => fn({ signal, token: lock.token, slot: lock.slot }));
         work.catch(() => {}); // a late failure after the loss is not unhandled
         return await Promise.race([work, lost]);
       } finally {

@@ -196,6 +196,30 @@ export class LockAbortedError extends LockError {
 }
 
 /**
+ * The claim's limit differs from the limit of the name's live sessions
+ * (ERROR LIMIT_MISMATCH, class client): every session of a name must claim
+ * it with the same limit, and a shared or exclusive claim counts as limit 1
+ * (a name is a semaphore or a lock at a time). Never retried on another
+ * address: the request will fail again as is while those sessions live. The
+ * message carries the server's, which names both limits.
+ */
+export class LimitMismatchError extends LockRequestError {
+  override readonly name = "LimitMismatchError";
+  constructor(
+    readonly lock: string,
+    /** This claim's limit (1 for an exclusive or shared claim). */
+    readonly limit: number,
+    /** Whether this claim was shared. */
+    readonly shared: boolean,
+    /** What the server said (the name's limit and this claim's). */
+    readonly serverMessage: string,
+    cause?: unknown,
+  ) {
+    super("LIMIT_MISMATCH", `claim on lock ${JSON.stringify(lock)} with ${shared ? "shared, " : ""}limit ${limit} refused: ${serverMessage}`, cause);
+  }
+}
+
+/**
  * The server that was asked serves another shard of the map than the one
  * this name belongs to (ERROR WRONG_SHARD): the client's server map and
  * the servers' differ (a map changed and this client, or that server, has

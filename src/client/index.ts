@@ -12,6 +12,7 @@ export {
   LockAbortedError,
   LockBusyError,
   LockDelayedError,
+  LimitMismatchError,
   LockError,
   LockLostError,
   LockRequestError,

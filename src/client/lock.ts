@@ -11,6 +11,11 @@ import type { Claim } from "./claim.ts";
  * await using lock = await client.acquire("jobs/nightly", { lease: 10_000 });
  * await writeReport({ fencingToken: lock.token, signal: lock.signal });
  * // released here, at the end of the scope
+ *
+ * @example
+ * // One of at most three holders at once: a semaphore's grant has a slot, 0..2.
+ * await using permit = await client.acquire("render/gpu", { limit: 3 });
+ * await render({ gpu: permit.slot!, fencingToken: permit.token, signal: permit.signal });
  */
 export class Lock implements AsyncDisposable {
   constructor(
@@ -18,6 +23,13 @@ export class Lock implements AsyncDisposable {
     readonly name: string,
     /** Fencing token of this grant: pass it to every guarded write. */
     readonly token: bigint,
+    /**
+     * The slot of a semaphore's grant (`limit` above 1): 0 .. limit - 1, the
+     * lowest one free when granted. A guarded resource fences each slot like
+     * an exclusive lock: per slot, tokens rise. null for limit 1 (an
+     * exclusive or shared lock), whose grants have no slot.
+     */
+    readonly slot: number | null,
     /** Aborts when ownership ends; `reason` is a LockLostError. */
     readonly signal: AbortSignal,
     private readonly claim: Claim,

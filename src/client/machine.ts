@@ -60,13 +60,17 @@ import {
   ErrorClass,
   ErrorCode,
   FLAG_REPLY,
+  FLAG_SLOT,
   FrameLimits,
   FrameReader,
   FrameType,
   HEARTBEAT_FRAME,
   ReadResult,
   SERVER_FRAMES,
+  SLOT_LENGTH,
+  TOKEN_LENGTH,
   decodeAcquired,
+  decodeSlot,
   decodeError,
   errorClassOf,
   type FrameSink,
@@ -76,6 +80,7 @@ import {
   LockAbortedError,
   LockBusyError,
   LockDelayedError,
+  LimitMismatchError,
   LockLostError,
   LockRequestError,
   ServerErrorFrame,
@@ -98,8 +103,8 @@ export interface ClaimEffects {
   disconnect(): void;
   /** Make the one timer fire at `at` (monotonic ms) and call `timer`; Infinity: cancel it. */
   arm(at: number): void;
-  /** The grant (once). */
-  granted(token: bigint): void;
+  /** The grant (once): its token, and its slot (0 .. limit - 1) for a claim with limit above 1, else -1. */
+  granted(token: bigint, slot: number): void;
   /** A claim that never held ends with this error (once; final). */
   failed(error: unknown): void;
   /** A held lock is lost (once; final): abort the lock's signal with this error. */
@@ -118,6 +123,13 @@ export interface ClaimRules {
   readonly leaseMs: number;
   /** The encoded ACQUIRE frame (built once, sent on every connection). */
   readonly acquireFrame: Uint8Array;
+  /**
+   * The claim's limit, 1 .. 65,535 (1: an exclusive or shared lock; above 1:
+   * a semaphore, whose every ACQUIRED carries a slot below it).
+   */
+  readonly limit: number;
+  /** A shared claim (limit 1): for LIMIT_MISMATCH's error. */
+  readonly shared: boolean;
   readonly waitMs: number | undefined;
   readonly addresses: readonly Address[];
   /**
@@ -152,6 +164,8 @@ type Link = (typeof Link)[keyof typeof Link];
 export class ClaimMachine implements FrameSink {
   state: ClaimState = "connecting";
   token = 0n;
+  /** The grant's slot (claims with limit above 1), -1 when none. */
+  slot = -1;
   /** The schedule's live inputs, observable for tests and the soak's checker. */
   smoothedRttMs: number | undefined = undefined;
   /** Send time of the last answered frame (the claim is confirmed up to here), -1 when none. */
@@ -329,9 +343,23 @@ export class ClaimMachine implements FrameSink {
       case FrameType.ACQUIRED: {
         const token = decodeAcquired(bytes, offset);
         if (token === 0n) return this.violation("ACQUIRED with token 0 (tokens start at 1)");
+        // The slot (protocol.md section 13): FLAG_SLOT and a 10-byte body on every ACQUIRED of a
+        // claim with limit above 1, slot below the limit; neither for limit 1. Checked before the reply
+        // is counted: a broken grant confirms nothing.
+        const slot = decodeSlot(bytes, offset, length);
+        const limit = this.rules.limit;
+        if ((flags & FLAG_SLOT) !== 0) {
+          if (slot < 0) return this.violation(`ACQUIRED with flag SLOT and a ${length}-byte body (the slot needs ${TOKEN_LENGTH + SLOT_LENGTH})`);
+          if (limit === 1) return this.violation(`ACQUIRED with slot ${slot} for a claim of limit 1 (only a semaphore's grants have slots)`);
+          if (slot >= limit) return this.violation(`ACQUIRED with slot ${slot} for a claim of limit ${limit} (slots are 0..${limit - 1})`);
+        } else {
+          if (length !== TOKEN_LENGTH) return this.violation(`ACQUIRED with a ${length}-byte body and no flag SLOT`);
+          if (limit !== 1) return this.violation(`ACQUIRED without a slot for a claim of limit ${limit}`);
+        }
         if (reply && !this.answered()) return false;
         if (this.state === "held") {
           if (token !== this.token) return this.violation(`ACQUIRED token changed from ${this.token} to ${token}`);
+          if (slot !== this.slot) return this.violation(`ACQUIRED slot changed from ${this.slot} to ${slot}`);
           return true;
         }
         if (this.now >= this.confirmedUntil) {
@@ -340,7 +368,7 @@ export class ClaimMachine implements FrameSink {
           this.trouble(this.now, `a grant arrived unconfirmed: ${this.unconfirmedDetail()}`, undefined);
           return false;
         }
-        this.granted(token);
+        this.granted(token, slot);
         return true;
       }
       case FrameType.WAITING:
@@ -374,11 +402,12 @@ export class ClaimMachine implements FrameSink {
     return true;
   }
 
-  private granted(token: bigint): void {
+  private granted(token: bigint, slot: number): void {
     this.state = "held";
     this.token = token;
+    this.slot = slot;
     this.waitUntil = -1;
-    this.effects.granted(token);
+    this.effects.granted(token, slot);
   }
 
   private serverError(frame: { code: number; message: string }): void {
@@ -399,6 +428,7 @@ export class ClaimMachine implements FrameSink {
     }
     if (frame.code === ErrorCode.LOCK_BUSY) this.fail(new LockBusyError(name, error));
     else if (frame.code === ErrorCode.LOCK_DELAYED) this.fail(new LockDelayedError(name, frame.message, error));
+    else if (frame.code === ErrorCode.LIMIT_MISMATCH) this.fail(new LimitMismatchError(name, this.rules.limit, this.rules.shared, frame.message, error));
     else this.fail(new LockRequestError(error.codeName, `claim on lock ${JSON.stringify(name)} refused: ${error.message}`, error));
   }
 

@@ -102,7 +102,7 @@ describe("the heartbeat schedule", () => {
     const m = waiting(); // WAITING reply at 5 for ACQUIRE at 0: next heartbeat at 5 + 250 - 10 = 245
     m.advance(100);
     m.pushGranted(9);
-    expect(m.of("granted")).toEqual([{ at: 100, kind: "granted", token: 9n }]);
+    expect(m.of("granted")).toEqual([{ at: 100, kind: "granted", token: 9n, slot: -1 }]);
     expect(m.machine.confirmedAt).toBe(0);
     m.advance(245);
     expect(m.sends()).toEqual([245]);

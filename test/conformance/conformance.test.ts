@@ -131,9 +131,11 @@ class Proxy {
           for (const f of list) {
             if (conn.inFlight) conn.violations.push(`frame 0x${f.type.toString(16)} sent while one was in flight`);
             conn.inFlight = true;
-            if (f.type === 0x01 && f.body.length >= 8) {
-              const nameLength = (f.body[6]! << 8) | f.body[7]!;
-              conn.owner = new TextDecoder().decode(f.body.subarray(8 + nameLength));
+            // name_length follows the fixed fields: at body offset 8 when the LIMIT option (0x04) put a u16 limit before it, else 6.
+            const fixed = f.type === 0x01 && f.body.length >= 2 && (f.body[1]! & 0x04) !== 0 ? 10 : 8;
+            if (f.type === 0x01 && f.body.length >= fixed) {
+              const nameLength = (f.body[fixed - 2]! << 8) | f.body[fixed - 1]!;
+              conn.owner = new TextDecoder().decode(f.body.subarray(fixed + nameLength));
             } else if (f.type === 0x02) conn.heartbeats++;
           }
           proxy.wakeup.wake();
@@ -193,8 +195,11 @@ const LOCK_DELAYED = (() => {
 })();
 const FAKE_TOKEN = 9;
 const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
+/** ACQUIRED (reply) with FLAG_SLOT (0x02): token 9 and that slot, the 10-byte body of a semaphore's grant. */
+const slotReply = (slot: number) => new Uint8Array([0x81, 0x03, 0, 10, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN, slot >> 8, slot & 0xff]);
+const FAKE_SLOT = 2;
 
-const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero", "lock-delayed"] as const;
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero", "lock-delayed", "slot-grant", "slot-change"] as const;
 type FakeMode = (typeof FAKE_MODES)[number];
 
 /**
@@ -212,7 +217,10 @@ type FakeMode = (typeof FAKE_MODES)[number];
  * - waiting-then-close: answers the ACQUIRE with WAITING, then closes (an answer, then trouble);
  * - token-zero: answers the ACQUIRE with ACQUIRED token 0, which no server issues (a broken server);
  * - lock-delayed: a server inside a lock-delay: a TRY ACQUIRE gets ERROR LOCK_DELAYED (0x14) and the
- *   close, an ACQUIRE without TRY gets WAITING (queued until the delay ends, which it never does here).
+ *   close, an ACQUIRE without TRY gets WAITING (queued until the delay ends, which it never does here);
+ * - slot-grant: ACQUIRED with FLAG_SLOT (token 9, slot 2) to the ACQUIRE and every HEARTBEAT: a semaphore's
+ *   grant, right for a claim with limit 3 or more, a protocol violation for limit 2 (slot >= limit) or 1;
+ * - slot-change: grants token 9 in slot 0, answers every HEARTBEAT with token 9 in slot 1.
  */
 class FakeServer {
   readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
@@ -280,6 +288,12 @@ class FakeServer {
                 break;
               case "token-zero":
                 socket.write(new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0]));
+                break;
+              case "slot-grant":
+                socket.write(slotReply(FAKE_SLOT));
+                break;
+              case "slot-change":
+                socket.write(slotReply(n === 0 ? 0 : 1));
                 break;
               case "lock-delayed":
                 if (frame.type === 0x01 && (frame.body[1]! & 0x01) !== 0) {
@@ -413,6 +427,7 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
   const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port };
   for (const [mode, fake] of fakes) addressOf[`fake-${mode}`] = fake.port;
   const tokens = new Map<string, bigint>();
+  const limits = new Map<string, number>();
   const witnessWakeup = new Wakeup();
   const witness = new Witness(witnessWakeup);
   const outcome = (id: string, ...kinds: string[]) => (e: DriverEvent) => e.id === id && kinds.includes(e.event);
@@ -443,7 +458,8 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
             while (placement.shardOf(`${lock}/${id}/${k}`) !== step.onShard) if (++k > 1000) throw new Error(`no name on ${step.onShard} in ${where}`);
             name = `${lock}/${id}/${k}`;
           }
-          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? false });
+          limits.set(id, (step.limit as number | undefined) ?? 1);
+          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? false, limit: step.limit ?? 1, shared: step.shared ?? false });
           break;
         }
         case "release":
@@ -507,6 +523,15 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
           const token = BigInt(e.token as string);
           expect(token > 0n, where).toBe(true);
           tokens.set(id, token);
+          // The slot: the step's when it names one (null: none); else a number below the limit for a
+          // semaphore, and none (null, or a driver that does not report it) for a limit of 1.
+          const limit = limits.get(id) ?? 1;
+          if (step.slot !== undefined) expect(e.slot ?? null, `${where}: the grant's slot`).toBe(step.slot);
+          else if (limit === 1) expect(e.slot ?? null, `${where}: the grant's slot`).toBeNull();
+          else {
+            expect(typeof e.slot, `${where}: the grant's slot`).toBe("number");
+            expect(e.slot as number, `${where}: the grant's slot`).toBeLessThan(limit);
+          }
           break;
         }
         case "expect error": {
