@@ -57,8 +57,16 @@ class Vectors(unittest.TestCase):
 
 class SemaphoreVectors(unittest.TestCase):
     """ACQUIRE with LIMIT (0x04: a u16 limit at body offset 6, name_length at 8) and SHARED
-    (0x02), ACQUIRED with FLAG_SLOT (0x02: token, then a u16 slot). The bytes were checked
-    against the server's own encoder (src/protocol encodeAcquire, encodeAcquiredSlot)."""
+    (0x02), ACQUIRED with FLAG_SLOT (0x02: token, then a u16 slot): the vectors of
+    docs/protocol.md section 9, and more whose bytes were checked against the server's own
+    encoder (src/protocol encodeAcquire, encodeAcquiredSlot)."""
+
+    def test_protocol_md_vectors(self):
+        self.assertEqual(encode_acquire("jobs/nightly", "", 5000, limit=3), h("01 00 00 16 01 04 00 00 13 88 00 03 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79"))
+        self.assertEqual(encode_acquire("jobs/nightly", "", 5000, try_=True, shared=True), h("01 00 00 14 01 03 00 00 13 88 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79"))
+        self.assertEqual(Reader().push(h("81 03 00 0a 00 00 00 00 00 00 00 01 00 00")), [Frame(ACQUIRED, 3, token=1, slot=0)])
+        self.assertEqual(Reader().push(h("81 02 00 0a 00 00 00 00 00 00 00 09 00 02")), [Frame(ACQUIRED, 2, token=9, slot=2)])
+        self.assertEqual(Reader().push(h("ff 00 00 0f 25 6c 69 6d 69 74 20 33 2c 20 6e 6f 74 20 35")), [Frame(ERROR, 0, code=0x25, message="limit 3, not 5")])
 
     def test_encode(self):
         self.assertEqual(
