@@ -55,11 +55,16 @@ class _Retry(Exception):
 
 class Lock:
     """A granted claim. ``lost`` is a threading.Event set the moment ownership is no
-    longer confirmed; ``error`` then says why (a LockLostError)."""
+    longer confirmed; ``error`` then says why (a LockLostError). ``slot``: the permit
+    0 .. limit - 1 of a semaphore's grant (fence each slot like a lock of its own), None
+    for limit 1; ``limit`` and ``shared`` are the claim's."""
 
-    def __init__(self, session: "_Session", token: int) -> None:
+    def __init__(self, session: "_Session", token: int, slot: int | None) -> None:
         self.name = session.name
         self.token = token
+        self.slot = slot
+        self.limit = session.limit
+        self.shared = session.shared
         self.lost = threading.Event()
         self.error: LockLostError | None = None
         self._session = session
@@ -107,12 +112,14 @@ class Lock:
 
 
 class _Session:
-    def __init__(self, client: "Client", addr: tuple[str, int], name: str, frame: bytes, lease: float) -> None:
+    def __init__(self, client: "Client", addr: tuple[str, int], name: str, frame: bytes, lease: float, limit: int = 1, shared: bool = False) -> None:
         self.client = client
         self.addr = addr
         self.name = name
         self.frame = frame
         self.lease = lease
+        self.limit = limit
+        self.shared = shared
         self.timeout = client_timeout(lease)
         self.cv = threading.Condition()
         self.done = threading.Event()
@@ -162,11 +169,28 @@ class _Session:
             if class_of_code(code) == "server" or code == 0x10:
                 self._end(_Retry(f"{code_name(code)}: {message}", self.answered))
             else:
-                self._end(server_error(self.name, code, message))
+                self._end(server_error(self.name, code, message, self.limit, self.shared))
         elif why == "violation":
             self._end(LockRequestError("PROTOCOL_VIOLATION", f"broken server at {self.addr[0]}:{self.addr[1]}: {detail}", lock=self.name))
         else:
             self._end(_Retry(detail, self.answered))
+
+    def _bad_grant(self, got_token: int, got_slot: int | None, token: int, slot: int | None) -> str:
+        """What is wrong with an ACQUIRED carrying ``got_token`` and ``got_slot`` (None: no
+        FLAG_SLOT) for this claim, which holds ``token`` and ``slot`` (token 0: not granted
+        yet); '' if nothing. A name with limit above 1 grants with a slot below the limit on
+        every ACQUIRED, limit 1 never; a held claim's token and slot never change."""
+        if got_token == 0:
+            return "ACQUIRED with token 0"
+        if self.limit == 1 and got_slot is not None:
+            return f"ACQUIRED with slot {got_slot} for a claim with limit 1"
+        if self.limit > 1 and got_slot is None:
+            return f"ACQUIRED without a slot for a claim with limit {self.limit}"
+        if got_slot is not None and got_slot >= self.limit:
+            return f"ACQUIRED with slot {got_slot}, not below the claim's limit {self.limit}"
+        if token and (got_token != token or got_slot != slot):
+            return f"ACQUIRED with token {got_token} slot {got_slot} (held token {token} slot {slot})"
+        return ""
 
     def _connect(self) -> socket.socket:
         sock = socket.create_connection(self.addr, timeout=self.timeout)
@@ -208,6 +232,7 @@ class _Session:
         in_flight = True
         rtt: float | None = None
         token = 0
+        slot: int | None = None
         next_hb: float | None = None
         reader = Reader()
         sel = selectors.DefaultSelector()
@@ -267,9 +292,11 @@ class _Session:
                     if f.type == ERROR:
                         self._fail("server-error", f"the server sent ERROR {code_name(f.code)}: {f.message}", f.code, f.message)
                         return
-                    if f.type == ACQUIRED and (f.token == 0 or (token and f.token != token)):
-                        self._fail("violation", f"ACQUIRED with token {f.token} (held {token})")
-                        return
+                    if f.type == ACQUIRED:
+                        bad = self._bad_grant(f.token, f.slot, token, slot)
+                        if bad:
+                            self._fail("violation", bad)
+                            return
                     if f.type == WAITING and (token or not f.reply):
                         self._fail("violation", "WAITING after ACQUIRED, or without REPLY")
                         return
@@ -288,9 +315,9 @@ class _Session:
                         self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
                         return
                     if f.type == ACQUIRED and not token:
-                        token = f.token
+                        token, slot = f.token, f.slot
                         with self.cv:
-                            self.lock = Lock(self, token)
+                            self.lock = Lock(self, token, slot)
                             self.cv.notify_all()
         finally:
             sel.close()
@@ -331,15 +358,22 @@ class Client:
         try_: bool = False,
         owner: str | None = None,
         cancel: threading.Event | None = None,
+        limit: int = 1,
+        shared: bool = False,
     ) -> Lock:
         """Claim ``name``; return the Lock once granted. ``wait``: give up after this many
         seconds (WaitTimeoutError); ``try_``: LockBusyError if held (LockDelayedError if
         held back by a lock-delay); ``cancel``: an Event that aborts the wait
         (LockAbortedError); WrongShardError if the server serves another shard than this
-        client's map says."""
+        client's map says. ``limit``: the permits of the name, 1 .. 65535 (above 1 a
+        semaphore: the first ``limit`` claims hold at once, each with its ``lock.slot``);
+        ``shared``: a shared (read) claim, holding beside other shared claims (limit 1
+        only). Every live session of a name uses the same limit, or the claim fails with
+        LimitMismatchError; a limit or ``shared`` no server accepts is LockRequestError
+        BAD_REQUEST at once, without connecting."""
         shard = self.map.shard_of(name)
         try:
-            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel)
+            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel, limit, shared)
         except LockRequestError as e:
             if e.code != "WRONG_SHARD":
                 raise
@@ -349,9 +383,9 @@ class Client:
         """The shard ``name`` belongs to in this client's map ('' for a plain address list)."""
         return self.map.shards[self.map.shard_of(name)].name
 
-    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel) -> Lock:
+    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel, limit=1, shared=False) -> Lock:
         try:
-            frame = encode_acquire(name, owner or self.owner, round(lease * 1000), try_)
+            frame = encode_acquire(name, owner or self.owner, round(lease * 1000), try_, limit, shared)
         except (ValueError, UnicodeError) as e:
             raise LockRequestError("BAD_REQUEST", str(e), lock=name) from None
         start = time.monotonic()
@@ -361,7 +395,7 @@ class Client:
         trouble_since: float | None = None
         last = ""
         while True:
-            session = _Session(self, addrs[idx], name, frame, lease)
+            session = _Session(self, addrs[idx], name, frame, lease, limit, shared)
             outcome = self._await(session, wait_until, cancel)
             if isinstance(outcome, Lock):
                 return outcome
