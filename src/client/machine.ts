@@ -52,8 +52,10 @@
  * server last answered) the pause is 10-50 ms; after a whole round failed,
  * the backoff (50 ms doubling to 2 s, half fixed, half random): both
  * `reconnectPause` (schedule.ts), the rule all three clients share. An answer from any server starts over. Before any server
- * has answered, each address is tried once, without pauses, and the claim
- * fails, unless `retryFirstConnect`. A TLS set-up problem fails the claim
+ * has answered, the claim retries the same way only if `firstConnectRetried`
+ * says so (by default: a claim that may wait, with a `wait` or a list of two
+ * or more addresses; never a TRY); otherwise each address is tried once,
+ * without pauses, and the claim fails. A TLS set-up problem fails the claim
  * once every address of the round has been tried: it is a setting to fix.
  */
 import {
@@ -129,14 +131,36 @@ export interface ClaimRules {
   /** Whether the connection is TLS (decides how a failure is diagnosed). */
   readonly secure: boolean;
   readonly reconnectMs: number;
-  /** Retry (within reconnectMs) also before any server has answered this claim. */
-  readonly retryFirstConnect: boolean;
+  /**
+   * Retry (within reconnectMs) also before any server has answered this
+   * claim: true always, false never, undefined by the default rule
+   * (`firstConnectRetried`).
+   */
+  readonly retryFirstConnect: boolean | undefined;
+  /** The claim is a TRY (it may not wait): by default its first connect is not retried. */
+  readonly try: boolean;
   readonly minHeartbeatIntervalMs: number;
   /** A number in [0, 1): the jitter of the pacing. */
   readonly random: () => number;
 }
 
 export type ClaimState = "connecting" | "waiting" | "held" | "done";
+
+/**
+ * Whether a claim retries (within its reconnect budget, never past its
+ * wait) before any server has answered it, or tries each address once and
+ * fails with SERVER_UNAVAILABLE. The rule all three clients and `lockd run`
+ * share (docs/clients.md, "Retrying the first connect"): an explicit
+ * setting wins; by default a claim that may wait retries when the caller
+ * gave a wait (> 0) or a list of two or more addresses (a failover service,
+ * whose active may be between a crash and a take-over), and a TRY claim, or
+ * one with one address and no wait, fails at once.
+ */
+export function firstConnectRetried(setting: boolean | undefined, tryOnly: boolean, waitMs: number | undefined, addresses: number): boolean {
+  if (setting !== undefined) return setting;
+  if (tryOnly) return false;
+  return (waitMs !== undefined && waitMs > 0) || addresses > 1;
+}
 
 /** Where the current connection is. */
 const Link = {
@@ -191,11 +215,15 @@ export class ClaimMachine implements FrameSink {
    * does not connect is simply not a lock server we can reach.
    */
   private resilient = false;
+  /** Whether trouble before any answer is retried (`firstConnectRetried`, decided once). */
+  private readonly retryFirst: boolean;
 
   constructor(
     private readonly rules: ClaimRules,
     private readonly effects: ClaimEffects,
-  ) {}
+  ) {
+    this.retryFirst = firstConnectRetried(rules.retryFirstConnect, rules.try, rules.waitMs, rules.addresses.length);
+  }
 
   /** The end of the confirmed period (confirmedAt + 0.8 x lease), -1 when nothing is confirmed. */
   get confirmedUntil(): number {
@@ -472,7 +500,7 @@ export class ClaimMachine implements FrameSink {
       this.fail(this.unavailable(problem.message, problem));
       return;
     }
-    if (!this.resilient && !this.rules.retryFirstConnect) {
+    if (!this.resilient && !this.retryFirst) {
       // No server has answered this claim yet: try each address once, at once, then say so.
       if (!roundDone) {
         this.effects.retry(detail, 0, false);
