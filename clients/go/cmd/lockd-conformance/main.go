@@ -27,10 +27,11 @@ type command struct {
 	Try     bool   `json:"try"`
 	Wait    *int64 `json:"wait"`
 	Owner   string `json:"owner"`
-	// Reconnect (ms) and RetryFirstConnect: the claim's reconnect budget (protocol.md section 8.5).
+	// Reconnect (ms) and RetryFirstConnect: the claim's reconnect budget (protocol.md section 8.5)
+	// and whether it retries before any server answered (absent or null: the client's default rule).
 	Reconnect         *int64 `json:"reconnect"`
-	RetryFirstConnect bool   `json:"retryFirstConnect"`
-	TLS     *struct {
+	RetryFirstConnect *bool  `json:"retryFirstConnect"`
+	TLS               *struct {
 		CA   string `json:"ca"`
 		Cert string `json:"cert"`
 		Key  string `json:"key"`
@@ -94,11 +95,18 @@ func acquire(c command) {
 		out(errorEvent(c.ID, err))
 		return
 	}
-	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg, RetryFirstConnect: c.RetryFirstConnect}
+	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg}
+	if c.RetryFirstConnect != nil {
+		client.RetryFirstConnect = *c.RetryFirstConnect
+		client.NoRetryFirstConnect = !*c.RetryFirstConnect
+	}
 	if c.Reconnect != nil {
 		client.Reconnect = time.Duration(*c.Reconnect) * time.Millisecond
 	}
-	opts := lockd.Options{Lease: time.Duration(c.Lease) * time.Millisecond, Try: c.Try}
+	opts := lockd.Options{Lease: time.Duration(c.Lease) * time.Millisecond, Try: c.Try,
+		OnRetry: func(detail string, _ time.Duration, backoff bool) {
+			out(map[string]interface{}{"id": c.ID, "event": "retry", "backoff": backoff, "detail": detail})
+		}}
 	if c.Wait != nil {
 		opts.Wait = time.Duration(*c.Wait) * time.Millisecond
 	}
