@@ -515,6 +515,25 @@ test("a server that is not up yet is retried within --wait (a cron job during a 
   expect(engineOf(server).sessions.size).toBe(0);
 });
 
+test("the clients' first-connect rule: --try, or one address without --wait, exits 69 at once; a list of two without --wait is retried", async () => {
+  const [p1, p2] = await freePorts(2);
+  for (const [server, flags] of [
+    [`127.0.0.1:${p1}`, []],
+    [`127.0.0.1:${p1},127.0.0.1:${p2}`, ["--try"]],
+  ] as const) {
+    const run = lockdRun(server, [...flags, "jobs/first", ...child("exit", "0")]);
+    expect({ server, flags, code: await run.exit() }).toEqual({ server, flags, code: 69 });
+    expect(run.lines).toEqual([]);
+    expect(run.stderr).not.toContain("retrying"); // tried once: it never waited
+    expect(run.stderr).toContain("lock server unavailable");
+  }
+  const list = lockdRun(`127.0.0.1:${p1},127.0.0.1:${p2}`, ["jobs/first", ...child("exit", "5")]);
+  await list.errContains("retrying (within 30 s)"); // both refused, and waiting to try again
+  await using server = startServer({ port: p2 });
+  expect((await list.child()).lock).toBe("jobs/first");
+  expect(await list.exit()).toBe(5);
+});
+
 test("failover: a run waiting on a server that shuts down is granted by the next server of the list", async () => {
   const first = startServer();
   try {
