@@ -64,9 +64,9 @@ of the list at once, then with backoff (50 ms doubling to 2 s). One line on
 stderr says so the first time every address has failed and it waits
 (moving on to the next address is silent). With --try, or one address and
 no --wait, each address is tried once and an unreachable server exits 69
-at once. A server that answered once (then restarts, or says it is shutting
-down) is retried in every case, within --wait or 30 s. A lock lost while
-COMMAND runs is never taken again.
+at once. Once a server has answered the claim (it then restarts, or says it
+is shutting down), trouble is retried in every case, within --wait or
+30 s. A lock lost while COMMAND runs is never taken again.
 
 Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
