@@ -383,7 +383,7 @@ export class ClaimMachine implements FrameSink {
   }
 
   private serverError(frame: { code: number; message: string }): void {
-    const error = new ServerErrorFrame(frame.code, frame.message);
+    const error = new ServerErrorFrame(frame.code, frame.message, this.where());
     const name = this.rules.name;
     if (this.state === "held") {
       this.lose("server-error", error.message, error);
