@@ -19,9 +19,11 @@ export function shardGuard(settings: ShardIdentity): ((name: string) => Uint8Arr
   if (settings.shard === null || settings.shards.length < 2) return null;
   const placement = new Placement(settings.shards);
   const self = settings.shard;
+  // One message per other shard, made once.
+  const messages = new Map(settings.shards.map((owner) => [owner, wrongShardMessage({ shard: self, shards: settings.shards, generation: settings.generation, owner })]));
   return (name) => {
     const owner = placement.shardOf(name);
     if (owner === self) return null;
-    return encodeError(ErrorCode.WRONG_SHARD, wrongShardMessage({ shard: self, shards: settings.shards, generation: settings.generation, owner }));
+    return encodeError(ErrorCode.WRONG_SHARD, messages.get(owner)!);
   };
 }
