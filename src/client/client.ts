@@ -10,6 +10,7 @@ import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
 import { DEFAULT_LOCK_ADDRESS } from "../net/address.ts";
 import { checkServerMap, parseServerMap, type ServerMap } from "../shard/map.ts";
+import { describeMismatch, parseWrongShard } from "../shard/mismatch.ts";
 import { describeShards, placementOf, type Placement } from "../shard/placement.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
@@ -179,12 +180,22 @@ export class LockClient {
 
   private wrongShard(name: string, shard: number, error: LockRequestError): WrongShardError {
     const frame = error.cause instanceof ServerErrorFrame ? error.cause : undefined;
+    const serverMessage = frame?.serverMessage || "the server says it is another shard's";
+    const clientShard = this.map.shards[shard]!.name;
+    const shards = this.placement!.shards;
+    const generation = this.map.generation;
+    const server = parseWrongShard(serverMessage);
+    const detail = describeMismatch({ shards, generation, shard: clientShard, address: frame?.server }, server, serverMessage);
     return new WrongShardError(
       name,
-      this.map.shards[shard]!.name,
-      describeShards(this.placement!.shards, this.map.generation),
-      frame?.serverMessage || "the server says it is another shard's",
+      clientShard,
+      describeShards(shards, generation),
+      serverMessage,
       frame ?? error,
+      detail,
+      frame?.server,
+      server?.shard,
+      server === null ? undefined : describeShards(server.shards, server.generation),
     );
   }
 

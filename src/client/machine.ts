@@ -87,6 +87,7 @@ import {
 } from "./errors.ts";
 import { clientTimeout, heartbeatInterval, reconnectPause, smoothRtt } from "./schedule.ts";
 import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
+import { networkErrorText } from "./transport.ts";
 
 const LIMITS = new FrameLimits(SERVER_FRAMES);
 
@@ -253,7 +254,7 @@ export class ClaimMachine implements FrameSink {
     const where = this.where();
     const problem = this.rules.secure ? tlsConnectProblem(error, where) : null;
     if (problem !== null) this.trouble(now, problem.message, new TlsSetupError(problem, error));
-    else this.trouble(now, `cannot connect to ${where}: ${(error as Error | null)?.message ?? error}`, error);
+    else this.trouble(now, `cannot connect to ${where}: ${networkErrorText(error)}`, error);
     this.arm();
   }
 
@@ -286,7 +287,7 @@ export class ClaimMachine implements FrameSink {
   closed(now: number, error: Error | undefined): void {
     if (this.state === "done" || this.link === Link.NONE) return;
     this.link = Link.NONE;
-    const detail = error === undefined ? "the server closed the connection" : `connection failed: ${error.message}`;
+    const detail = error === undefined ? "the server closed the connection" : `connection failed: ${networkErrorText(error)}`;
     if (this.state === "held") {
       this.lose("closed", detail, error);
       return;
@@ -410,7 +411,7 @@ export class ClaimMachine implements FrameSink {
   }
 
   private serverError(frame: { code: number; message: string }): void {
-    const error = new ServerErrorFrame(frame.code, frame.message);
+    const error = new ServerErrorFrame(frame.code, frame.message, this.where());
     const name = this.rules.name;
     if (this.state === "held") {
       this.lose("server-error", error.message, error);
