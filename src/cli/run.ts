@@ -67,12 +67,16 @@ an editor, Ctrl-C and Ctrl-Z work as usual (the terminal signals the whole
 job itself, and lockd run does not repeat a SIGINT); then lock loss,
 SIGTERM and SIGHUP reach COMMAND alone, not its children.
 
-Before the grant, an unreachable or restarting server is retried: the next
-address of a --server list at once, then with backoff (50 ms doubling to
-2 s), for as long as --wait allows, or 30 s without --wait. One line on
+Before the grant, an unreachable or restarting server is retried when the
+claim may wait: with --wait (for as long as it allows), or with a --server
+list of two or more addresses (for 30 s without --wait): the next address
+of the list at once, then with backoff (50 ms doubling to 2 s). One line on
 stderr says so the first time every address has failed and it waits
-(moving on to the next address is silent). A lock lost while COMMAND runs
-is never taken again.
+(moving on to the next address is silent). With --try, or one address and
+no --wait, each address is tried once and an unreachable server exits 69
+at once. Once a server has answered the claim (it then restarts, or says it
+is shutting down), trouble is retried in every case, within --wait or
+30 s. A lock lost while COMMAND runs is never taken again.
 
 Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
@@ -95,7 +99,9 @@ Exit status:
                   another --limit (or --shared against a semaphore)
   66              a file an option names (certificate, key) cannot be read
   69              the lock server stayed unreachable or unavailable (for --wait,
-                  or 30 s without --wait), or TLS is set up on one end only
+                  or 30 s without --wait; at once with --try, or with one
+                  address that never answered and no --wait), or TLS is set
+                  up on one end only
   75              --wait passed without getting the lock
   76              the lock was lost while COMMAND ran (COMMAND was stopped)
   79              the claim was ended while waiting (an operator's kick):
@@ -157,8 +163,9 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
     const client = new LockClient({
       servers: server, // parsed once, by the option's schema
-      // A server restarting (or failing over) is waited out within the --wait budget.
-      retryFirstConnect: true,
+      // retryFirstConnect left to the clients' shared rule (docs/clients.md): a server that is
+      // restarting or failing over is waited out with --wait (within it) or a --server list of
+      // two or more (within 30 s); --try, or one address without --wait, exits 69 at once.
       reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,
       ...(owner !== undefined ? { owner } : {}),
       ...(tls !== undefined ? { tls } : {}),

@@ -11,6 +11,7 @@ import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
 import { DEFAULT_LOCK_ADDRESS } from "../net/address.ts";
 import { checkServerMap, parseServerMap, type ServerMap } from "../shard/map.ts";
+import { describeMismatch, parseWrongShard } from "../shard/mismatch.ts";
 import { describeShards, placementOf, type Placement } from "../shard/placement.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
@@ -39,9 +40,14 @@ export interface ClientOptions {
   /** How long a not-yet-granted claim keeps reconnecting (ms, default 30 s). */
   readonly reconnectMs?: number;
   /**
-   * Also retry, within reconnectMs, when no server has answered the claim
-   * yet (a job started while the server restarts). Default false: each
-   * address is tried once and ServerUnavailableError says none connects.
+   * Whether a claim retries (within reconnectMs, never past its wait) when
+   * no server has answered it yet: a server that refuses connections while
+   * it restarts, or a failover group between a crash and the take-over.
+   * true: always (also a TRY claim); false: never, each address is tried
+   * once and ServerUnavailableError says none connects. Default (unset):
+   * a claim that may wait retries when it has a `wait` or its list has two
+   * or more addresses; a TRY claim, or one address without a wait, fails
+   * at once (docs/client.md, "Retrying the first connect").
    */
   readonly retryFirstConnect?: boolean;
   /** Floor of the heartbeat interval (ms, default 1). */
@@ -121,7 +127,7 @@ export class LockClient {
   private readonly tls: TlsSettings | undefined;
   private readonly owner: string;
   private readonly reconnectMs: number;
-  private readonly retryFirstConnect: boolean;
+  private readonly retryFirstConnect: boolean | undefined;
   private readonly minIntervalMs: number;
   private readonly connector: Connector;
 
@@ -133,7 +139,7 @@ export class LockClient {
     this.tls = options.tls;
     this.owner = options.owner ?? `${hostname()}/pid-${process.pid}`;
     this.reconnectMs = options.reconnectMs ?? DEFAULT_RECONNECT_MS;
-    this.retryFirstConnect = options.retryFirstConnect ?? false;
+    this.retryFirstConnect = options.retryFirstConnect;
     this.minIntervalMs = options.minHeartbeatIntervalMs ?? MIN_HEARTBEAT_INTERVAL_MS;
     this.connector = options.connect ?? (typeof Bun !== "undefined" ? connectBun : connectNode);
   }
@@ -182,6 +188,7 @@ export class LockClient {
       connect: this.connector,
       reconnectMs: this.reconnectMs,
       retryFirstConnect: this.retryFirstConnect,
+      try: options.try ?? false,
       onRetry: options.onRetry,
       minHeartbeatIntervalMs: this.minIntervalMs,
     });
@@ -202,12 +209,22 @@ export class LockClient {
 
   private wrongShard(name: string, shard: number, error: LockRequestError): WrongShardError {
     const frame = error.cause instanceof ServerErrorFrame ? error.cause : undefined;
+    const serverMessage = frame?.serverMessage || "the server says it is another shard's";
+    const clientShard = this.map.shards[shard]!.name;
+    const shards = this.placement!.shards;
+    const generation = this.map.generation;
+    const server = parseWrongShard(serverMessage);
+    const detail = describeMismatch({ shards, generation, shard: clientShard, address: frame?.server }, server, serverMessage);
     return new WrongShardError(
       name,
-      this.map.shards[shard]!.name,
-      describeShards(this.placement!.shards, this.map.generation),
-      frame?.serverMessage || "the server says it is another shard's",
+      clientShard,
+      describeShards(shards, generation),
+      serverMessage,
       frame ?? error,
+      detail,
+      frame?.server,
+      server?.shard,
+      server === null ? undefined : describeShards(server.shards, server.generation),
     );
   }
 

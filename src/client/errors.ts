@@ -24,6 +24,8 @@ export class ServerErrorFrame extends Error {
     readonly code: number,
     /** The server's message for humans. */
     readonly serverMessage: string,
+    /** The address (HOST:PORT) of the server that sent it, when known. */
+    readonly server?: string,
   ) {
     super(`server sent ERROR ${errorCodeName(code)} (0x${code.toString(16).padStart(2, "0")})${serverMessage ? `: ${serverMessage}` : ""}`);
     this.codeName = errorCodeName(code);
@@ -223,8 +225,11 @@ export class LimitMismatchError extends LockRequestError {
  * The server that was asked serves another shard of the map than the one
  * this name belongs to (ERROR WRONG_SHARD): the client's server map and
  * the servers' differ (a map changed and this client, or that server, has
- * the old one). A setting to fix, never retried. Names both views: the
- * client's (`clientShard`, `clientMap`) and the server's (its message).
+ * the old one; or the map lists a server under the wrong shard). A setting
+ * to fix, never retried. Names both views, the client's (`clientShard`,
+ * `clientMap`, the address it asked) and the server's (`serverShard`,
+ * `serverMap`, its message), and the message says what differs: the shard
+ * names, the generation, or which address the map lists under which shard.
  */
 export class WrongShardError extends LockRequestError {
   override readonly name = "WrongShardError";
@@ -236,12 +241,16 @@ export class WrongShardError extends LockRequestError {
     readonly clientMap: string,
     /** What the server said (its shard, its map, and where the name belongs in it). */
     readonly serverMessage: string,
-    cause?: unknown,
+    cause: unknown,
+    /** The whole message after `lock "NAME": ` (what the client sent where, what the server is, what differs). */
+    detail: string,
+    /** The address (HOST:PORT) of `clientShard` that refused the name, when known. */
+    readonly server: string | undefined,
+    /** The refusing server's shard, from its message (undefined when its message is not lockd's). */
+    readonly serverShard: string | undefined,
+    /** The refusing server's map, as `clientMap` is written (undefined when its message is not lockd's). */
+    readonly serverMap: string | undefined,
   ) {
-    super(
-      "WRONG_SHARD",
-      `lock ${JSON.stringify(lock)}: the client's map ${clientMap} places it on shard ${clientShard}, but ${serverMessage}`,
-      cause,
-    );
+    super("WRONG_SHARD", `lock ${JSON.stringify(lock)}: ${detail}`, cause);
   }
 }

@@ -1,4 +1,9 @@
 /** Lock: a held lock as the caller sees it. */
+// The declarations name AsyncDisposable and Symbol.asyncDispose, which
+// TypeScript's libs have only from esnext.disposable on: this reference
+// (kept in the emitted lock.d.ts) brings them to a consumer compiling for
+// es2022, as @types/node does. Node.js has Symbol.asyncDispose from 20.
+/// <reference lib="esnext.disposable" preserve="true" />
 import type { Claim } from "./claim.ts";
 
 /**

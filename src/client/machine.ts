@@ -52,8 +52,10 @@
  * server last answered) the pause is 10-50 ms; after a whole round failed,
  * the backoff (50 ms doubling to 2 s, half fixed, half random): both
  * `reconnectPause` (schedule.ts), the rule all three clients share. An answer from any server starts over. Before any server
- * has answered, each address is tried once, without pauses, and the claim
- * fails, unless `retryFirstConnect`. A TLS set-up problem fails the claim
+ * has answered, the claim retries the same way only if `firstConnectRetried`
+ * says so (by default: a claim that may wait, with a `wait` or a list of two
+ * or more addresses; never a TRY); otherwise each address is tried once,
+ * without pauses, and the claim fails. A TLS set-up problem fails the claim
  * once every address of the round has been tried: it is a setting to fix.
  */
 import {
@@ -90,6 +92,7 @@ import {
 } from "./errors.ts";
 import { clientTimeout, heartbeatInterval, reconnectPause, smoothRtt } from "./schedule.ts";
 import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
+import { networkErrorText } from "./transport.ts";
 
 const LIMITS = new FrameLimits(SERVER_FRAMES);
 
@@ -141,14 +144,36 @@ export interface ClaimRules {
   /** Whether the connection is TLS (decides how a failure is diagnosed). */
   readonly secure: boolean;
   readonly reconnectMs: number;
-  /** Retry (within reconnectMs) also before any server has answered this claim. */
-  readonly retryFirstConnect: boolean;
+  /**
+   * Retry (within reconnectMs) also before any server has answered this
+   * claim: true always, false never, undefined by the default rule
+   * (`firstConnectRetried`).
+   */
+  readonly retryFirstConnect: boolean | undefined;
+  /** The claim is a TRY (it may not wait): by default its first connect is not retried. */
+  readonly try: boolean;
   readonly minHeartbeatIntervalMs: number;
   /** A number in [0, 1): the jitter of the pacing. */
   readonly random: () => number;
 }
 
 export type ClaimState = "connecting" | "waiting" | "held" | "done";
+
+/**
+ * Whether a claim retries (within its reconnect budget, never past its
+ * wait) before any server has answered it, or tries each address once and
+ * fails with SERVER_UNAVAILABLE. The rule all three clients and `lockd run`
+ * share (docs/clients.md, "Retrying the first connect"): an explicit
+ * setting wins; by default a claim that may wait retries when the caller
+ * gave a wait (> 0) or a list of two or more addresses (a failover service,
+ * whose active may be between a crash and a take-over), and a TRY claim, or
+ * one with one address and no wait, fails at once.
+ */
+export function firstConnectRetried(setting: boolean | undefined, tryOnly: boolean, waitMs: number | undefined, addresses: number): boolean {
+  if (setting !== undefined) return setting;
+  if (tryOnly) return false;
+  return (waitMs !== undefined && waitMs > 0) || addresses > 1;
+}
 
 /** Where the current connection is. */
 const Link = {
@@ -205,11 +230,15 @@ export class ClaimMachine implements FrameSink {
    * does not connect is simply not a lock server we can reach.
    */
   private resilient = false;
+  /** Whether trouble before any answer is retried (`firstConnectRetried`, decided once). */
+  private readonly retryFirst: boolean;
 
   constructor(
     private readonly rules: ClaimRules,
     private readonly effects: ClaimEffects,
-  ) {}
+  ) {
+    this.retryFirst = firstConnectRetried(rules.retryFirstConnect, rules.try, rules.waitMs, rules.addresses.length);
+  }
 
   /** The end of the confirmed period (confirmedAt + 0.8 x lease), -1 when nothing is confirmed. */
   get confirmedUntil(): number {
@@ -239,7 +268,7 @@ export class ClaimMachine implements FrameSink {
     const where = this.where();
     const problem = this.rules.secure ? tlsConnectProblem(error, where) : null;
     if (problem !== null) this.trouble(now, problem.message, new TlsSetupError(problem, error));
-    else this.trouble(now, `cannot connect to ${where}: ${(error as Error | null)?.message ?? error}`, error);
+    else this.trouble(now, `cannot connect to ${where}: ${networkErrorText(error)}`, error);
     this.arm();
   }
 
@@ -272,7 +301,7 @@ export class ClaimMachine implements FrameSink {
   closed(now: number, error: Error | undefined): void {
     if (this.state === "done" || this.link === Link.NONE) return;
     this.link = Link.NONE;
-    const detail = error === undefined ? "the server closed the connection" : `connection failed: ${error.message}`;
+    const detail = error === undefined ? "the server closed the connection" : `connection failed: ${networkErrorText(error)}`;
     if (this.state === "held") {
       this.lose("closed", detail, error);
       return;
@@ -411,7 +440,7 @@ export class ClaimMachine implements FrameSink {
   }
 
   private serverError(frame: { code: number; message: string }): void {
-    const error = new ServerErrorFrame(frame.code, frame.message);
+    const error = new ServerErrorFrame(frame.code, frame.message, this.where());
     const name = this.rules.name;
     if (this.state === "held") {
       this.lose("server-error", error.message, error);
@@ -502,7 +531,7 @@ export class ClaimMachine implements FrameSink {
       this.fail(this.unavailable(problem.message, problem));
       return;
     }
-    if (!this.resilient && !this.rules.retryFirstConnect) {
+    if (!this.resilient && !this.retryFirst) {
       // No server has answered this claim yet: try each address once, at once, then say so.
       if (!roundDone) {
         this.effects.retry(detail, 0, false);

@@ -262,7 +262,15 @@ export class OpsServer {
     await this.http.stop();
   }
 
+  /**
+   * A request has reached this server since it started (a probe, a scrape,
+   * the page, an API or admin call): someone may be watching a shutdown,
+   * so the daemon keeps its grace period.
+   */
+  called = false;
+
   private handle(request: HttpRequest): HttpReply | Promise<HttpReply> {
+    this.called = true;
     const { path, query } = splitTarget(request.target);
     // Probes are answered whatever Host they send; everything else only for a Host this server knows.
     if (path !== "/livez" && path !== "/healthz" && path !== "/readyz") {

@@ -489,7 +489,7 @@ test("--server takes a list: the first address refuses, the second grants", asyn
   expect(bad.stderr).toContain(`element 2 of "127.0.0.1:${server.port},nope" ("nope") is not HOST:PORT`);
 });
 
-test("every address of the list dead within -w: one retry line once the claim waits, then the complete final error (with a map, naming the shard)", async () => {
+test("every address of the list dead within -w: one retry line once the claim waits, then the complete final error (with a map, naming the shard), each saying 'connection refused' and the address", async () => {
   const [p1, p2] = await freePorts(2);
   for (const [server, what] of [
     [`127.0.0.1:${p1},127.0.0.1:${p2}`, "lock server"],
@@ -499,9 +499,9 @@ test("every address of the list dead within -w: one retry line once the claim wa
     expect({ server, code: await run.exit() }).toEqual({ server, code: 69 });
     expect(run.lines).toEqual([]);
     const lines = run.stderr.trimEnd().split("\n");
-    expect(lines[0]).toMatch(/^lockd run: cannot connect to 127\.0\.0\.1:\d+: .+; retrying \(within --wait\)$/);
+    expect(lines[0]).toMatch(/^lockd run: cannot connect to 127\.0\.0\.1:\d+: connection refused \(ECONNREFUSED\); retrying \(within --wait\)$/);
     expect(lines.filter((l) => l.includes("retrying"))).toHaveLength(1);
-    expect(lines.at(-1)).toMatch(new RegExp(`^lockd run: lock "jobs/dead" was not granted within 400 ms \\(${what} unavailable: cannot connect to 127\\.0\\.0\\.1:(${p1}|${p2}): .+\\)$`));
+    expect(lines.at(-1)).toMatch(new RegExp(`^lockd run: lock "jobs/dead" was not granted within 400 ms \\(${what} unavailable: cannot connect to 127\\.0\\.0\\.1:(${p1}|${p2}): connection refused \\(ECONNREFUSED\\)\\)$`));
   }
 });
 
@@ -513,6 +513,25 @@ test("a server that is not up yet is retried within --wait (a cron job during a 
   expect((await run.child()).lock).toBe("jobs/late");
   expect(await run.exit()).toBe(6);
   expect(engineOf(server).sessions.size).toBe(0);
+});
+
+test("the clients' first-connect rule: --try, or one address without --wait, exits 69 at once; a list of two without --wait is retried", async () => {
+  const [p1, p2] = await freePorts(2);
+  for (const [server, flags] of [
+    [`127.0.0.1:${p1}`, []],
+    [`127.0.0.1:${p1},127.0.0.1:${p2}`, ["--try"]],
+  ] as const) {
+    const run = lockdRun(server, [...flags, "jobs/first", ...child("exit", "0")]);
+    expect({ server, flags, code: await run.exit() }).toEqual({ server, flags, code: 69 });
+    expect(run.lines).toEqual([]);
+    expect(run.stderr).not.toContain("retrying"); // tried once: it never waited
+    expect(run.stderr).toContain("lock server unavailable");
+  }
+  const list = lockdRun(`127.0.0.1:${p1},127.0.0.1:${p2}`, ["jobs/first", ...child("exit", "5")]);
+  await list.errContains("retrying (within 30 s)"); // both refused, and waiting to try again
+  await using server = startServer({ port: p2 });
+  expect((await list.child()).lock).toBe("jobs/first");
+  expect(await list.exit()).toBe(5);
 });
 
 test("failover: a run waiting on a server that shuts down is granted by the next server of the list", async () => {

@@ -42,6 +42,7 @@ export class ManualClaim implements ClaimEffects {
         secure: false,
         reconnectMs: 30_000,
         retryFirstConnect: false,
+        try: false,
         minHeartbeatIntervalMs: 1,
         random: () => this.randomValue,
         ...rules,

@@ -14,6 +14,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { Wakeup } from "../helpers/events.ts";
+import { freePorts } from "../helpers/ports.ts";
 import { CLIENTS, Driver, WAIT_MS, warnSkips, type ClientKind, type DriverEvent } from "./clients.ts";
 
 const TOKEN = "conformance-admin";
@@ -74,11 +75,12 @@ class Proxy {
   readonly conns: ProxyConn[] = [];
   readonly wakeup = new Wakeup();
   private readonly listener: TCPSocketListener<ProxyConn>;
-  constructor(upstreamPort: number) {
+  /** `port`: 0 for any, or the port a server that was not up yet comes up on (`come-up`). */
+  constructor(upstreamPort: number, port = 0) {
     const proxy = this;
     this.listener = Bun.listen<ProxyConn>({
       hostname: "127.0.0.1",
-      port: 0,
+      port,
       socket: {
         binaryType: "uint8array",
         open(client) {
@@ -424,7 +426,11 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
   const proxy = new Proxy(listenPort);
   const fakes = new Map(FAKE_MODES.map((mode) => [mode, new FakeServer(mode)] as const));
   const driver = await Driver.start(kind);
-  const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port };
+  // `late`: nothing listens there (a connect is refused) until `come-up` starts a recording
+  // proxy to the real server on it; `dead`: nothing ever listens there.
+  const [latePort, deadPort] = await freePorts(2);
+  let late: Proxy | null = null;
+  const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port, late: latePort!, dead: deadPort! };
   for (const [mode, fake] of fakes) addressOf[`fake-${mode}`] = fake.port;
   const tokens = new Map<string, bigint>();
   const limits = new Map<string, number>();
@@ -459,7 +465,7 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
             name = `${lock}/${id}/${k}`;
           }
           limits.set(id, (step.limit as number | undefined) ?? 1);
-          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? false, limit: step.limit ?? 1, shared: step.shared ?? false });
+          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? null, limit: step.limit ?? 1, shared: step.shared ?? false });
           break;
         }
         case "release":
@@ -586,11 +592,32 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "expect no-connection":
           expect(proxy.conn(id), where).toBeUndefined();
           break;
+        case "come-up":
+          late = new Proxy(listenPort, latePort);
+          break;
+        case "expect backoffs-at-least": {
+          // The driver's `retry` events with backoff: every address failed and the claim waits to try again.
+          const count = step.count as number;
+          const backoffs = () => driver.events.filter((e) => e.id === id && e.event === "retry" && e.backoff === true).length;
+          await driver.until(() => backoffs() >= count, `${id}: ${count} backoffs`);
+          expect(driver.find(outcome(id, "acquired", "error")), `${where}: the claim ended before it waited`).toBeUndefined();
+          break;
+        }
+        case "expect no-backoff": {
+          // After the claim's end (an expect acquired/error step before this one): it never waited to retry.
+          expect(driver.find(outcome(id, "acquired", "error")), `${where}: the claim has not ended yet`).toBeDefined();
+          expect(driver.events.filter((e) => e.id === id && e.event === "retry" && e.backoff === true), where).toEqual([]);
+          break;
+        }
+        case "expect reached-late":
+          // The claim's connection arrived through the server that came up.
+          await late!.wakeup.until(() => late!.conn(id), WAIT_MS, () => `${id} connecting to the server that came up`);
+          break;
         default:
           throw new Error(`unknown step ${JSON.stringify(step)}`);
       }
     }
-    for (const c of proxy.conns) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
+    for (const c of [...proxy.conns, ...(late?.conns ?? [])]) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
     await driver.stop();
     // A crash, an uncaught exception or (with LOCKD_GO_RACE=1) a data race in the driver fails the scenario.
     expect(driver.stderr.join("\n"), `${scenario.name}: the driver's stderr`).not.toMatch(/DATA RACE|panic:|Traceback|Unhandled|error:/);
@@ -598,6 +625,7 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
     await driver.stop();
     witness.stop();
     proxy.stop();
+    late?.stop();
     for (const fake of fakes.values()) fake.stop();
   }
 }

@@ -28,7 +28,7 @@ async function acquire(cmd: Record<string, any>): Promise<void> {
     owner: cmd.owner ?? id,
     ...(tls ? { tls } : {}),
     ...(cmd.reconnect != null ? { reconnectMs: cmd.reconnect } : {}),
-    ...(cmd.retryFirstConnect ? { retryFirstConnect: true } : {}),
+    ...(cmd.retryFirstConnect != null ? { retryFirstConnect: cmd.retryFirstConnect as boolean } : {}),
   });
   const startedAt = performance.now();
   try {
@@ -38,6 +38,7 @@ async function acquire(cmd: Record<string, any>): Promise<void> {
       ...(cmd.wait != null ? { wait: cmd.wait } : {}),
       ...(cmd.limit != null ? { limit: cmd.limit } : {}),
       ...(cmd.shared != null ? { shared: cmd.shared } : {}),
+      onRetry: (detail, _delayMs, backoff) => out({ id, event: "retry", backoff, detail }),
     });
     const at = performance.now();
     locks.set(id, lock);

@@ -323,11 +323,26 @@ class _Session:
             sel.close()
 
 
+def first_connect_retried(setting: bool | None, try_: bool, wait: float | None, addresses: int) -> bool:
+    """The rule all three clients and ``lockd run`` share (docs/clients.md, "Retrying the first
+    connect"): whether a claim retries before any server has answered it. An explicit setting
+    wins; by default a claim that may wait retries when it has a wait or two or more addresses."""
+    if setting is not None:
+        return bool(setting)
+    if try_:
+        return False
+    return (wait is not None and wait > 0) or addresses > 1
+
+
 class Client:
     """Settings shared by claims. ``servers``: an address list ('a:7700,b:7700'), or a map of
     shards ('gen=1;alpha=a:7700,b:7700;beta=c:7700': each lock name goes to its shard's
     list); default LOCKD_SERVER, else 127.0.0.1:7700. ``tls``: an ssl.SSLContext (load_cert_chain on it
-    for mutual TLS). Durations are in seconds."""
+    for mutual TLS). ``retry_first_connect``: whether a claim retries (within ``reconnect``, never
+    past its ``wait``) before any server has answered it; None (the default): a claim that may wait
+    retries when it has a ``wait`` or its list has two or more addresses, a ``try_`` claim or one
+    address without a ``wait`` fails at once; True: always; False: never (each address once).
+    Durations are in seconds."""
 
     def __init__(
         self,
@@ -336,7 +351,7 @@ class Client:
         tls: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
         reconnect: float = DEFAULT_RECONNECT,
-        retry_first_connect: bool = False,
+        retry_first_connect: bool | None = None,
         min_heartbeat_interval: float = MIN_HEARTBEAT_INTERVAL,
     ) -> None:
         from .shard import parse_server_map
@@ -360,6 +375,7 @@ class Client:
         cancel: threading.Event | None = None,
         limit: int = 1,
         shared: bool = False,
+        on_retry: Callable[[str, float, bool], object] | None = None,
     ) -> Lock:
         """Claim ``name``; return the Lock once granted. ``wait``: give up after this many
         seconds (WaitTimeoutError); ``try_``: LockBusyError if held (LockDelayedError if
@@ -370,10 +386,14 @@ class Client:
         ``shared``: a shared (read) claim, holding beside other shared claims (limit 1
         only). Every live session of a name uses the same limit, or the claim fails with
         LimitMismatchError; a limit or ``shared`` no server accepts is LockRequestError
-        BAD_REQUEST at once, without connecting."""
+        BAD_REQUEST at once, without connecting.
+        ``on_retry(detail, pause, backoff)``: called (on this thread)
+        before each reconnect while the claim is not held yet: what failed, the pause in
+        seconds, and whether it is the backoff after every address of the list failed
+        (True) or the move on to the list's next address (False); for logging."""
         shard = self.map.shard_of(name)
         try:
-            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel, limit, shared)
+            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel, limit, shared, on_retry)
         except LockRequestError as e:
             if e.code != "WRONG_SHARD":
                 raise
@@ -383,11 +403,12 @@ class Client:
         """The shard ``name`` belongs to in this client's map ('' for a plain address list)."""
         return self.map.shards[self.map.shard_of(name)].name
 
-    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel, limit=1, shared=False) -> Lock:
+    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel, limit=1, shared=False, on_retry=None) -> Lock:
         try:
             frame = encode_acquire(name, owner or self.owner, round(lease * 1000), try_, limit, shared)
         except (ValueError, UnicodeError) as e:
             raise LockRequestError("BAD_REQUEST", str(e), lock=name) from None
+        retry_first = first_connect_retried(self.retry_first_connect, try_, wait, len(addrs))
         start = time.monotonic()
         wait_until = start + wait if wait is not None else None
         idx = failures = 0
@@ -413,15 +434,17 @@ class Client:
                 trouble_since = now
             failures += 1
             n = len(addrs)
-            if not answered_ever and not self.retry_first_connect and failures >= n:
+            if not answered_ever and not retry_first and failures >= n:
                 raise ServerUnavailableError(f"no server of {self._list(addrs)} took the claim: {last}", lock=name)
             if now - trouble_since >= self.reconnect:
                 raise ServerUnavailableError(f"the servers {self._list(addrs)} stayed unavailable for {self.reconnect} s: {last}", lock=name)
             idx = (idx + 1) % n
-            if not answered_ever and not self.retry_first_connect:
+            if not answered_ever and not retry_first:
                 pause = 0.0
             else:
                 pause = reconnect_pause(failures, n, random.random())
+            if on_retry is not None:
+                on_retry(last, pause, failures % n == 0)
             if wait_until is not None and now + pause >= wait_until:
                 raise WaitTimeoutError(f"lock {name!r} not granted within {wait} s; last: {last}", lock=name)
             if cancel is not None:
