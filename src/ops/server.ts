@@ -304,7 +304,7 @@ export class OpsServer {
       }
       return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
     }
-    if (path.startsWith("/ui")) {
+    if (path.startsWith("/ui") || path === "/favicon.ico") {
       const page = this.board.handle(method, path, query);
       if (page !== null) return page;
     }
