@@ -1,7 +1,7 @@
 /**
  * The operator's page on the ops server: GET /ui (one HTML file, one script,
- * one stylesheet, embedded in the binary as text) and the JSON it polls,
- * GET /ui/v1/board. docs/operations.md ("The operator's page") is its
+ * one stylesheet, embedded in the binary as text, and an icon) and the JSON
+ * it polls, GET /ui/v1/board. docs/operations.md ("The operator's page") is its
  * reference.
  *
  * Cost, whatever the number of open pages:
