@@ -31,7 +31,7 @@ import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log/logger.ts";
-import { AdminAuth, AuthResult, adminDisabled } from "./admin.ts";
+import { AdminAuth, AuthResult, adminDisabled, describePrecondition, holderChanged, holderPrecondition, parseSessionId } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
 import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
@@ -298,7 +298,7 @@ export class OpsServer {
       }
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
-        if (raw !== null) return method === "POST" ? this.forceRelease(raw, request) : notAllowed(method, "POST");
+        if (raw !== null) return method === "POST" ? this.forceRelease(raw, query, request) : notAllowed(method, "POST");
         if (method === "POST") return fail(400, "BAD_NAME", "which lock? POST /v1/locks/NAME/force-release or /v1/locks/force-release?name=NAME");
         // GET without ?name=: the lock named "force-release", below.
       }
@@ -308,11 +308,11 @@ export class OpsServer {
       // A raw path ending in /force-release is always the action, whatever the method: a lock
       // whose name ends that way is viewed as NAME%2Fforce-release or through ?name=.
       if (rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length) {
-        return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request) : notAllowed(method, "POST");
+        return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), query, request) : notAllowed(method, "POST");
       }
       return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
     }
-    if (path.startsWith("/ui")) {
+    if (path.startsWith("/ui") || path === "/favicon.ico") {
       const page = this.board.handle(method, path, query);
       if (page !== null) return page;
     }
@@ -499,15 +499,43 @@ export class OpsServer {
     }
   }
 
-  private forceRelease(encoded: string, request: HttpRequest): HttpReply {
+  /**
+   * End the holder of a lock. `?session=ID` and `?token=T` name the holder
+   * meant: another holder (the one named left, and a waiter was promoted
+   * meanwhile) is 409 HOLDER_CHANGED with nothing released. Without them,
+   * whoever holds the lock now is released.
+   */
+  private forceRelease(encoded: string, query: string, request: HttpRequest): HttpReply {
     const denied = this.authorize("force-release", request) ?? this.notActive();
     if (denied !== null) return denied;
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const name = decoded.name;
+    const want = holderPrecondition(query);
+    if ("error" in want) return fail(400, "BAD_PRECONDITION", want.error);
     const misplaced = this.otherShard(name);
     if (misplaced !== null) return misplaced;
-    const done = this.options.locks.forceRelease(name, performance.now());
+    const locks = this.options.locks;
+    const now = performance.now();
+    const asked = describePrecondition(want);
+    if (asked !== "") {
+      // Looked up and acted on in the same turn of the loop: nothing changes hands in between.
+      const holder = locks.lock(name, now, 0)?.holder ?? null;
+      if (holder === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)} now (not the ${asked} asked for): nothing to release`);
+      const changed = holderChanged(name, holder, want);
+      if (changed !== null) {
+        this.options.log.info("admin.target_changed", "admin force-release refused: the holder changed", {
+          ...this.who(request),
+          action: "force-release",
+          lock: name,
+          asked,
+          session: holder.session,
+          token: holder.token,
+        });
+        return json(409, { error: { code: "HOLDER_CHANGED", message: changed }, holder });
+      }
+    }
+    const done = locks.forceRelease(name, now);
     if (done === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
     const { released, promoted } = done;
     this.stats.forceReleases++;
@@ -537,11 +565,29 @@ export class OpsServer {
       const here = this.shardView.name === null ? "a server without shards" : `shard ${this.shardView.name}`;
       return json(421, { error: { code: "WRONG_SHARD", message: `this server is ${here}, not shard ${asked}: session ${idText} here is another shard's session` }, shard: this.shardView });
     }
-    if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
-    const id = Number(idText);
-    const done = this.options.locks.kick(id, performance.now());
+    const id = parseSessionId(idText);
+    if (id === null) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
+    // `?lock=NAME`: the lock the session was seen waiting for; a session of that id waiting for another is not the one meant.
+    const rawLock = /(?:^|&)lock=([^&]*)/.exec(query)?.[1];
+    let lock: string | undefined;
+    if (rawLock !== undefined) {
+      const decoded = decodeLockName(rawLock.replace(/\+/g, "%20"));
+      if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
+      lock = decoded.name;
+    }
+    const done = this.options.locks.kick(id, performance.now(), lock);
     if ("refused" in done) {
       if (done.refused === "unknown") return fail(404, "NO_SUCH_SESSION", `no live session ${id}: nothing to kick`);
+      if (done.refused === "elsewhere") {
+        this.options.log.info("admin.target_changed", "admin kick refused: the session waits for another lock", {
+          ...this.who(request),
+          action: "kick",
+          lock: done.lock,
+          asked: `lock ${JSON.stringify(lock)}`,
+          session: id,
+        });
+        return fail(409, "SESSION_CHANGED", `session ${id} waits for ${JSON.stringify(done.lock)}, not for ${JSON.stringify(lock)} as asked: not the session meant, nothing was kicked`);
+      }
       const what = done.refused === "owner" ? `holds ${JSON.stringify(done.lock)}; use force-release` : "has not sent ACQUIRE yet";
       return fail(409, "NOT_WAITING", `session ${id} is not waiting: it ${what}`);
     }

@@ -118,7 +118,9 @@ export type KickResult =
   /** It holds `lock` (force-release is the action for that). */
   | { readonly refused: "owner"; readonly lock: string }
   /** It has not sent ACQUIRE yet. */
-  | { readonly refused: "connected" };
+  | { readonly refused: "connected" }
+  /** It waits for another lock than the one the kick named (nothing was done). */
+  | { readonly refused: "elsewhere"; readonly lock: string };
 
 /** A force-release done: the holder ended, and the waiter promoted in its place (null: nobody waited). */
 export interface ForceReleased {
@@ -158,8 +160,11 @@ export interface LockSource {
   rows(now: number): Iterator<TableRow>;
   /** End the holder of `name` with FORCE_RELEASED; the next waiter is promoted. Null when nobody holds it. */
   forceRelease(name: string, now: number): ForceReleased | null;
-  /** End waiting session `id` with KICKED; the others keep their order. */
-  kick(id: number, now: number): KickResult;
+  /**
+   * End waiting session `id` with KICKED; the others keep their order. With
+   * `lock`, only if that is the lock it waits for ("elsewhere" otherwise).
+   */
+  kick(id: number, now: number, lock?: string): KickResult;
 }
 
 /**

@@ -168,14 +168,16 @@ export class EngineLocks implements LockSource {
     return { released, promoted: next === null ? null : holderView(next, performance.now()) };
   }
 
-  kick(id: number, now: number): KickResult {
+  kick(id: number, now: number, lock?: string): KickResult {
     const session = this.engine.sessions.get(id);
     if (session === undefined) return { refused: "unknown" };
+    // The lock the caller named is not this session's: it is not the session meant (an id of another server?).
+    if (lock !== undefined && session.state === SessionState.WAITING && session.lock!.name !== lock) return { refused: "elsewhere", lock: session.lock!.name };
     if (session.state === SessionState.OWNER) return { refused: "owner", lock: session.lock!.name };
     if (session.state !== SessionState.WAITING) return { refused: "connected" };
     const kicked = waiterView(session, positionOf(session), now);
-    const lock = session.lock!.name;
+    const waited = session.lock!.name;
     this.shell.kick(id, now);
-    return { kicked, lock };
+    return { kicked, lock: waited };
   }
 }
