@@ -8,9 +8,11 @@
  * work that grows with sessions, locks or descriptors in one go: /metrics
  * reads counters and is built at most once per metricsMaxAgeMs, a page of
  * /v1/locks is at most MAX_PAGE locks, a lock view shows at most MAX_PAGE
- * waiters, and every walk over the lock table (a listing, the /ui page's
- * snapshots and views) goes through one queue doing one slice of
- * `scanSlice` per loop turn in all (slices.ts).
+ * waiters a page (`next` for more), every walk over the lock table or a
+ * lock's queue (a listing, a lock view, the /ui page's snapshots and views)
+ * goes through one queue doing one slice of `scanSlice` per loop turn in
+ * all (slices.ts), each page or view is built in the turn its walk ends,
+ * and HEAD of the lock routes builds no body.
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
@@ -35,12 +37,12 @@ import { AdminAuth, AuthResult, adminDisabled, describePrecondition, holderChang
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
 import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
-import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./http.ts";
+import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, JSON_HEADERS, jsonReply as json, NO_BODY } from "./http.ts";
 import { SliceQueue } from "./slices.ts";
 import { OpsStats, renderMetrics } from "./metrics.ts";
 import type { DelayView } from "../core/delay.ts";
 import type { LockSource, RoleSource } from "./sources.ts";
-import { ascending, decodeCursor, type ShardView, shardViewOf, locksPage, TopK } from "./views.ts";
+import { ascending, decodeCursor, decodeWaiterCursor, type ShardView, shardViewOf, locksPage, TopK, waitersPage } from "./views.ts";
 import { Board } from "./ui/board.ts";
 
 /** How the ops server's answers name settings. */
@@ -127,6 +129,11 @@ const LOCKS = "/v1/locks";
 /** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
 const MAX_PAGE = 1000;
 const encoder = new TextEncoder();
+
+/** A HEAD answer that builds no body: the head says a JSON answer of a length not computed. */
+function headOnly(): HttpReply {
+  return { status: 200, headers: JSON_HEADERS, body: NO_BODY };
+}
 
 function notAllowed(method: string, allow: string): HttpReply {
   return fail(405, "METHOD_NOT_ALLOWED", `${method} is not allowed here; use ${allow}`, { allow });
@@ -279,8 +286,10 @@ export class OpsServer {
         return fail(421, "UNKNOWN_HOST", `this ops server does not answer for the Host ${JSON.stringify(host.slice(0, 100))}: a name it does not know (a page in a browser rebinding a DNS name to this address?); to admit a DNS name, ${this.words.allowHost}`);
       }
     }
-    // HEAD is GET without the body (ops-http sends the head only), so `curl -I` works.
-    const method = request.method === "HEAD" ? "GET" : request.method;
+    // HEAD is GET without the body (http.ts sends the head only), so `curl -I` works; the
+    // lock routes do not even build it (headOnly).
+    const head = request.method === "HEAD";
+    const method = head ? "GET" : request.method;
     switch (path) {
       case "/livez":
       case "/healthz":
@@ -294,7 +303,7 @@ export class OpsServer {
       case LOCKS: {
         if (method !== "GET") return notAllowed(method, "GET");
         const raw = rawQueryName(query);
-        return raw === null ? this.list(query, request) : this.show(raw, query);
+        return raw === null ? this.list(query, request, head) : this.show(raw, query, request, head);
       }
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
@@ -310,7 +319,7 @@ export class OpsServer {
       if (rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length) {
         return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), query, request) : notAllowed(method, "POST");
       }
-      return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
+      return method === "GET" ? this.show(rest, query, request, head) : notAllowed(method, "GET");
     }
     if (path.startsWith("/ui") || path === "/favicon.ico") {
       const page = this.board.handle(method, path, query);
@@ -430,8 +439,8 @@ export class OpsServer {
     return this.http.pending;
   }
 
-  /** One page of locks in name order after `?cursor=`. */
-  private list(query: string, request: HttpRequest): HttpReply | Promise<HttpReply> {
+  /** One page of locks in name order after `?cursor=` (HEAD: the status and headers, nothing walked). */
+  private list(query: string, request: HttpRequest, head: boolean): HttpReply | Promise<HttpReply> {
     const idle = this.notActive();
     if (idle !== null) return idle;
     const limit = parseLimit(query);
@@ -441,6 +450,7 @@ export class OpsServer {
     if (after === null && cursor !== undefined && cursor !== "") {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
     }
+    if (head) return headOnly();
     // The page is of the source walked: with --coordinator a term can change mid-walk.
     const locks = this.options.locks;
     const page = new TopK<string>(limit, ascending);
@@ -459,19 +469,44 @@ export class OpsServer {
       });
   }
 
-  private show(encoded: string, query: string): HttpReply {
+  /**
+   * One lock: its holder, `waiting`, and a page of its waiters, the first
+   * `limit` after `?cursor=` (a `next` of an earlier view of this lock),
+   * picked by a walk of its queue through the slice queue and built in a
+   * turn of its own, like a page of the listing. HEAD answers the status
+   * and headers only: whether the lock exists is a lookup, and no view is
+   * built.
+   */
+  private show(encoded: string, query: string, request: HttpRequest, head: boolean): HttpReply | Promise<HttpReply> {
     const idle = this.notActive();
     if (idle !== null) return idle;
     const limit = parseLimit(query);
-    if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
+    if (limit < 0) return badLimit("waiters shown; `waiting` counts them all; follow `next` for more");
+    const cursor = param(query, "cursor");
+    const after = cursor === undefined || cursor === "" ? null : decodeWaiterCursor(cursor);
+    if (after === null && cursor !== undefined && cursor !== "") {
+      return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous view of this lock, or none for its first waiters");
+    }
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
-    const lock = this.options.locks.lock(decoded.name, performance.now(), limit);
+    const name = decoded.name;
+    // The view is of the source walked: with --coordinator a term can change mid-walk.
+    const locks = this.options.locks;
+    const walk = locks.queue(name);
+    if (walk === null) return this.noSuchLock(name);
+    if (head) return headOnly();
+    return waitersPage(this.slices, walk, after, limit).then((page) => {
+      // A caller gone while the waiters were picked gets no view built.
+      if (request.aborted) return fail(503, "GONE", "the client went away");
+      const lock = locks.lock(name, performance.now(), 0);
+      if (lock === null) return this.noSuchLock(name);
+      return json(200, { ...lock, waiters: page.waiters, next: page.next, shard: this.shardView });
+    });
+  }
+
+  private noSuchLock(name: string): HttpReply {
     // The shard goes with the 404 too: "free" means something only from the name's own shard.
-    if (lock === null) {
-      return json(404, { error: { code: "NO_SUCH_LOCK", message: `nobody holds or waits for ${JSON.stringify(decoded.name)}` }, shard: this.shardView });
-    }
-    return json(200, { ...lock, shard: this.shardView });
+    return json(404, { error: { code: "NO_SUCH_LOCK", message: `nobody holds or waits for ${JSON.stringify(name)}` }, shard: this.shardView });
   }
 
   /** Who is asking, for the log: peer address and user agent. */

@@ -45,6 +45,27 @@ export interface LockView {
   readonly waiters: WaiterView[];
 }
 
+/**
+ * A walk of one lock's queue from its head, one waiter per `next()`, for a
+ * page of its waiters (a lock view: ops/views.ts). It is live and may span
+ * turns of the event loop: waiters that join meanwhile are reached at the
+ * tail; if the waiter it stands on leaves the queue between two steps, the
+ * next step begins again at the head and sets `restarted`. Allocates nothing
+ * per step.
+ */
+export interface QueueWalk {
+  /** Step to the next waiter; false at the end of the queue (at once if the lock has gone). */
+  next(): boolean;
+  /** Whether the last step began again at the head (the waiter stood on had left). */
+  readonly restarted: boolean;
+  /** The waiter stepped to: its session id. */
+  readonly session: number;
+  /** When it queued, in ms on the source's clock: never decreasing from head to tail. */
+  readonly queuedAt: number;
+  /** The waiter stepped to as the lock views show it, at `position`, times relative to `now`. */
+  view(position: number, now: number): WaiterView;
+}
+
 /** What the operator's page (/ui) sorts its table by. */
 export interface RowKeys {
   readonly name: string;
@@ -156,6 +177,8 @@ export interface LockSource {
   lockNames(): Iterator<string>;
   /** One lock with its holder and first `maxWaiters` waiters; null when nobody holds or waits for it. */
   lock(name: string, now: number, maxWaiters: number): LockView | null;
+  /** A walk of the queue of `name` (QueueWalk); null when nobody holds or waits for it. O(1): nothing is built. */
+  queue(name: string): QueueWalk | null;
   /** The table's rows at `now`, live as lockNames: a row per lock (the /ui snapshot). */
   rows(now: number): Iterator<TableRow>;
   /** End the holder of `name` with FORCE_RELEASED; the next waiter is promoted. Null when nobody holds it. */
