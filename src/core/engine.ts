@@ -45,13 +45,18 @@ import {
   ErrorCode,
   FLAG_REPLY,
   FrameType,
+  type Acquire,
   decodeAcquire,
   encodeAcquired,
   encodeAcquiredSlot,
   encodeError,
+  FLAG_RECLAIM,
+  FLAG_RECLAIMABLE,
+  FLAG_SLOT,
   frameTypeName,
   HEADER_LENGTH,
   PIPELINE_LIMIT,
+  type Reclaim,
   TOKEN_LENGTH,
   WAITING_REPLY_FRAME,
   writeSlot,
@@ -119,6 +124,29 @@ export interface EngineOptions {
    * loop turn. Omitted: the rest waits for the next `resume` call.
    */
   readonly onResumeNeeded?: () => void;
+  /** Reclaim (protocol.md section 14): on with a cap; omitted: off, and nothing of it on the wire. */
+  readonly reclaim?: ReclaimOptions;
+}
+
+/** One reclaimable grant a clean stop published: what a reclaim of it must name. */
+export interface ReclaimEntry {
+  readonly token: number;
+  /** The grant's slot (a semaphore's), NO_SLOT (exclusive) or SHARED_CLAIM. */
+  readonly slot: number;
+  readonly limit: number;
+  readonly leaseMs: number;
+}
+
+export interface ReclaimOptions {
+  /** M: grants whose lease is at most this are reclaimable (--reclaim-max-lease). */
+  readonly maxLeaseMs: number;
+  /**
+   * The reclaimable grants the earlier run published at its clean stop, by
+   * name; a reclaim is granted only for one of these, and only while its
+   * name is held back by the lock-delay. Omitted: none (a first start, or
+   * after a crash).
+   */
+  readonly published?: ReadonlyMap<string, readonly ReclaimEntry[]>;
 }
 
 /** How the engine's messages name its settings. */
@@ -177,6 +205,13 @@ const TOKENS_EXHAUSTED_FRAME = encodeError(
 );
 const OVERLOADED_FRAME = encodeError(ErrorCode.OVERLOADED, "server is at its session limit; reconnect with backoff");
 const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
+/** A clean stop that published this holder's grant: the next run accepts its reclaim (protocol.md section 14). */
+const SHUTTING_DOWN_RECLAIM_FRAME = (() => {
+  const frame = encodeError(ErrorCode.SHUTTING_DOWN, "server is shutting down cleanly; reclaim this lock from the next run with its token");
+  frame[1] = FLAG_RECLAIM;
+  return frame;
+})();
+const RECLAIM_REPLACED_FRAME = encodeError(ErrorCode.RECLAIM_REFUSED, "replaced by a newer connection reclaiming the same grant");
 /** Grants resumed per `resume` call: the rest goes on in the next loop turn. */
 export const RESUME_BUDGET = 1000;
 /**
@@ -229,6 +264,10 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   private readonly onResumeNeeded: (() => void) | null;
   /** Inside `resume`, whose answer tells the shell to come back: promotions cut short need not call onResumeNeeded. */
   private resuming = false;
+  /** Reclaim's cap (Infinity below 0: off), the grants published for reclaim, and who reclaimed each (by token). */
+  private readonly reclaimMaxLeaseMs: number;
+  private readonly published: ReadonlyMap<string, readonly ReclaimEntry[]>;
+  private readonly reclaimed = new Map<number, Session<C>>();
 
   constructor(
     private readonly transport: EngineOutput<C>,
@@ -245,6 +284,8 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     this.maxLeaseMs = options.maxLeaseMs ?? Infinity;
     this.words = options.words ?? PLAIN_ENGINE_WORDS;
     this.onResumeNeeded = options.onResumeNeeded ?? null;
+    this.reclaimMaxLeaseMs = options.reclaim?.maxLeaseMs ?? -1;
+    this.published = options.reclaim?.published ?? new Map();
     this.sourceOverloadedFrame = encodeError(ErrorCode.OVERLOADED, `too many sessions from this address (${this.words.maxSessionsPerSource}); reconnect with backoff`);
     this.timers = new TimerWheel(now);
   }
@@ -424,12 +465,41 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     return session;
   }
 
-  /** Controlled shutdown: every session gets SHUTTING_DOWN; no lock changes hands. */
-  shutdown(now: number): void {
+  /**
+   * Controlled shutdown: every session gets SHUTTING_DOWN; no lock changes
+   * hands. `reclaim`: the shell has made `reclaimable()` durable, so holders
+   * of reclaimable grants get SHUTTING_DOWN with the RECLAIM flag.
+   */
+  shutdown(now: number, reclaim = false): void {
     this.draining = true;
     for (const session of this.sessions.values()) {
-      this.end(session, ErrorCode.SHUTTING_DOWN, SHUTTING_DOWN_FRAME, now);
+      const frame = reclaim && session.state === SessionState.OWNER && this.reclaimable(session) ? SHUTTING_DOWN_RECLAIM_FRAME : SHUTTING_DOWN_FRAME;
+      this.end(session, ErrorCode.SHUTTING_DOWN, frame, now);
     }
+  }
+
+  /** Whether reclaim is on. */
+  get reclaimOn(): boolean {
+    return this.reclaimMaxLeaseMs >= 0;
+  }
+
+  /** Every reclaimable grant now, by name: what a clean stop publishes before `shutdown(now, true)`. */
+  reclaimableGrants(): Map<string, ReclaimEntry[]> {
+    const out = new Map<string, ReclaimEntry[]>();
+    if (!this.reclaimOn) return out;
+    for (const lock of this.locks.values()) {
+      for (let s = lock.holdHead; s !== null; s = s.queueNext) {
+        if (!this.reclaimable(s)) continue;
+        let entries = out.get(lock.name);
+        if (entries === undefined) out.set(lock.name, (entries = []));
+        entries.push({ token: s.token, slot: s.slot, limit: lock.limit, leaseMs: s.leaseMs });
+      }
+    }
+    return out;
+  }
+
+  private reclaimable(session: Session<C>): boolean {
+    return session.leaseMs <= this.reclaimMaxLeaseMs;
   }
 
   get shuttingDown(): boolean {
@@ -549,6 +619,8 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     }
     const delay = this.delay;
     const delayMs = delay === null ? 0 : delay.delayOf(request.name, now);
+    // A reclaim is granted at once or refused (never queued, TRY or not): before the lock-delay's TRY refusal.
+    if (request.reclaim !== undefined) return this.reclaimClaim(session, request, request.reclaim, delayMs, now);
     if (delayMs > 0 && request.try) {
       this.stats.delayed++;
       const message = `lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another ${Math.ceil(delayMs)} ms`;
@@ -605,6 +677,58 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     return true;
   }
 
+  /**
+   * A RECLAIM (protocol.md section 14): granted at once, with the token it
+   * names, only for a grant the earlier run published, while its name is
+   * held back by the lock-delay; else RECLAIM_REFUSED. A second connection
+   * reclaiming the same grant replaces the first.
+   */
+  private reclaimClaim(session: Session<C>, request: Acquire, reclaim: Reclaim, delayMs: number, now: number): boolean {
+    const refuse = (why: string): false => {
+      this.stats.reclaimsRefused++;
+      this.end(session, ErrorCode.RECLAIM_REFUSED, encodeError(ErrorCode.RECLAIM_REFUSED, `reclaim refused: ${why}`), now);
+      return false;
+    };
+    if (!this.reclaimOn) return refuse("this server does not accept reclaims (reclaim is off)");
+    if (request.leaseMs > this.reclaimMaxLeaseMs) return refuse(`lease_ms ${request.leaseMs} is above the reclaim cap of ${this.reclaimMaxLeaseMs}`);
+    if (delayMs === 0) return refuse("this name is not in a grace: its earlier holders' deadlines are over, or it was not held at the last clean stop");
+    const slot = request.limit > 1 ? reclaim.slot : request.shared ? SHARED_CLAIM : NO_SLOT;
+    const entry = this.published.get(request.name)?.find((e) => e.token === reclaim.token && e.slot === slot && e.limit === request.limit);
+    if (entry === undefined) return refuse("no such grant was published for this name (token, slot, mode or limit differ)");
+    if (this.guard !== null && !this.guard.mayGrant(now)) {
+      this.end(session, ErrorCode.SHUTTING_DOWN, SHUTTING_DOWN_FRAME, now);
+      return false;
+    }
+    const previous = this.reclaimed.get(entry.token);
+    if (previous !== undefined && previous.state === SessionState.OWNER) this.end(previous, ErrorCode.RECLAIM_REFUSED, RECLAIM_REPLACED_FRAME, now);
+    session.leaseMs = request.leaseMs;
+    session.owner = request.owner;
+    session.acquiredAt = now;
+    this.fileBy(session, now + request.leaseMs);
+    // Looked up again: replacing `previous` may have dropped the lock it held alone.
+    let held = this.locks.get(request.name);
+    if (held === undefined) {
+      held = new Lock<C>(request.name, request.limit);
+      this.locks.set(request.name, held);
+    }
+    session.lock = held;
+    session.slot = slot;
+    held.holdAt(session);
+    if (held.holders === 1) this.stats.heldLocks++;
+    session.token = entry.token;
+    session.grantedAt = now;
+    this.setState(session, SessionState.OWNER);
+    const flags = FLAG_REPLY | FLAG_RECLAIMABLE;
+    session.ackFrame = held.slots !== null ? encodeAcquiredSlot(entry.token, slot, flags) : encodeAcquired(entry.token, flags);
+    session.answered = true;
+    this.reclaimed.set(entry.token, session);
+    this.stats.reclaims++;
+    this.transport.send(session.conn, session.ackFrame);
+    // The name is held back (its delay runs): `resume` serves its queue once the delay ends, behind this holder.
+    if (held.head !== null) this.heldBack.set(held.name, held);
+    return true;
+  }
+
   /** Whether `next` may be granted `lock` now: a delay over, its lease durable (the guard is asked by the caller). */
   private mayGrantNow(lock: Lock<C>, next: Session<C>, now: number): boolean {
     const delay = this.delay;
@@ -619,17 +743,20 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     session.grantedAt = now;
     this.setState(session, SessionState.OWNER);
     const slotted = lock.slots !== null;
-    session.ackFrame = slotted ? encodeAcquiredSlot(token, session.slot, FLAG_REPLY) : encodeAcquired(token, FLAG_REPLY);
+    const reclaimable = this.reclaimable(session) ? FLAG_RECLAIMABLE : 0;
+    session.ackFrame = slotted ? encodeAcquiredSlot(token, session.slot, FLAG_REPLY | reclaimable) : encodeAcquired(token, FLAG_REPLY | reclaimable);
     this.stats.granted(path, session, now);
     // The answer to ACQUIRE is the reply frame itself; a promotion is a push.
     if (!session.answered) {
       session.answered = true;
       this.transport.send(session.conn, session.ackFrame);
     } else if (slotted) {
+      PUSH_SLOT_FRAME[1] = FLAG_SLOT | reclaimable;
       writeToken(PUSH_SLOT_FRAME, HEADER_LENGTH, token);
       writeSlot(PUSH_SLOT_FRAME, HEADER_LENGTH + TOKEN_LENGTH, session.slot);
       this.transport.send(session.conn, PUSH_SLOT_FRAME);
     } else {
+      PUSH_FRAME[1] = reclaimable;
       writeToken(PUSH_FRAME, HEADER_LENGTH, token);
       this.transport.send(session.conn, PUSH_FRAME);
     }
@@ -701,6 +828,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     if (lock === null) return;
     if (was === SessionState.OWNER) {
       this.stats.held(session, now);
+      if (this.reclaimed.size > 0 && this.reclaimed.get(session.token) === session) this.reclaimed.delete(session.token);
       lock.unhold(session);
       if (lock.holders === 0) this.stats.heldLocks--;
       this.release(lock, now);

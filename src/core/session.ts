@@ -160,6 +160,17 @@ export class Lock<C = unknown> {
     if (this.slots !== null) session.slot = takeSlot(this.slots);
   }
 
+  /** A reclaimed grant becomes a holder with the slot it names (free: the earlier run's slots were distinct). */
+  holdAt(session: Session<C>): void {
+    session.queuePrev = this.holdTail;
+    session.queueNext = null;
+    if (this.holdTail !== null) this.holdTail.queueNext = session;
+    else this.holdHead = session;
+    this.holdTail = session;
+    this.holders++;
+    if (this.slots !== null) this.slots[session.slot >>> 5] = this.slots[session.slot >>> 5]! | (1 << (session.slot & 31));
+  }
+
   /** O(1) removal of a holder; its slot (if any) is free again. */
   unhold(session: Session<C>): void {
     const prev = session.queuePrev;

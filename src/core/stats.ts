@@ -75,6 +75,9 @@ export class EngineStats {
   delayed = 0;
   /** Claims refused with LIMIT_MISMATCH (another limit than the name's live sessions). */
   mismatched = 0;
+  /** Reclaims granted, and refused with RECLAIM_REFUSED (protocol.md section 14). */
+  reclaims = 0;
+  reclaimsRefused = 0;
   /** Locks with at least one holder now. */
   heldLocks = 0;
   /** Live holders and waiters by ClaimKind. */

@@ -22,6 +22,14 @@ export const FLAG_REPLY = 0x01;
  * every ACQUIRED of a grant whose name has a limit above 1, and never else.
  */
 export const FLAG_SLOT = 0x02;
+/**
+ * ACQUIRED: this grant may be reclaimed after a clean restart of the server
+ * (reclaim on, the grant's lease within the reclaim cap: protocol.md
+ * section 14). ERROR SHUTTING_DOWN: a clean stop that published the
+ * holder's grant, which the next run accepts a reclaim of.
+ */
+export const FLAG_RECLAIMABLE = 0x04;
+export const FLAG_RECLAIM = 0x04;
 
 /** ACQUIRE options bit 0: end with LOCK_BUSY instead of queueing. */
 export const OPTION_TRY = 0x01;
@@ -29,8 +37,10 @@ export const OPTION_TRY = 0x01;
 export const OPTION_SHARED = 0x02;
 /** ACQUIRE options bit 2: a u16 `limit` follows lease_ms, and name_length moves to body offset 8. */
 export const OPTION_LIMIT = 0x04;
+/** ACQUIRE options bit 3: a reclaim of a grant this claim holds; a u64 token (and, with LIMIT, a u16 slot) follows lease_ms and limit. */
+export const OPTION_RECLAIM = 0x08;
 /** Every option bit this version defines; any other set bit is BAD_REQUEST. */
-export const ACQUIRE_OPTIONS = OPTION_TRY | OPTION_SHARED | OPTION_LIMIT;
+export const ACQUIRE_OPTIONS = OPTION_TRY | OPTION_SHARED | OPTION_LIMIT | OPTION_RECLAIM;
 /** The limit field of ACQUIRE with OPTION_LIMIT: u16, 1 .. 65,535 (1 is the exclusive lock). */
 export const LIMIT_LENGTH = 2;
 export const MAX_LIMIT = 0xffff;
@@ -78,6 +88,8 @@ export const ErrorCode = {
   WRONG_SHARD: 0x24,
   /** The claim's limit differs from the limit every live session of the name has (protocol.md section 13). */
   LIMIT_MISMATCH: 0x25,
+  /** A reclaim the server cannot grant, or a reclaimed holder replaced by a newer connection of the same claim (protocol.md section 14). */
+  RECLAIM_REFUSED: 0x15,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -114,7 +126,7 @@ export interface BodyRange {
 
 /** Frames a server accepts from clients. */
 export const CLIENT_FRAMES: ReadonlyMap<number, BodyRange> = new Map([
-  [FrameType.ACQUIRE, { min: ACQUIRE_FIXED_LENGTH + 1, max: ACQUIRE_FIXED_LENGTH + LIMIT_LENGTH + MAX_NAME_LENGTH + MAX_OWNER_LENGTH }],
+  [FrameType.ACQUIRE, { min: ACQUIRE_FIXED_LENGTH + 1, max: ACQUIRE_FIXED_LENGTH + LIMIT_LENGTH + TOKEN_LENGTH + SLOT_LENGTH + MAX_NAME_LENGTH + MAX_OWNER_LENGTH }],
   [FrameType.HEARTBEAT, { min: 0, max: 0 }],
 ]);
 

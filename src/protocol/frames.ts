@@ -19,6 +19,7 @@ import {
   LIMIT_LENGTH,
   MAX_LIMIT,
   OPTION_LIMIT,
+  OPTION_RECLAIM,
   OPTION_SHARED,
   OPTION_TRY,
   PROTOCOL_VERSION,
@@ -53,6 +54,15 @@ export interface Acquire {
   readonly limit: number;
   /** A shared (read) claim: holds beside other shared claims of the name (limit 1 only). */
   readonly shared: boolean;
+  /** RECLAIM: the grant this claim reclaims (protocol.md section 14); absent for a fresh claim. */
+  readonly reclaim?: Reclaim;
+}
+
+/** The grant a RECLAIM names: its token, and its slot (a semaphore's; -1 without LIMIT). */
+export interface Reclaim {
+  /** Exact below 2^53; a larger u64 on the wire is read as Infinity (no such grant exists). */
+  readonly token: number;
+  readonly slot: number;
 }
 
 /** What a client asks for; `limit` defaults to 1, `shared` and `try` to false. */
@@ -63,6 +73,8 @@ export interface AcquireRequest {
   readonly try: boolean;
   readonly limit?: number;
   readonly shared?: boolean;
+  /** Reclaim this grant (its token, and with a limit above 1 its slot). */
+  readonly reclaim?: { readonly token: number | bigint; readonly slot?: number };
 }
 
 /**
@@ -89,13 +101,23 @@ export function encodeAcquire(request: AcquireRequest): Uint8Array {
   }
   if (shared && limit !== 1) throw new RangeError(`a shared claim has limit 1, got ${limit}`);
   const withLimit = limit !== 1;
-  const fixed = ACQUIRE_FIXED_LENGTH + (withLimit ? LIMIT_LENGTH : 0);
+  const reclaim = request.reclaim;
+  const fixed = ACQUIRE_FIXED_LENGTH + (withLimit ? LIMIT_LENGTH : 0) + (reclaim === undefined ? 0 : TOKEN_LENGTH + (withLimit ? SLOT_LENGTH : 0));
   const bytes = frame(FrameType.ACQUIRE, 0, fixed + name.length + owner.length);
   const view = new DataView(bytes.buffer);
   bytes[4] = PROTOCOL_VERSION;
-  bytes[5] = (request.try ? OPTION_TRY : 0) | (shared ? OPTION_SHARED : 0) | (withLimit ? OPTION_LIMIT : 0);
+  bytes[5] = (request.try ? OPTION_TRY : 0) | (shared ? OPTION_SHARED : 0) | (withLimit ? OPTION_LIMIT : 0) | (reclaim === undefined ? 0 : OPTION_RECLAIM);
   view.setUint32(6, request.leaseMs);
   if (withLimit) view.setUint16(10, limit);
+  if (reclaim !== undefined) {
+    const at = withLimit ? 12 : 10;
+    view.setBigUint64(at, BigInt(reclaim.token));
+    if (withLimit) {
+      const slot = reclaim.slot ?? -1;
+      if (!Number.isInteger(slot) || slot < 0 || slot >= limit) throw new RangeError(`a reclaim of a semaphore's grant names its slot 0..${limit - 1}, got ${slot}`);
+      view.setUint16(at + TOKEN_LENGTH, slot);
+    }
+  }
   view.setUint16(HEADER_LENGTH + fixed - 2, name.length);
   bytes.set(name, HEADER_LENGTH + fixed);
   bytes.set(owner, HEADER_LENGTH + fixed + name.length);
@@ -124,9 +146,10 @@ export function decodeAcquire(bytes: Uint8Array, offset: number, length: number)
   const leaseMs =
     (bytes[offset + 2]! * 0x1000000 + ((bytes[offset + 3]! << 16) | (bytes[offset + 4]! << 8) | bytes[offset + 5]!));
   const withLimit = (options & OPTION_LIMIT) !== 0;
-  const fixed = withLimit ? ACQUIRE_FIXED_LENGTH + LIMIT_LENGTH : ACQUIRE_FIXED_LENGTH;
+  const withReclaim = (options & OPTION_RECLAIM) !== 0;
+  const fixed = ACQUIRE_FIXED_LENGTH + (withLimit ? LIMIT_LENGTH : 0) + (withReclaim ? TOKEN_LENGTH + (withLimit ? SLOT_LENGTH : 0) : 0);
   if (fixed > length) {
-    return fail(ErrorCode.PROTOCOL_ERROR, `the limit and name_length fields run past the end of the ${length}-byte ACQUIRE body`);
+    return fail(ErrorCode.PROTOCOL_ERROR, `the ${withLimit ? "limit, " : ""}${withReclaim ? "token, " : ""}name_length fields run past the end of the ${length}-byte ACQUIRE body`);
   }
   const limit = withLimit ? (bytes[offset + 6]! << 8) | bytes[offset + 7]! : 1;
   const nameLength = (bytes[offset + fixed - 2]! << 8) | bytes[offset + fixed - 1]!;
@@ -156,17 +179,21 @@ export function decodeAcquire(bytes: Uint8Array, offset: number, length: number)
   if (shared && limit !== 1) {
     return fail(ErrorCode.BAD_REQUEST, `a shared claim has limit 1; this one asked for limit ${limit} (a name is a read/write lock or a semaphore, not both)`);
   }
-  return {
-    ok: true,
-    request: {
-      name: decodeText(bytes, nameStart, nameLength),
-      leaseMs,
-      owner: ownerLength === 0 ? "" : decodeText(bytes, ownerStart, ownerLength),
-      try: (options & OPTION_TRY) !== 0,
-      limit,
-      shared,
-    },
+  const request: Acquire = {
+    name: decodeText(bytes, nameStart, nameLength),
+    leaseMs,
+    owner: ownerLength === 0 ? "" : decodeText(bytes, ownerStart, ownerLength),
+    try: (options & OPTION_TRY) !== 0,
+    limit,
+    shared,
   };
+  if (!withReclaim) return { ok: true, request };
+  const at = offset + (withLimit ? 8 : 6);
+  const high = ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0;
+  const low = ((bytes[at + 4]! << 24) | (bytes[at + 5]! << 16) | (bytes[at + 6]! << 8) | bytes[at + 7]!) >>> 0;
+  const token = high >= 0x20_0000 ? Infinity : high * 0x1_0000_0000 + low; // at or above 2^53: no grant has it
+  const slot = withLimit ? (bytes[at + 8]! << 8) | bytes[at + 9]! : -1;
+  return { ok: true, request: { ...request, reclaim: { token, slot } } };
 }
 
 function fail(code: ErrorCode, message: string): AcquireDecoded {

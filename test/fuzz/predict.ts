@@ -55,6 +55,7 @@ export function predict(stream: Uint8Array): Prediction {
     if (!acquire.ok) return end(acquire.codes);
     const held = acquire.nameKey === CONTROL_KEY;
     if (held && acquire.limit !== 1) return end(only(ErrorCode.LIMIT_MISMATCH));
+    if (acquire.reclaim) return end(only(ErrorCode.RECLAIM_REFUSED)); // the fuzzed servers have reclaim off
     if (held && acquire.try) return end(only(ErrorCode.LOCK_BUSY));
     leaseMs = acquire.leaseMs;
     state = held ? "waiting" : "owner";

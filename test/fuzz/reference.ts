@@ -41,7 +41,7 @@ export function referenceParse(stream: Uint8Array, ranges: ReadonlyMap<number, B
 }
 
 export type RefAcquire =
-  | { readonly ok: true; readonly nameKey: string; readonly leaseMs: number; readonly try: boolean; readonly limit: number; readonly shared: boolean }
+  | { readonly ok: true; readonly nameKey: string; readonly leaseMs: number; readonly try: boolean; readonly limit: number; readonly shared: boolean; readonly reclaim: boolean }
   | { readonly ok: false; readonly codes: ReadonlySet<number> };
 
 const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -66,10 +66,12 @@ export function referenceAcquire(body: Uint8Array): RefAcquire {
   const codes = new Set<number>();
   const options = body[1]!;
   if (body[0] !== 1) codes.add(ErrorCode.UNSUPPORTED_VERSION);
-  if ((options & 0xf8) !== 0) codes.add(ErrorCode.BAD_REQUEST); // bits 0 TRY, 1 SHARED, 2 LIMIT are defined
+  if ((options & 0xf0) !== 0) codes.add(ErrorCode.BAD_REQUEST); // bits 0 TRY, 1 SHARED, 2 LIMIT, 3 RECLAIM are defined
   const leaseMs = ((body[2]! * 256 + body[3]!) * 256 + body[4]!) * 256 + body[5]!;
   if (leaseMs === 0) codes.add(ErrorCode.BAD_REQUEST);
-  const fixed = (options & 0x04) !== 0 ? 10 : 8;
+  const withLimit = (options & 0x04) !== 0;
+  const reclaim = (options & 0x08) !== 0;
+  const fixed = 8 + (withLimit ? 2 : 0) + (reclaim ? 8 + (withLimit ? 2 : 0) : 0);
   const shared = (options & 0x02) !== 0;
   let nameKey = "";
   let limit = 1;
@@ -77,7 +79,7 @@ export function referenceAcquire(body: Uint8Array): RefAcquire {
     codes.add(ErrorCode.PROTOCOL_ERROR);
     return { ok: false, codes };
   }
-  if (fixed === 10) {
+  if (withLimit) {
     limit = body[6]! * 256 + body[7]!;
     if (limit === 0) codes.add(ErrorCode.BAD_REQUEST);
   }
@@ -93,5 +95,5 @@ export function referenceAcquire(body: Uint8Array): RefAcquire {
     nameKey = Array.from(name, (b) => b.toString(16).padStart(2, "0")).join("");
   }
   if (codes.size > 0) return { ok: false, codes };
-  return { ok: true, nameKey, leaseMs, try: (options & 1) === 1, limit, shared };
+  return { ok: true, nameKey, leaseMs, try: (options & 1) === 1, limit, shared, reclaim };
 }

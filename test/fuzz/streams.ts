@@ -57,7 +57,7 @@ export function clientFrame(rng: Rng): Uint8Array {
     case 1:
       return badAcquire(rng).frame;
     case 2: {
-      const body = rng.bytes(rng.range(9, 778));
+      const body = rng.bytes(rng.range(9, 788));
       if (rng.chance(0.5)) body[0] = 1;
       return frameOf(FrameType.ACQUIRE, 0, body);
     }

@@ -46,6 +46,8 @@ export interface ClaimOptions {
   owner?: string;
   limit?: number;
   shared?: boolean;
+  /** RECLAIM this grant (token, and a semaphore's slot). */
+  reclaim?: { token: number; slot?: number };
 }
 
 export class Harness implements EngineOutput<FakeConn> {
@@ -82,7 +84,15 @@ export class Harness implements EngineOutput<FakeConn> {
   acquire(conn: FakeConn, lock: string, leaseMs: number, options: ClaimOptions = {}): boolean {
     return this.frame(
       conn,
-      encodeAcquire({ name: lock, leaseMs, owner: options.owner ?? "", try: options.try ?? false, limit: options.limit ?? 1, shared: options.shared ?? false }),
+      encodeAcquire({
+        name: lock,
+        leaseMs,
+        owner: options.owner ?? "",
+        try: options.try ?? false,
+        limit: options.limit ?? 1,
+        shared: options.shared ?? false,
+        ...(options.reclaim === undefined ? {} : { reclaim: options.reclaim }),
+      }),
     );
   }
 

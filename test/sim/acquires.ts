@@ -68,7 +68,7 @@ export function badAcquire(rng: Rng): BadAcquire {
       return { frame: rawAcquire(version, 0, lease, name, owner), code: ErrorCode.UNSUPPORTED_VERSION, what: `version ${version}` };
     }
     case 1: {
-      const options = (rng.chance(0.5) ? 1 : 0) | (1 << rng.range(3, 7)); // bits 0..2 are TRY, SHARED, LIMIT
+      const options = (rng.chance(0.5) ? 1 : 0) | (1 << rng.range(4, 7)); // bits 0..3 are TRY, SHARED, LIMIT, RECLAIM
       return { frame: rawAcquire(1, options, lease, name, owner), code: ErrorCode.BAD_REQUEST, what: `options 0x${options.toString(16)}` };
     }
     case 2:

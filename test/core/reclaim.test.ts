@@ -1,0 +1,168 @@
+// Reclaim in the engine (protocol.md section 14): the RECLAIMABLE flag, the
+// clean stop's SHUTTING_DOWN with RECLAIM and its published grants, and a
+// restarted engine that grants exactly those reclaims, with their tokens,
+// while their names are held back, and refuses every other.
+import { describe, expect, test } from "bun:test";
+import { LockDelay } from "../../src/core/delay.ts";
+import { NO_SLOT, type ReclaimEntry, SessionState, SHARED_CLAIM } from "../../src/core/index.ts";
+import { MemoryTokens } from "../../src/core/tokens.ts";
+import { ErrorCode, FLAG_RECLAIM, FLAG_RECLAIMABLE, FLAG_REPLY, FLAG_SLOT, FrameType } from "../../src/protocol/index.ts";
+import { type FakeConn, Harness } from "../helpers/engine.ts";
+
+const ACQUIRED = FrameType.ACQUIRED;
+const holding = (c: FakeConn): boolean => c.session!.state === SessionState.OWNER;
+
+/** The next run after a clean stop: published names held back until `until`, reclaim on with cap M, tokens above `floor`. */
+function restarted(published: Map<string, ReclaimEntry[]>, options: { until?: number; maxLeaseMs?: number; floor?: number } = {}): Harness {
+  const until = options.until ?? 10_000;
+  const delay = new LockDelay({
+    why: "clean-restart",
+    until: 0,
+    names: new Map([...published.keys()].map((name) => [name, until])),
+    durableMaxMs: Infinity,
+    raise: () => true,
+  });
+  const tokens = new MemoryTokens();
+  for (let i = 0; i < (options.floor ?? 100); i++) tokens.next();
+  return new Harness({ delay, tokens, reclaim: { maxLeaseMs: options.maxLeaseMs ?? 10_000, published } });
+}
+
+describe("reclaim off", () => {
+  test("no flag on any grant, a reclaim is refused, and a shutdown sends plain SHUTTING_DOWN", () => {
+    const h = new Harness();
+    const a = h.client("L", 1000);
+    expect(a.sent).toEqual([{ type: ACQUIRED, flags: FLAG_REPLY, token: 1n }]);
+    const r = h.claim("M", 1000, { reclaim: { token: 1 } });
+    expect(r.closeFrame!.code).toBe(ErrorCode.RECLAIM_REFUSED);
+    expect(r.closeText).toContain("off");
+    expect(h.engine.reclaimableGrants().size).toBe(0);
+    h.engine.shutdown(h.now, true);
+    expect(a.closeFrame).toEqual({ type: FrameType.ERROR, flags: 0, code: ErrorCode.SHUTTING_DOWN });
+  });
+});
+
+describe("reclaim on: the stopping run", () => {
+  test("grants within the cap carry RECLAIMABLE on every ACQUIRED; longer leases do not", () => {
+    const h = new Harness({ reclaim: { maxLeaseMs: 5000 } });
+    const a = h.client("L", 5000, "a");
+    const b = h.client("L", 5001, "b");
+    const c = h.client("L", 2000, "c");
+    const long = h.client("M", 9000, "long");
+    expect(a.sent[0]).toEqual({ type: ACQUIRED, flags: FLAG_REPLY | FLAG_RECLAIMABLE, token: 1n });
+    expect(long.sent[0]).toEqual({ type: ACQUIRED, flags: FLAG_REPLY, token: 2n });
+    h.heartbeat(a);
+    expect(a.last).toEqual({ type: ACQUIRED, flags: FLAG_REPLY | FLAG_RECLAIMABLE, token: 1n });
+    h.closePeer(a);
+    expect(b.last).toEqual({ type: ACQUIRED, flags: 0, token: 3n }); // above the cap: a push without the flag
+    h.closePeer(b);
+    expect(c.last).toEqual({ type: ACQUIRED, flags: FLAG_RECLAIMABLE, token: 4n });
+    const pool = [0, 1].map(() => h.claim("pool", 1000, { limit: 2 }));
+    expect(pool[1]!.sent[0]).toEqual({ type: ACQUIRED, flags: FLAG_REPLY | FLAG_SLOT | FLAG_RECLAIMABLE, token: 6n, slot: 1 });
+  });
+
+  test("a clean stop: the reclaimable grants published, RECLAIM on their SHUTTING_DOWN only", () => {
+    const h = new Harness({ reclaim: { maxLeaseMs: 5000 } });
+    const a = h.client("L", 5000, "a");
+    const w = h.client("L", 5000, "w");
+    const long = h.client("M", 9000, "long");
+    const r1 = h.claim("rw", 3000, { shared: true });
+    const r2 = h.claim("rw", 4000, { shared: true });
+    const s = h.claim("pool", 1000, { limit: 3 });
+    const grants = h.engine.reclaimableGrants();
+    expect(Object.fromEntries(grants)).toEqual({
+      L: [{ token: 1, slot: NO_SLOT, limit: 1, leaseMs: 5000 }],
+      rw: [
+        { token: 3, slot: SHARED_CLAIM, limit: 1, leaseMs: 3000 },
+        { token: 4, slot: SHARED_CLAIM, limit: 1, leaseMs: 4000 },
+      ],
+      pool: [{ token: 5, slot: 0, limit: 3, leaseMs: 1000 }],
+    });
+    h.engine.shutdown(h.now, true);
+    for (const c of [a, r1, r2, s]) expect(c.closeFrame).toEqual({ type: FrameType.ERROR, flags: FLAG_RECLAIM, code: ErrorCode.SHUTTING_DOWN });
+    for (const c of [w, long]) expect(c.closeFrame).toEqual({ type: FrameType.ERROR, flags: 0, code: ErrorCode.SHUTTING_DOWN });
+  });
+});
+
+describe("reclaim on: the next run", () => {
+  const published = (): Map<string, ReclaimEntry[]> =>
+    new Map([
+      ["L", [{ token: 7, slot: NO_SLOT, limit: 1, leaseMs: 5000 }]],
+      [
+        "rw",
+        [
+          { token: 8, slot: SHARED_CLAIM, limit: 1, leaseMs: 3000 },
+          { token: 9, slot: SHARED_CLAIM, limit: 1, leaseMs: 3000 },
+        ],
+      ],
+      [
+        "pool",
+        [
+          { token: 10, slot: 0, limit: 3, leaseMs: 1000 },
+          { token: 12, slot: 2, limit: 3, leaseMs: 1000 },
+        ],
+      ],
+    ]);
+
+  test("a published grant is reclaimed at once with its own token, ahead of fresh claims, which are served after it", () => {
+    const h = restarted(published(), { until: 4000 });
+    const fresh = h.client("L", 5000, "fresh");
+    expect(fresh.sent).toEqual([{ type: FrameType.WAITING, flags: FLAG_REPLY }]);
+    const r = h.claim("L", 5000, { reclaim: { token: 7 } }, "r");
+    expect(r.sent).toEqual([{ type: ACQUIRED, flags: FLAG_REPLY | FLAG_RECLAIMABLE, token: 7n }]);
+    expect(h.engine.tokens.last).toBe(100); // a reclaim takes no new token
+    expect(h.engine.stats.reclaims).toBe(1);
+    h.heartbeat(r);
+    expect(r.last).toEqual({ type: ACQUIRED, flags: FLAG_REPLY | FLAG_RECLAIMABLE, token: 7n });
+    // The delay ends: the fresh claim still waits behind the reclaimed holder, then gets a token above the earlier run's.
+    h.at(4000);
+    h.engine.resume(h.now);
+    expect(holding(fresh)).toBe(false);
+    h.closePeer(r);
+    expect(fresh.last).toEqual({ type: ACQUIRED, flags: FLAG_RECLAIMABLE, token: 101n });
+  });
+
+  test("refused: a token, slot, mode or limit that was not published, a name not held back, a lease above the cap, after the grace", () => {
+    const h = restarted(published());
+    const refused = (name: string, options: Parameters<Harness["claim"]>[2], lease = 1000): string => {
+      const c = h.claim(name, lease, options);
+      expect(c.closeFrame?.code).toBe(ErrorCode.RECLAIM_REFUSED);
+      return c.closeText;
+    };
+    expect(refused("L", { reclaim: { token: 6 } })).toContain("no such grant");
+    expect(refused("L", { reclaim: { token: 7 }, shared: true })).toContain("no such grant");
+    expect(refused("pool", { reclaim: { token: 10, slot: 1 }, limit: 3 })).toContain("no such grant");
+    expect(refused("pool", { reclaim: { token: 10, slot: 0 }, limit: 4 })).toContain("no such grant");
+    expect(refused("other", { reclaim: { token: 7 } })).toContain("not in a grace");
+    expect(refused("L", { reclaim: { token: 7 } }, 10_001)).toContain("reclaim cap");
+    h.at(10_000);
+    expect(refused("L", { reclaim: { token: 7 } })).toContain("not in a grace");
+    expect(h.engine.stats.reclaimsRefused).toBe(7);
+    expect(h.engine.locks.size).toBe(0);
+  });
+
+  test("a second connection reclaiming the same grant replaces the first", () => {
+    const h = restarted(published());
+    const first = h.claim("L", 5000, { reclaim: { token: 7 } }, "first");
+    const second = h.claim("L", 5000, { reclaim: { token: 7 } }, "second");
+    expect(first.closeFrame!.code).toBe(ErrorCode.RECLAIM_REFUSED);
+    expect(first.closeText).toContain("replaced");
+    expect(second.sent[0]).toEqual({ type: ACQUIRED, flags: FLAG_REPLY | FLAG_RECLAIMABLE, token: 7n });
+    expect(h.engine.locks.get("L")!.holders).toBe(1);
+  });
+
+  test("shared grants are reclaimed side by side; a semaphore's in their slots, and fresh claims take the free ones after the grace", () => {
+    const h = restarted(published(), { until: 1500 });
+    const r8 = h.claim("rw", 3000, { shared: true, reclaim: { token: 8 } });
+    const r9 = h.claim("rw", 3000, { shared: true, reclaim: { token: 9 } });
+    expect([holding(r8), holding(r9)]).toEqual([true, true]);
+    const fresh = h.claim("pool", 1000, { limit: 3 }, "fresh");
+    const s2 = h.claim("pool", 1000, { limit: 3, reclaim: { token: 12, slot: 2 } });
+    expect(s2.sent[0]).toEqual({ type: ACQUIRED, flags: FLAG_REPLY | FLAG_SLOT | FLAG_RECLAIMABLE, token: 12n, slot: 2 });
+    expect(holding(fresh)).toBe(false); // held back with its name, even though a permit is free
+    h.at(1500);
+    h.engine.resume(h.now);
+    expect(fresh.last).toEqual({ type: ACQUIRED, flags: FLAG_SLOT | FLAG_RECLAIMABLE, token: 101n, slot: 0 });
+    // Slot 0's reclaim is now too late: the grace is over, and the slot has a newer holder.
+    expect(h.claim("pool", 1000, { limit: 3, reclaim: { token: 10, slot: 0 } }).closeFrame!.code).toBe(ErrorCode.RECLAIM_REFUSED);
+  });
+});
