@@ -713,9 +713,9 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     }
     session.lock = held;
     session.slot = slot;
+    session.token = entry.token;
     held.holdAt(session);
     if (held.holders === 1) this.stats.heldLocks++;
-    session.token = entry.token;
     session.grantedAt = now;
     this.setState(session, SessionState.OWNER);
     const flags = FLAG_REPLY | FLAG_RECLAIMABLE;

@@ -160,13 +160,23 @@ export class Lock<C = unknown> {
     if (this.slots !== null) session.slot = takeSlot(this.slots);
   }
 
-  /** A reclaimed grant becomes a holder with the slot it names (free: the earlier run's slots were distinct). */
+  /**
+   * A reclaimed grant becomes a holder with the slot it names (free: the
+   * earlier run's slots were distinct), placed by its token so the list
+   * stays in token order, oldest grant first, as the ops views page it
+   * (its token set before this call). Reclaims come before any fresh grant
+   * of the name, so the walk back from the tail is over reclaims only.
+   */
   holdAt(session: Session<C>): void {
-    session.queuePrev = this.holdTail;
-    session.queueNext = null;
-    if (this.holdTail !== null) this.holdTail.queueNext = session;
+    let after = this.holdTail;
+    while (after !== null && after.token > session.token) after = after.queuePrev;
+    const before = after === null ? this.holdHead : after.queueNext;
+    session.queuePrev = after;
+    session.queueNext = before;
+    if (after !== null) after.queueNext = session;
     else this.holdHead = session;
-    this.holdTail = session;
+    if (before !== null) before.queuePrev = session;
+    else this.holdTail = session;
     this.holders++;
     if (this.slots !== null) this.slots[session.slot >>> 5] = this.slots[session.slot >>> 5]! | (1 << (session.slot & 31));
   }

@@ -152,9 +152,11 @@ describe("reclaim on: the next run", () => {
 
   test("shared grants are reclaimed side by side; a semaphore's in their slots, and fresh claims take the free ones after the grace", () => {
     const h = restarted(published(), { until: 1500 });
-    const r8 = h.claim("rw", 3000, { shared: true, reclaim: { token: 8 } });
     const r9 = h.claim("rw", 3000, { shared: true, reclaim: { token: 9 } });
+    const r8 = h.claim("rw", 3000, { shared: true, reclaim: { token: 8 } });
     expect([holding(r8), holding(r9)]).toEqual([true, true]);
+    // Holders stay in token order whatever order the reclaims came in (the ops views page them by token).
+    expect(h.engine.locks.get("rw")!.holderList().map((x) => x.token)).toEqual([8, 9]);
     const fresh = h.claim("pool", 1000, { limit: 3 }, "fresh");
     const s2 = h.claim("pool", 1000, { limit: 3, reclaim: { token: 12, slot: 2 } });
     expect(s2.sent[0]).toEqual({ type: ACQUIRED, flags: FLAG_REPLY | FLAG_SLOT | FLAG_RECLAIMABLE, token: 12n, slot: 2 });
