@@ -146,3 +146,12 @@ export function holderChanged(name: string, holder: HolderFacts, want: HolderPre
   const now = `session ${holder.session}${holder.owner === "" ? "" : ` (owner ${JSON.stringify(holder.owner)})`} with token ${holder.token}`;
   return `${JSON.stringify(name)} is held by ${now}, not by the ${describePrecondition(want)} asked for: the holder changed, nothing was released; look again and name the holder you mean`;
 }
+
+/**
+ * The refusal when a lock of several holders (a semaphore's, or shared
+ * ones) has none that `want` names: how many hold it and who is the oldest.
+ */
+export function holderGone(name: string, holding: number, oldest: HolderFacts, want: HolderPrecondition): string {
+  const first = `session ${oldest.session}${oldest.owner === "" ? "" : ` (owner ${JSON.stringify(oldest.owner)})`} with token ${oldest.token}`;
+  return `${JSON.stringify(name)} has ${holding} holders and none is the ${describePrecondition(want)} asked for (the oldest is ${first}): the holder changed, nothing was released; look again and name the holder you mean`;
+}
