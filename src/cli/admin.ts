@@ -19,7 +19,7 @@ const FORCE_RELEASE_OPTIONS = {
   ...ADMIN_OPTIONS,
   token: {
     flag: "--token",
-    help: "release only if the holder's fencing token is N (lockd status shows it); another holder: exit 1, nothing released",
+    help: "release the holder whose fencing token is N (lockd status shows it); none holds with it: exit 1, nothing released",
     value: "N",
     schema: z.string().transform((text, ctx) => {
       const token = parseFencingToken(text);
@@ -29,7 +29,7 @@ const FORCE_RELEASE_OPTIONS = {
   },
   session: {
     flag: "--session",
-    help: "release only if the holder is session ID (lockd status shows it); another holder: exit 1, nothing released",
+    help: "release holder session ID (lockd status shows it); it holds NAME no more: exit 1, nothing released",
     value: "ID",
     schema: z.string().transform((text, ctx) => {
       const id = parseSessionId(text);
@@ -68,15 +68,18 @@ shard --ops names), and nothing was done.
 
 export const FORCE_RELEASE_HELP = `Usage: lockd force-release [options] NAME
 
-Ends the session that holds NAME with ERROR FORCE_RELEASED; the first
-waiter, if any, gets the lock at once with a new fencing token. With a map
-of shards in --ops, the request goes to NAME's shard.
+Ends a session that holds NAME with ERROR FORCE_RELEASED; the waiters that
+fit then (the first, or a run of shared ones) get the lock at once, each
+with a new fencing token. With a map of shards in --ops, the request goes
+to NAME's shard.
 
 Name the holder you mean with --token (its fencing token) and/or --session
-(its session id), as lockd status showed them: if it has left and another
-session holds NAME now, nothing is released (exit 1, naming the holder).
-Without them, whoever holds NAME when the request arrives is released (for
-scripts that mean exactly that).
+(its session id), as lockd status showed them: of a semaphore's or shared
+lock's holders, that one is released and no other. If it has left (and
+another session holds NAME now), nothing is released (exit 1, naming a
+holder). Without them, the oldest holder when the request arrives is
+released (the owner of an exclusive lock: for scripts that mean exactly
+that).
 
 ${common(FORCE_RELEASE_OPTIONS, "no holder, or not the one --token or --session names")}`;
 
@@ -138,8 +141,18 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
     out.write(`kicked session ${kicked.session}${label(kicked.owner)} from ${JSON.stringify(lock)} (it was waiter ${kicked.position}, waiting ${humanMs(kicked.waitingForMs)})\n`);
   } else {
     const { lock, released, promoted } = answer.body as { lock: string; released: HolderView; promoted: HolderView | null };
-    out.write(`released ${JSON.stringify(lock)} from session ${released.session}${label(released.owner)}, token ${released.token}, held ${humanMs(released.heldForMs)}\n`);
-    out.write(promoted === null ? "no waiters: the lock is free\n" : `promoted session ${promoted.session}${label(promoted.owner)}, token ${promoted.token}\n`);
+    const { promotedCount } = answer.body as { promotedCount?: number };
+    out.write(`released ${JSON.stringify(lock)} from session ${released.session}${label(released.owner)}${slotOf(released)}, token ${released.token}, held ${humanMs(released.heldForMs)}\n`);
+    if (promoted === null) {
+      // A semaphore's or shared lock's other holders may still hold it; a lock-delay may hold a waiter back.
+      const { holding, waiting } = answer.body as { holding?: number; waiting?: number };
+      if (typeof holding === "number" && holding > 0) out.write(`no waiter was granted: ${holding} other holder${holding === 1 ? "" : "s"} still hold${holding === 1 ? "s" : ""} it\n`);
+      else if (typeof waiting === "number" && waiting > 0) out.write(`no waiter was granted yet (${waiting} waiting)\n`);
+      else out.write("no waiters: the lock is free\n");
+    } else {
+      const others = typeof promotedCount === "number" && promotedCount > 1 ? ` (and ${promotedCount - 1} more granted with it)` : "";
+      out.write(`promoted session ${promoted.session}${label(promoted.owner)}${slotOf(promoted)}, token ${promoted.token}${others}\n`);
+    }
   }
   return ExitCode.OK;
 }
@@ -159,6 +172,11 @@ function opsFor(verb: Verb, target: string, map: ServerMap): readonly Address[] 
     );
   }
   return map.shards[placement.indexOf(target)]!.addresses;
+}
+
+/** ", slot K" for a semaphore's holder, ", shared" for a shared one; "" for an exclusive one. */
+function slotOf(holder: HolderView): string {
+  return typeof holder.slot === "number" ? `, slot ${holder.slot}` : holder.shared === true ? ", shared" : "";
 }
 
 function label(owner: string): string {

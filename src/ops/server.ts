@@ -626,7 +626,7 @@ export class OpsServer {
     }
     const done = locks.forceRelease(name, now, target ?? undefined);
     if (done === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
-    const { released, promoted, promotedCount } = done;
+    const { released, promoted, promotedCount, holding, waiting } = done;
     this.stats.forceReleases++;
     this.options.log.info("admin.force_release", "admin force-release", {
       ...this.who(request),
@@ -637,7 +637,7 @@ export class OpsServer {
       promoted: promoted?.session ?? null,
       ...(promotedCount > 1 ? { promotedCount } : {}),
     });
-    return json(200, { lock: name, released, promoted, promotedCount });
+    return json(200, { lock: name, released, promoted, promotedCount, holding, waiting });
   }
 
   private kick(idText: string, query: string, request: HttpRequest): HttpReply {

@@ -201,6 +201,9 @@ export interface ForceReleased {
   readonly released: HolderView;
   readonly promoted: HolderView | null;
   readonly promotedCount: number;
+  /** The lock's holders and waiters just after (0 and 0: it is free). */
+  readonly holding: number;
+  readonly waiting: number;
 }
 
 /**

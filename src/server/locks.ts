@@ -318,7 +318,7 @@ export class EngineLocks implements LockSource {
     this.shell.forceRelease(name, now, holder.id);
     const promotedCount = stats.grantsPromoted + stats.grantsImmediate - before;
     const promoted = head !== null && head.state === SessionState.OWNER && head.lock === lock ? holderView(head, performance.now()) : null;
-    return { released, promoted, promotedCount };
+    return { released, promoted, promotedCount, holding: lock.holders, waiting: lock.waiting };
   }
 
   kick(id: number, now: number, lock?: string): KickResult {
