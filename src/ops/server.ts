@@ -8,8 +8,9 @@
  * work that grows with sessions, locks or descriptors in one go: /metrics
  * reads counters and is built at most once per metricsMaxAgeMs, a page of
  * /v1/locks is at most MAX_PAGE locks, a lock view shows at most MAX_PAGE
- * waiters a page (`next` for more), every walk over the lock table or a
- * lock's queue (a listing, a lock view, the /ui page's snapshots and views)
+ * waiters and MAX_PAGE holders a page (`next` and `holdersNext` for more),
+ * every walk over the lock table or a lock's queue or holders (a listing,
+ * a lock view, the /ui page's snapshots and views)
  * goes through one queue doing one slice of `scanSlice` per loop turn in
  * all (slices.ts), each page or view is built in the turn its walk ends,
  * and HEAD of the lock routes builds no body.
