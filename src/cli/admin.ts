@@ -2,7 +2,7 @@
 import { readOptionFile } from "./files.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { ADMIN_OPTIONS } from "./config.ts";
+import { ADMIN_OPTIONS } from "./options/ops-options.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";

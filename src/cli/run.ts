@@ -31,7 +31,7 @@ import type { Lock } from "../client/lock.ts";
 import type { TlsSettings } from "../client/transport.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { RUN_OPTIONS } from "./config.ts";
+import { RUN_OPTIONS } from "./options/run-options.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
 

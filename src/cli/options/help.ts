@@ -1,6 +1,6 @@
 /** The options section of `--help` texts, laid out from the option tables. */
 import type { OptionTable } from "./argv.ts";
-import { placeholderOf } from "./values.ts";
+import { placeholderOf } from "./text.ts";
 
 /** The column where a help row's text starts. */
 const HELP_COLUMN = 32;
