@@ -15,7 +15,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { constants as osConstants } from "node:os";
-import { isatty } from "node:tty";
+import { isatty } from "../process/tty.ts";
 import { DEFAULT_RECONNECT_MS, LockClient } from "../client/client.ts";
 import {
   LockAbortedError,

@@ -28,7 +28,7 @@ export const RUN_OPTIONS = {
   wait: {
     flag: "--wait",
     help: "give up waiting for the lock after this long, with its unit: 30s, 500ms (default: no limit)",
-    schema: duration(0, Number.MAX_SAFE_INTEGER, " (flock's -w counts seconds: lockd does not guess)"),
+    schema: duration(0, Number.MAX_SAFE_INTEGER, " (flock's -w counts seconds; lockd guesses no unit)"),
   },
   conflictExitCode: {
     flag: "--conflict-exit-code",

@@ -108,7 +108,7 @@ export function formatDuration(ms: number): string {
 export function durationParser(min: number, max = Number.MAX_SAFE_INTEGER, hint = ""): (text: string) => number {
   return (text) => {
     const bare = /^\s*(\d+(?:\.\d+)?)\s*$/.exec(text);
-    if (bare !== null) throw new ValueProblem(`"${bare[1]}" has no unit: write ${bare[1]}ms or ${bare[1]}s${hint}`);
+    if (bare !== null) throw new ValueProblem(`"${bare[1]}" has no unit: write ${bare[1]}s or ${bare[1]}ms${hint}`);
     const ms = parseDuration(text);
     if (Number.isNaN(ms)) throw new ValueProblem(`"${text}" is not a duration (examples: 250ms, 5s, 2m)`);
     if (ms < min || ms > max) throw new ValueProblem(`${text} is out of range ${formatDuration(min)}..${formatDuration(max)}`);
