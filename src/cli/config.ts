@@ -8,7 +8,7 @@
  * ops-options.ts), zod-free, so that `lockd run` and the ops verbs load
  * neither zod nor this file; COMMAND_OPTIONS lists every table.
  */
-import { z } from "zod";
+import { z } from "zod/mini";
 import { DEFAULT_LOCK_ADDRESS, DEFAULT_OPS_ADDRESS } from "../net/address.ts";
 import { DEFAULT_OPS_CONNECTIONS, DEFAULT_OPS_IDLE_TIMEOUT_MS, RESERVED_FDS } from "../process/limits.ts";
 import { MAX_GENERATION } from "../shard/map.ts";
