@@ -8,7 +8,7 @@
  */
 import { dlopen, FFIType } from "bun:ffi";
 import { createRequire } from "node:module";
-import { LIBC_NAMES } from "./limits.ts";
+import { LIBC_NAMES } from "./libc.ts";
 
 let libcIsatty: ((fd: number) => boolean) | null | undefined;
 

@@ -2,7 +2,8 @@
 // --splitting) has a chunk per command, and a client command's chunks, with
 // everything they import, hold no zod, no server, ops server, coordinator or
 // page, and import none of the Node modules whose loading costs a command
-// milliseconds (node:net, node:tls, node:crypto, node:tty: docs/performance.md).
+// milliseconds (node:net, node:tls, node:crypto, node:tty; for lockd run
+// node:fs too: docs/performance.md).
 // And the IP literal checks that replace node:net's agree with it.
 import { expect, test } from "bun:test";
 import * as net from "node:net";
@@ -80,6 +81,8 @@ test("a client command loads no zod, no server and no node:net, node:tls, node:c
     expect({ command, server: modules.filter((m) => SERVER_ROOMS.test(m) && !SHARED.has(m)) }).toEqual({ command, server: [] });
     expect({ command, builtins: loaded.flatMap((c) => c.builtins).filter((b) => HEAVY_BUILTINS.includes(b)) }).toEqual({ command, builtins: [] });
   }
+  // lockd run, the command run most often, loads node:fs only when it reads a file (a certificate) or searches /proc.
+  expect(byCommand("run").flatMap((c) => c.builtins).filter((b) => b === "fs" || b === "node:fs")).toEqual([]);
   // And serve does load the server (the check above can fail).
   expect(byCommand("serve").flatMap((c) => c.modules)).toEqual(expect.arrayContaining(["src/server/daemon.ts", "src/cli/config.ts"]));
 }, 30_000);
