@@ -17,6 +17,9 @@ import { countParser, durationParser, kind, pathParser, placeholderOfSchema, pro
 
 export { formatDuration, parseDuration, placeholderOf } from "./text.ts";
 
+/** The string schema every option's pipe starts from: one instance (zod schemas are immutable), built once per start, not once per option. */
+const TEXT = z.string();
+
 /**
  * A schema from text: `parse` returns the value, or calls `fail` with the
  * problem (its result is zod's NEVER, to return).
@@ -25,7 +28,7 @@ function textSchema<T>(placeholder: string, parse: (text: string, fail: (message
   return kind(
     placeholder,
     z.pipe(
-      z.string(),
+      TEXT,
       z.transform((text: string, ctx): T => {
         const fail = (message: string): never => {
           ctx.issues.push({ code: "custom", message, input: text });
