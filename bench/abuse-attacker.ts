@@ -30,16 +30,30 @@
  *   m  up to `concurrency` ops connections, opened one after the other,
  *      each sending GET /v1/locks?limit=1000 and never reading the answer;
  *      one closed by the server is opened again.
+ *   n  `concurrency` keep-alive ops connections asking for the biggest view
+ *      of the crowd's one lock (QUEUE_NAME, 1,000 waiters): half of them
+ *      keep four `HEAD /v1/locks/NAME?limit=1000` in flight (pipelined),
+ *      half send `GET` of the same, the next as soon as one is answered;
+ *      reopened when closed.
+ *   o  `concurrency` keep-alive ops connections, each sending one
+ *      `GET /livez` every 4 s (inside the ops idle timeout of 5 s), so they
+ *      stay open for the whole attack.
+ *   p  `concurrency` sessions, each with a lock of its own and a lease
+ *      chosen so that every lease ends at the same moment (60 % into the
+ *      attack): lease = that moment - now, rounded, at each ACQUIRE; then
+ *      silence. The server ends them all with LEASE_EXPIRED at once; when
+ *      the ERRORs arrive is recorded.
  *
  * Every loop stops at the deadline and after a bounded number of
  * connections; the process also exits on its own after `lifetimeMs`.
  * `prepare` connects what must exist before the clock starts (a's
  * ACQUIRED); `run` attacks for `durationMs` and answers with counters.
  *
- * Usage: bun bench/abuse-attacker.ts <a..m> <port> <opsPort> <lifetimeMs> <concurrency> <flood> [serverPid:dataDir]
+ * Usage: bun bench/abuse-attacker.ts <a..p> <port> <opsPort> <lifetimeMs> <concurrency> <flood> [serverPid:dataDir]
  */
 import type { Socket, SocketHandler } from "bun";
 import { FrameReader, FrameType, HEARTBEAT_FRAME, encodeAcquire, errorCodeName, type FrameSink } from "../src/protocol/index.ts";
+import { QUEUE_NAME } from "./lib/abuse-options.ts";
 import { ready, serveRequests } from "./lib/child.ts";
 import { exitWithBench } from "./lib/orphan.ts";
 import { SERVER_LIMITS } from "./lib/peer.ts";
@@ -88,7 +102,9 @@ class Conn implements FrameSink {
       bump("ACQUIRED");
       this.onGranted?.();
     } else if (type === FrameType.ERROR) {
-      bump(`ERROR ${errorCodeName(bytes[offset]!)}`);
+      const code = errorCodeName(bytes[offset]!);
+      bump(`ERROR ${code}`);
+      if (code === "LEASE_EXPIRED") expiredAt.push(performance.now());
       return false;
     } else bump("replies");
     return true;
@@ -433,11 +449,174 @@ async function bigPipeliner(): Promise<void> {
   }
 }
 
+// --- n: the biggest views of one lock --------------------------------------------------
+
+const VIEW = `/v1/locks/${encodeURIComponent(QUEUE_NAME)}?limit=1000`;
+
+interface Viewer {
+  readonly method: "GET" | "HEAD";
+  /** Methods of the requests sent and not answered yet, in order. */
+  readonly sent: ("GET" | "HEAD")[];
+  head: string;
+  /** Body bytes still to read; -1 reading a head. */
+  remaining: number;
+}
+
+function askView(socket: Socket<Viewer>): void {
+  const method = socket.data.method;
+  socket.data.sent.push(method);
+  socket.write(`${method} ${VIEW} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+}
+
+/** An answer to HEAD has no body (the server sends Transfer-Encoding: chunked and none); a GET's has Content-Length. */
+function viewData(socket: Socket<Viewer>, chunk: Uint8Array): void {
+  bump("bytes read", chunk.length);
+  const v = socket.data;
+  let pos = 0;
+  while (pos < chunk.length) {
+    if (v.remaining < 0) {
+      const take = Math.min(chunk.length - pos, 4096);
+      const before = v.head.length;
+      v.head += Buffer.from(chunk.buffer, chunk.byteOffset + pos, take).toString("latin1");
+      const end = v.head.indexOf("\r\n\r\n");
+      if (end < 0) {
+        pos += take;
+        if (v.head.length > 16_384) socket.terminate();
+        continue;
+      }
+      pos += end + 4 - before;
+      const method = v.sent.shift() ?? "GET";
+      bump(`HTTP ${/^HTTP\/1\.[01] (\d{3})/.exec(v.head)?.[1] ?? "???"} ${method}`);
+      const length = /\r\ncontent-length:\s*(\d+)/i.exec(v.head);
+      v.remaining = method === "HEAD" || length === null ? 0 : Number(length[1]);
+      v.head = "";
+    }
+    const take = Math.min(v.remaining, chunk.length - pos);
+    v.remaining -= take;
+    pos += take;
+    if (v.remaining === 0) {
+      v.remaining = -1;
+      bump("answers");
+      if (live()) askView(socket);
+    }
+  }
+}
+
+async function viewer(method: "GET" | "HEAD", depth: number): Promise<void> {
+  while (live()) {
+    const { promise: closed, resolve } = Promise.withResolvers<void>();
+    let socket: Socket<Viewer>;
+    try {
+      bump("connects");
+      socket = await Bun.connect<Viewer>({
+        hostname: "127.0.0.1",
+        port: OPS_PORT,
+        data: { method, sent: [], head: "", remaining: -1 },
+        socket: {
+          binaryType: "uint8array",
+          data: viewData,
+          end: () => resolve(),
+          close: () => resolve(),
+          error: () => resolve(),
+        },
+      });
+    } catch (error) {
+      bump(`connect failed (${(error as { code?: string }).code ?? (error as Error).message})`);
+      await Bun.sleep(10);
+      continue;
+    }
+    for (let i = 0; i < depth; i++) askView(socket);
+    await Promise.race([closed, Bun.sleep(Math.max(0, deadline - performance.now()))]);
+    if (running && live()) bump("closed by the server");
+    socket.terminate();
+  }
+}
+
+// --- o: keep-alive ops connections, one request each every 4 s ----------------------------
+
+async function keepAlive(): Promise<void> {
+  while (live()) {
+    let answered: () => void = () => {};
+    const { promise: closed, resolve } = Promise.withResolvers<void>();
+    let socket: Socket<undefined>;
+    try {
+      bump("connects");
+      socket = await Bun.connect({
+        hostname: "127.0.0.1",
+        port: OPS_PORT,
+        socket: {
+          data(_s, chunk) {
+            bump("bytes read", chunk.length);
+            // One small answer a request: a status line in the chunk is an answer.
+            if (Buffer.from(chunk).includes("HTTP/1.1 ")) {
+              bump("answers");
+              answered();
+            }
+          },
+          end: () => resolve(),
+          close: () => resolve(),
+          error: () => resolve(),
+        },
+      });
+    } catch (error) {
+      bump(`connect failed (${(error as { code?: string }).code ?? (error as Error).message})`);
+      await Bun.sleep(100);
+      continue;
+    }
+    let open = true;
+    void closed.then(() => (open = false));
+    counters["most open at once"] = Math.max(counters["most open at once"] ?? 0, ++keptOpen);
+    while (open && live()) {
+      const got = new Promise<void>((r) => (answered = r));
+      socket.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+      await Promise.race([got, closed, Bun.sleep(Math.max(0, deadline - performance.now()))]);
+      await Promise.race([closed, Bun.sleep(Math.min(4000, Math.max(0, deadline - performance.now())))]);
+    }
+    keptOpen--;
+    if (!open && live()) bump("closed by the server");
+    socket.terminate();
+  }
+}
+let keptOpen = 0;
+
+// --- p: leases that all end at once ------------------------------------------------------
+
+/** When the attacker read each LEASE_EXPIRED (p). */
+const expiredAt: number[] = [];
+
+async function expirers(count: number, durationMs: number): Promise<void> {
+  const endAt = performance.now() + durationMs * 0.6;
+  counters["leases end at (ms into the attack)"] = Math.round(durationMs * 0.6);
+  let opened = 0;
+  const one = async (i: number): Promise<void> => {
+    const socket = await connect(PORT, FRAMES);
+    if (socket === null) return;
+    const leaseMs = Math.round(endAt - performance.now());
+    if (leaseMs < 200) {
+      socket.terminate();
+      return;
+    }
+    socket.write(encodeAcquire({ name: `abuse/expire/${process.pid}/${i}`, leaseMs, owner: "abuse-expirer", try: false }));
+    opened++;
+  };
+  // 256 connects at a time, until all are open or the common end is under 2 s away.
+  for (let i = 0; i < count && live() && endAt - performance.now() > 2000; i += 256) {
+    await Promise.all(Array.from({ length: Math.min(256, count - i) }, (_, j) => one(i + j)));
+  }
+  counters["sessions opened"] = opened;
+  counters["opened by (ms into the attack)"] = Math.round(performance.now() - (endAt - durationMs * 0.6));
+  await Bun.sleep(Math.max(0, deadline - performance.now()));
+  if (expiredAt.length > 0) {
+    counters["first LEASE_EXPIRED after the end (ms)"] = Math.round(expiredAt[0]! - endAt);
+    counters["last LEASE_EXPIRED after the end (ms)"] = Math.round(expiredAt[expiredAt.length - 1]! - endAt);
+  }
+}
+
 // --- IPC -------------------------------------------------------------------------------
 
 let prepared: Socket<Conn> | null = null;
 if (mode === "a") prepared = await prepareA();
-else if (!"bcdefghijklm".includes(mode) || mode.length !== 1) throw new Error(`unknown attack ${JSON.stringify(mode)}`);
+else if (!"bcdefghijklmnop".includes(mode) || mode.length !== 1) throw new Error(`unknown attack ${JSON.stringify(mode)}`);
 
 serveRequests({
   async run(request) {
@@ -484,6 +663,15 @@ serveRequests({
         break;
       case "m":
         await unread();
+        break;
+      case "n":
+        await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => (i % 2 === 0 ? viewer("HEAD", 4) : viewer("GET", 1))));
+        break;
+      case "o":
+        await Promise.all(Array.from({ length: CONCURRENCY }, () => keepAlive()));
+        break;
+      case "p":
+        await expirers(CONCURRENCY, durationMs);
         break;
     }
     // Whatever is left waiting returns at the deadline; stop everything.

@@ -8,8 +8,8 @@
  * - legit (bench/abuse-legit.ts): holders on the real client library, one
  *   per --leases entry, and a prober timing fresh ACQUIREs and GET /readyz
  *   at a steady rate, from source address 127.0.0.2;
- * - crowd (bench/abuse-crowd.ts, attacks d and e only): thousands of idle
- *   sessions holding locks, from 127.0.1.x;
+ * - crowd (bench/abuse-crowd.ts, attacks d, e, i, m and n): thousands of
+ *   idle sessions holding locks (in n: waiting for one lock), from 127.0.1.x;
  * - the attacker, from 127.0.0.1.
  * This process reads the server's /metrics from 127.0.0.3. The server runs
  * with bench/lib/loop-lag-preload.ts preloaded, which reports how late its
@@ -149,6 +149,30 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
   });
 }
 
+/** The attacker's `concurrency` argument: what each attack has many of. */
+function concurrencyOf(id: AttackId, options: AbuseOptions): number {
+  switch (id) {
+    case "d":
+      return options.scrapers;
+    case "m":
+      return options.stuck;
+    case "e":
+    case "i":
+      return options.listers;
+    case "j":
+    case "l":
+      return options.pipeliners;
+    case "n":
+      return options.viewers;
+    case "o":
+      return options.keepalive;
+    case "p":
+      return options.expirers;
+    default:
+      return options.churners;
+  }
+}
+
 async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackResult> {
   const floods = id === "f" || id === "g" || id === "k";
   const lifetime = String(options.restMs + options.durationMs + options.afterMs + options.probeTimeoutMs + 180_000);
@@ -166,18 +190,20 @@ async function runAttack(id: AttackId, options: AbuseOptions): Promise<AttackRes
     let crowd = "";
     let crowdPid = 0;
     const bigNames = id === "e" || id === "i" || id === "m";
-    if (id === "d" || bigNames) {
-      const count = id === "d" ? options.sessions : options.locks;
+    const queue = id === "n";
+    if (id === "d" || bigNames || queue) {
+      const count = id === "d" ? options.sessions : queue ? options.waiters + 1 : options.locks;
       const t0 = performance.now();
-      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), bigNames ? "512" : "24", String(options.perSource), lifetime, guard], "crowd");
+      const child = new Child(here("abuse-crowd.ts"), [String(port), String(count), queue ? "queue" : bigNames ? "512" : "24", String(options.perSource), lifetime, guard], "crowd");
       crowdPid = child.pid;
       const info = await child.ready();
-      crowd = `${info.granted} sessions open${bigNames ? " (512-byte names)" : ""}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
+      const what = queue ? `1 holder and ${Number(info.granted) - 1} waiters on one lock (256-byte owners)` : `${info.granted} sessions open${bigNames ? " (512-byte names)" : ""}`;
+      crowd = `${what}${Number(info.failed) > 0 ? `, ${info.failed} refused` : ""}`;
       err(`  ${id}: crowd of ${info.granted} sessions in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
     const attacker = new Child(
       here("abuse-attacker.ts"),
-      [id, String(port), String(opsPort), lifetime, String(id === "d" ? options.scrapers : id === "m" ? options.stuck : bigNames ? options.listers : id === "j" || id === "l" ? options.pipeliners : options.churners), String(options.flood), guard],
+      [id, String(port), String(opsPort), lifetime, String(concurrencyOf(id, options)), String(options.flood), guard],
       `attacker-${id}`,
     );
     await attacker.ready();
@@ -318,6 +344,17 @@ function attackerView(result: AttackResult): string {
       return `${num(n("most open at once"))} connections left unread at most (${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server); server fds ${num(result.fds.before)} → ${num(result.fds.peak)}${errors ? `; ${errors}` : ""}; ${result.crowd}`;
     case "h":
       return `${num(n("connects"))} connections (${(n("connects") / seconds).toFixed(0)}/s), each closed right after its ACQUIRE${errors ? `; ${errors}` : ""}; ${sessions}`;
+    case "n":
+      return `${num(n("answers"))} answers (${(n("answers") / seconds).toFixed(0)}/s), ${size(n("bytes read"))} read, ${num(n("connects"))} connections, ${num(n("closed by the server"))} closed by the server${errors ? `; ${errors}` : ""}; ${result.crowd}`;
+    case "o":
+      return `${num(n("most open at once"))} kept open at most (${num(n("connects"))} opened, ${num(n("closed by the server"))} closed by the server), ${num(n("answers"))} answers${errors ? `; ${errors}` : ""}`;
+    case "p": {
+      const first = c["first LEASE_EXPIRED after the end (ms)"];
+      const last = c["last LEASE_EXPIRED after the end (ms)"];
+      const spread = first === undefined || last === undefined ? "no LEASE_EXPIRED read" : `read ${first} to ${last} ms after the leases' common end`;
+      const others = errors.split(", ").filter((e) => e !== "" && !e.startsWith("LEASE_EXPIRED ")).join(", ");
+      return `${num(n("sessions opened"))} sessions opened by ${(n("opened by (ms into the attack)") / 1000).toFixed(1)} s, their leases all ending ${(n("leases end at (ms into the attack)") / 1000).toFixed(1)} s into the attack; LEASE_EXPIRED ${num(n("ERROR LEASE_EXPIRED"))} (${spread})${others ? `; ${others}` : ""}; ${sessions}`;
+    }
   }
 }
 
@@ -333,8 +370,9 @@ function losses(result: AttackResult): { lost: number; text: string } {
   }
   const detail = [...byLease].map(([k, v]) => `${v}× ${k}`);
   if (reclaims > 0) detail.push(`then ${reclaims} re-claims failed`);
-  const expired = result.server.leaseExpired;
-  if (expired !== 0) detail.push(`server sent LEASE_EXPIRED ${Number.isNaN(expired) ? "? times (no /metrics)" : `${expired}×`}`);
+  // In p the attacker's own sessions expire: the ones it was told of are not the holders'.
+  const expired = result.server.leaseExpired - (result.id === "p" ? (result.attacker.counters["ERROR LEASE_EXPIRED"] ?? 0) : 0);
+  if (expired !== 0) detail.push(`server sent LEASE_EXPIRED ${Number.isNaN(expired) ? "? times (no /metrics)" : `${expired}×`}${result.id === "p" ? " besides the attacker's" : ""}`);
   // Anything here fails the run: a lost hold, a failed re-claim, or an expiry the server counted.
   return { lost: held.length + reclaims + (expired > 0 ? expired : 0), text: detail.length === 0 ? "0" : `**${held.length}** (${detail.join("; ")})` };
 }

@@ -15,8 +15,13 @@ export const ATTACKS = {
   k: "half-sent request heads flooding the ops port",
   l: "pipelined GET /livez on keep-alive ops connections, reading the answers",
   m: "GET /v1/locks?limit=1000 on many ops connections that never read the answer, many 512-byte names",
+  n: "the biggest views of a lock with 1,000 waiters (256-byte owners): GET and pipelined HEAD ?limit=1000",
+  o: "keep-alive ops connections, one GET each every 4 s, while /readyz is probed",
+  p: "a crowd of sessions whose leases all end in the same millisecond",
 } as const;
 export type AttackId = keyof typeof ATTACKS;
+/** The one lock of the crowd of waiters in attack n (bench/abuse-crowd.ts with `queue`). */
+export const QUEUE_NAME = "abuse/crowd/queue";
 export const ATTACK_IDS = Object.keys(ATTACKS) as AttackId[];
 
 export interface AbuseOptions {
@@ -42,6 +47,14 @@ export interface AbuseOptions {
   readonly ulimitHard: number;
   /** Ops connections left with an unread answer (m). */
   readonly stuck: number;
+  /** Waiters on the one lock whose views n asks for. */
+  readonly waiters: number;
+  /** Ops connections asking for those views (n). */
+  readonly viewers: number;
+  /** Keep-alive ops connections (o). */
+  readonly keepalive: number;
+  /** Sessions whose leases end at once (p). */
+  readonly expirers: number;
   readonly perSource: number;
   /** Options for `lockd serve`, everything after `--`. */
   readonly serverArgs: readonly string[];
@@ -69,6 +82,10 @@ Options:
   --churners 64         concurrent connect-ACQUIRE-close loops (h)
   --pipeliners 8        concurrent pipelining connections, each reopened when cut (j, l)
   --stuck 500           ops connections whose answer is never read (m)
+  --waiters 1000        waiters (256-byte owners) on the one lock whose views n asks for
+  --viewers 64          ops connections asking for that lock's views (n)
+  --keepalive 64        keep-alive ops connections, one GET each every 4 s (o)
+  --expirers 15360      sessions whose leases end in the same millisecond (p)
   --ulimit 4096         server's open-file limit in f, g and k, soft and hard (0: inherit;
                         SOFT/HARD: a soft limit under the hard one, which the server may raise)
   --per-source 32       crowd sessions per source address (127.0.1.x)
@@ -109,7 +126,7 @@ export function parseAbuseArgs(argv: readonly string[]): AbuseOptions | null {
     if (value === undefined) throw new UsageError(`${flag} needs a value`);
     values.set(flag, value);
   }
-  const known = ["--only", "--duration", "--rest", "--after", "--leases", "--probe-rate", "--probe-timeout", "--sessions", "--locks", "--scrapers", "--listers", "--flood", "--churners", "--pipeliners", "--stuck", "--ulimit", "--per-source"];
+  const known = ["--only", "--duration", "--rest", "--after", "--leases", "--probe-rate", "--probe-timeout", "--sessions", "--locks", "--scrapers", "--listers", "--flood", "--churners", "--pipeliners", "--stuck", "--waiters", "--viewers", "--keepalive", "--expirers", "--ulimit", "--per-source"];
   for (const flag of values.keys()) if (!known.includes(flag)) throw new UsageError(`unknown option ${flag} (lockd serve options go after --)`);
   const get = (flag: string, fallback: string) => values.get(flag) ?? fallback;
 
@@ -142,6 +159,10 @@ export function parseAbuseArgs(argv: readonly string[]): AbuseOptions | null {
     churners: positive("--churners", get("--churners", "64")),
     pipeliners: positive("--pipeliners", get("--pipeliners", "8")),
     stuck: positive("--stuck", get("--stuck", "500")),
+    waiters: positive("--waiters", get("--waiters", "1000")),
+    viewers: positive("--viewers", get("--viewers", "64")),
+    keepalive: positive("--keepalive", get("--keepalive", "64")),
+    expirers: positive("--expirers", get("--expirers", "15360")),
     ulimit,
     ulimitHard,
     perSource: positive("--per-source", get("--per-source", "32")),

@@ -36,8 +36,17 @@ type Client struct {
 	TLS *tls.Config
 	// Reconnect bounds how long a claim that is not held yet keeps reconnecting through server trouble (default 30 s).
 	Reconnect time.Duration
-	// RetryFirstConnect retries (within Reconnect) also before any server has answered the claim.
-	RetryFirstConnect bool
+	// RetryFirstConnect and NoRetryFirstConnect decide whether a claim retries
+	// (within Reconnect, never past its Wait) before any server has answered
+	// it: a server that refuses connections while it restarts, or a failover
+	// group between a crash and the take-over. Neither set (the default): a
+	// claim that may wait retries when it has a Wait or its list has two or
+	// more addresses; a Try claim, or one address without a Wait, fails at
+	// once with SERVER_UNAVAILABLE. RetryFirstConnect: always (also a Try
+	// claim). NoRetryFirstConnect: never, each address is tried once. Both:
+	// BAD_REQUEST.
+	RetryFirstConnect   bool
+	NoRetryFirstConnect bool
 	// MinHeartbeatInterval is the floor of the heartbeat interval (default 1 ms).
 	MinHeartbeatInterval time.Duration
 	// Dial replaces the TCP dialer (tests, proxies).
@@ -50,6 +59,36 @@ type Options struct {
 	Wait  time.Duration // > 0: give up waiting after this (WAIT_TIMEOUT); 0: no limit
 	Try   bool          // do not queue: LOCK_BUSY if held, LOCK_DELAYED if held back by a lock-delay
 	Owner string        // overrides the client's owner
+	// Limit makes the name a semaphore of Limit permits (1 .. 65,535; 0 means
+	// 1, the exclusive lock): the first Limit claims hold at once, each with
+	// a slot 0 .. Limit-1 (Lock.Slot). Every live claim of a name must ask
+	// for the same limit, else LIMIT_MISMATCH.
+	Limit int
+	// Shared is a shared (read) claim: shared claims of a name hold together,
+	// an exclusive one alone. Limit 1 only.
+	Shared bool
+	// OnRetry, when set, is called before each reconnect of the claim while
+	// it is not held yet (refused, SHUTTING_DOWN, a dropped connection):
+	// what failed, the pause before the next address is tried, and backoff:
+	// true when every address of the list has failed in this round and the
+	// pause is the backoff (the claim waits), false when it moves on to the
+	// list's next address. For logging; it decides nothing. It runs on the
+	// goroutine that called Acquire.
+	OnRetry func(detail string, pause time.Duration, backoff bool)
+}
+
+// firstConnectRetried is the rule all three clients and lockd run share
+// (docs/clients.md, "Retrying the first connect"): whether a claim retries
+// before any server has answered it. An explicit setting wins; by default a
+// claim that may wait retries when it has a wait or two or more addresses.
+func firstConnectRetried(retry, noRetry, try bool, wait time.Duration, addresses int) bool {
+	switch {
+	case retry:
+		return true
+	case noRetry, try:
+		return false
+	}
+	return wait > 0 || addresses > 1
 }
 
 // Dial returns a client for an address list (see Client.Servers).
@@ -100,10 +139,17 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 		opts.Lease = DefaultLease
 	}
 	leaseMs := uint64(opts.Lease / time.Millisecond)
-	frame, err := EncodeAcquire(name, c.owner(opts), leaseMs, opts.Try)
+	if opts.Limit == 0 {
+		opts.Limit = 1
+	}
+	frame, err := EncodeAcquireRequest(AcquireRequest{Name: name, Owner: c.owner(opts), LeaseMs: leaseMs, Try: opts.Try, Limit: opts.Limit, Shared: opts.Shared})
 	if err != nil {
 		return nil, &Error{Code: "BAD_REQUEST", Class: "client", Lock: name, Message: err.Error()}
 	}
+	if c.RetryFirstConnect && c.NoRetryFirstConnect {
+		return nil, &Error{Code: "BAD_REQUEST", Class: "client", Lock: name, Message: "RetryFirstConnect and NoRetryFirstConnect exclude each other"}
+	}
+	retryFirst := firstConnectRetried(c.RetryFirstConnect, c.NoRetryFirstConnect, opts.Try, opts.Wait, len(addrs))
 	reconnect := c.Reconnect
 	if reconnect == 0 {
 		reconnect = DefaultReconnect
@@ -154,7 +200,7 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 		unavailable := func() error {
 			return &Error{Code: "SERVER_UNAVAILABLE", Class: "server", Lock: name, Message: fmt.Sprintf("no server of %s could take the claim", strings.Join(addrs, ",")), Err: lastErr}
 		}
-		if !answeredEver && !c.RetryFirstConnect && failures >= len(addrs) {
+		if !answeredEver && !retryFirst && failures >= len(addrs) {
 			return nil, unavailable()
 		}
 		if now.Sub(troubleSince) >= reconnect {
@@ -162,8 +208,15 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 		}
 		idx = (idx + 1) % len(addrs)
 		var pause time.Duration // the first round, before any answer, tries each address once without pauses
-		if answeredEver || c.RetryFirstConnect {
+		if answeredEver || retryFirst {
 			pause = ReconnectPause(failures, len(addrs), draw(), DefaultPauseBounds)
+		}
+		if opts.OnRetry != nil {
+			detail := "connection failed"
+			if lastErr != nil {
+				detail = lastErr.Error()
+			}
+			opts.OnRetry(detail, pause, failures%len(addrs) == 0)
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -177,6 +230,8 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 
 // retryable: what a claim that is not held yet reconnects on (class 0x0_,
 // a closed, refused or silent connection, LEASE_EXPIRED of a stalled waiter).
+// Class 0x2_ (BAD_REQUEST, WRONG_SHARD, LIMIT_MISMATCH, ...) is not: the next
+// address would answer the same.
 func retryable(e *Error) bool {
 	switch e.Code {
 	case "CLOSED", "UNCONFIRMED", "SHUTTING_DOWN", "OVERLOADED", "LEASE_EXPIRED":

@@ -60,6 +60,10 @@ var (
 	// believe it holds the lock). ServerMessage says how many ms remain; trying again after
 	// that can succeed. Class "lock"; not retried.
 	ErrLockDelayed = &Error{Code: "LOCK_DELAYED"}
+	// ErrLimitMismatch: the claim's Limit differs from the limit of the name's live
+	// claims (a shared or exclusive claim counts as limit 1); ServerMessage names
+	// both. Class "client"; not retried.
+	ErrLimitMismatch = &Error{Code: "LIMIT_MISMATCH"}
 )
 
 // ClassOfCode maps an ERROR code to its class by the high nibble; classes

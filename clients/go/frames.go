@@ -17,7 +17,18 @@ const (
 	TypeError     = 0xFF
 
 	FlagReply = 0x01
+	// FlagSlot (ACQUIRED): the body is the token and a u16 slot (10 bytes);
+	// set on every ACQUIRED of a name with limit above 1, never else.
+	FlagSlot = 0x02
+
 	OptionTry = 0x01
+	// OptionShared (ACQUIRE): a shared (read) claim; limit 1 only.
+	OptionShared = 0x02
+	// OptionLimit (ACQUIRE): a u16 limit follows lease_ms, and name_length moves to body offset 8.
+	OptionLimit = 0x04
+
+	// MaxLimit is the highest limit (permits of a name); 1 is the exclusive lock.
+	MaxLimit = 0xFFFF
 
 	MaxNameLength  = 512
 	MaxOwnerLength = 256
@@ -37,13 +48,14 @@ const (
 	CodeUnsupportedVersion = 0x22
 	CodeIOTimeout          = 0x23
 	CodeWrongShard         = 0x24
+	CodeLimitMismatch      = 0x25 // the claim's limit differs from the limit of the name's live sessions (shared or exclusive counts as 1)
 )
 
 var codeNames = map[byte]string{
 	CodeShuttingDown: "SHUTTING_DOWN", CodeOverloaded: "OVERLOADED", CodeLeaseExpired: "LEASE_EXPIRED",
 	CodeForceReleased: "FORCE_RELEASED", CodeKicked: "KICKED", CodeLockBusy: "LOCK_BUSY", CodeLockDelayed: "LOCK_DELAYED",
 	CodeProtocolError: "PROTOCOL_ERROR", CodeBadRequest: "BAD_REQUEST", CodeUnsupportedVersion: "UNSUPPORTED_VERSION",
-	CodeIOTimeout: "IO_TIMEOUT", CodeWrongShard: "WRONG_SHARD",
+	CodeIOTimeout: "IO_TIMEOUT", CodeWrongShard: "WRONG_SHARD", CodeLimitMismatch: "LIMIT_MISMATCH",
 }
 
 // CodeName is the protocol's name of an ERROR code, or "UNKNOWN_0xNN".
@@ -57,28 +69,73 @@ func CodeName(code byte) string {
 // HeartbeatFrame is the whole HEARTBEAT frame.
 var HeartbeatFrame = []byte{TypeHeartbeat, 0, 0, 0}
 
-// EncodeAcquire returns the ACQUIRE frame. It refuses only what the frame
-// cannot carry (a body over 65,535 bytes, lease 0 or over 2^32-1); the
-// server judges everything else and answers BAD_REQUEST.
+// AcquireRequest is what one ACQUIRE asks for.
+type AcquireRequest struct {
+	Name    string
+	Owner   string
+	LeaseMs uint64
+	Try     bool
+	// Limit is the permits of the name, 1 .. 65,535; 0 means 1 (an exclusive
+	// or shared lock). Above 1 the name is a semaphore of Limit holders.
+	Limit int
+	// Shared is a shared (read) claim: it holds beside other shared claims of the name. Limit 1 only.
+	Shared bool
+}
+
+// EncodeAcquire returns the ACQUIRE frame of an exclusive claim (limit 1).
 func EncodeAcquire(name, owner string, leaseMs uint64, try bool) ([]byte, error) {
-	if leaseMs == 0 || leaseMs > 0xFFFFFFFF {
-		return nil, fmt.Errorf("lease must be 1 .. 4294967295 ms, got %d", leaseMs)
+	return EncodeAcquireRequest(AcquireRequest{Name: name, Owner: owner, LeaseMs: leaseMs, Try: try})
+}
+
+// EncodeAcquireRequest returns the ACQUIRE frame. Limit 1 is sent without
+// OptionLimit, so an exclusive or shared claim's bytes keep the layout of
+// name_length at body offset 6; with a limit above 1 the u16 limit sits at
+// offset 6 and name_length at 8. It refuses what the frame cannot carry (a
+// body over 65,535 bytes, lease 0 or over 2^32-1, a limit outside 1 .. 65,535)
+// and a shared claim with a limit above 1; the server judges everything
+// else and answers BAD_REQUEST.
+func EncodeAcquireRequest(r AcquireRequest) ([]byte, error) {
+	if r.LeaseMs == 0 || r.LeaseMs > 0xFFFFFFFF {
+		return nil, fmt.Errorf("lease must be 1 .. 4294967295 ms, got %d", r.LeaseMs)
 	}
-	bodyLen := 8 + len(name) + len(owner)
-	if len(name) > 0xFFFF || bodyLen > 0xFFFF {
+	limit := r.Limit
+	if limit == 0 {
+		limit = 1
+	}
+	if limit < 1 || limit > MaxLimit {
+		return nil, fmt.Errorf("limit must be 1 .. %d, got %d", MaxLimit, r.Limit)
+	}
+	if r.Shared && limit != 1 {
+		return nil, fmt.Errorf("a shared claim has limit 1, got %d (a name is a read/write lock or a semaphore, not both)", limit)
+	}
+	fixed := 8
+	if limit != 1 {
+		fixed = 10
+	}
+	bodyLen := fixed + len(r.Name) + len(r.Owner)
+	if len(r.Name) > 0xFFFF || bodyLen > 0xFFFF {
 		return nil, fmt.Errorf("name and owner are too long for one frame (%d bytes)", bodyLen)
 	}
 	f := make([]byte, 4+bodyLen)
 	f[0] = TypeAcquire
 	binary.BigEndian.PutUint16(f[2:], uint16(bodyLen))
 	f[4] = ProtocolVersion
-	if try {
-		f[5] = OptionTry
+	var options byte
+	if r.Try {
+		options |= OptionTry
 	}
-	binary.BigEndian.PutUint32(f[6:], uint32(leaseMs))
-	binary.BigEndian.PutUint16(f[10:], uint16(len(name)))
-	copy(f[12:], name)
-	copy(f[12+len(name):], owner)
+	if r.Shared {
+		options |= OptionShared
+	}
+	if limit != 1 {
+		options |= OptionLimit
+		binary.BigEndian.PutUint16(f[10:], uint16(limit))
+	}
+	f[5] = options
+	binary.BigEndian.PutUint32(f[6:], uint32(r.LeaseMs))
+	binary.BigEndian.PutUint16(f[4+fixed-2:], uint16(len(r.Name)))
+	copy(f[4+fixed:], r.Name)
+	copy(f[4+fixed+len(r.Name):], r.Owner)
 	return f, nil
 }
 
@@ -87,6 +144,7 @@ type Frame struct {
 	Type    byte
 	Flags   byte
 	Token   uint64 // ACQUIRED
+	Slot    uint16 // ACQUIRED with FlagSlot
 	Code    byte   // ERROR
 	Message string // ERROR
 }
@@ -94,10 +152,14 @@ type Frame struct {
 // Reply reports whether the REPLY flag is set.
 func (f Frame) Reply() bool { return f.Flags&FlagReply != 0 }
 
+// HasSlot reports whether an ACQUIRED carries a slot (FlagSlot, a 10-byte body).
+func (f Frame) HasSlot() bool { return f.Type == TypeAcquired && f.Flags&FlagSlot != 0 }
+
 // Reader decodes server frames from a byte stream: frames split across
 // pushes and several frames in one push are both handled. A frame type
 // other than ACQUIRED, WAITING, ERROR, or a body length outside its type's
-// range, is an error (the connection is broken).
+// range, or an ACQUIRED whose FlagSlot and body length disagree (FlagSlot
+// with 10 bytes, no flag with 8), is an error (the connection is broken).
 type Reader struct {
 	buf []byte
 }
@@ -108,7 +170,7 @@ func (r *Reader) Push(chunk []byte) ([]Frame, error) {
 	var out []Frame
 	for len(r.buf) >= 4 {
 		t, flags, n := r.buf[0], r.buf[1], int(binary.BigEndian.Uint16(r.buf[2:]))
-		if err := checkHeader(r.buf, t, n); err != nil {
+		if err := checkHeader(r.buf, t, flags, n); err != nil {
 			if err == errSpeaksTLS {
 				return out, err
 			}
@@ -122,6 +184,9 @@ func (r *Reader) Push(chunk []byte) ([]Frame, error) {
 		switch t {
 		case TypeAcquired:
 			f.Token = binary.BigEndian.Uint64(body)
+			if n == 10 {
+				f.Slot = binary.BigEndian.Uint16(body[8:])
+			}
 		case TypeError:
 			f.Code = body[0]
 			f.Message = string(body[1:])
@@ -138,11 +203,14 @@ func (r *Reader) Push(chunk []byte) ([]Frame, error) {
 	return out, nil
 }
 
-func checkHeader(buf []byte, t byte, n int) error {
+func checkHeader(buf []byte, t, flags byte, n int) error {
 	switch t {
 	case TypeAcquired:
-		if n == 8 {
+		if n == 8 && flags&FlagSlot == 0 || n == 10 && flags&FlagSlot != 0 {
 			return nil
+		}
+		if n == 8 || n == 10 {
+			return fmt.Errorf("ACQUIRED with flags 0x%02x and a %d-byte body (FLAG_SLOT goes with 10 bytes, its absence with 8)", flags, n)
 		}
 	case TypeWaiting:
 		if n == 0 {

@@ -13,6 +13,7 @@ import (
 type Lock struct {
 	name   string
 	token  uint64
+	slot   int // -1: none (limit 1)
 	s      *session
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -23,6 +24,18 @@ func (l *Lock) Name() string { return l.name }
 
 // Token is the fencing token of this grant: pass it to every write the lock guards.
 func (l *Lock) Token() uint64 { return l.token }
+
+// Slot is this grant's slot, 0 .. Limit-1, and true, for a claim with a
+// Limit above 1; (0, false) for an exclusive or shared lock. The slot is the
+// lowest one free at the grant. A resource guarded by a semaphore fences each
+// slot like an exclusive lock: it keeps the highest token it has seen per
+// slot and refuses a write for that slot carrying a lower one.
+func (l *Lock) Slot() (int, bool) {
+	if l.slot < 0 {
+		return 0, false
+	}
+	return l.slot, true
+}
 
 // Context is cancelled the moment ownership is no longer confirmed.
 func (l *Lock) Context() context.Context { return l.ctx }
@@ -71,6 +84,7 @@ type session struct {
 	c        *Client
 	name     string
 	lease    time.Duration
+	limit    int // the claim's limit: above 1 every ACQUIRED must carry a slot below it, 1 none
 	timeout  time.Duration
 	minHB    time.Duration
 	conn     net.Conn
@@ -95,7 +109,7 @@ func (c *Client) start(holdCtx, waitCtx context.Context, addr, name string, acqu
 		min = DefaultMinHeartbeatInterval
 	}
 	s := &session{
-		c: c, name: name, lease: opts.Lease, timeout: ClientTimeout(opts.Lease), minHB: min,
+		c: c, name: name, lease: opts.Lease, limit: opts.Limit, timeout: ClientTimeout(opts.Lease), minHB: min,
 		events: make(chan event, 4), stop: make(chan *Error, 1), done: make(chan struct{}), granted: make(chan struct{}),
 		holdCtx: holdCtx,
 	}
@@ -205,6 +219,7 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 	inFlight := true
 	var rtt time.Duration = -1
 	var token uint64
+	slot := -1
 	hb := time.NewTimer(time.Hour)
 	hb.Stop()
 	deadline := time.NewTimer(s.timeout)
@@ -253,6 +268,12 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 					violation(fmt.Sprintf("ACQUIRED with token %d (held token %d)", f.Token, token))
 					return
 				}
+				if f.Type == TypeAcquired {
+					if msg := s.checkSlot(f, token, slot); msg != "" {
+						violation(msg)
+						return
+					}
+				}
 				if f.Reply() {
 					if !inFlight {
 						violation("a reply with nothing in flight")
@@ -277,8 +298,11 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 				deadline.Reset(until.Sub(now))
 				if f.Type == TypeAcquired && token == 0 {
 					token = f.Token
+					if f.HasSlot() {
+						slot = int(f.Slot)
+					}
 					hctx, cancel := context.WithCancel(s.holdCtx)
-					s.lock = &Lock{name: s.name, token: token, s: s, ctx: hctx, cancel: cancel}
+					s.lock = &Lock{name: s.name, token: token, slot: slot, s: s, ctx: hctx, cancel: cancel}
 					holdDone = s.holdCtx.Done()
 					close(s.granted)
 				}
@@ -328,6 +352,27 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 			return
 		}
 	}
+}
+
+// checkSlot is "" when an ACQUIRED's slot fits the claim: for a limit above
+// 1, a slot below the limit, and once held the held slot (every heartbeat's
+// answer repeats it); for limit 1, no slot. Else it says what is wrong.
+func (s *session) checkSlot(f Frame, token uint64, slot int) string {
+	if s.limit <= 1 {
+		if f.HasSlot() {
+			return fmt.Sprintf("ACQUIRED with slot %d for a claim of limit 1", f.Slot)
+		}
+		return ""
+	}
+	switch {
+	case !f.HasSlot():
+		return fmt.Sprintf("ACQUIRED without a slot for a claim of limit %d", s.limit)
+	case int(f.Slot) >= s.limit:
+		return fmt.Sprintf("ACQUIRED with slot %d for a claim of limit %d", f.Slot, s.limit)
+	case token != 0 && int(f.Slot) != slot:
+		return fmt.Sprintf("ACQUIRED with slot %d (held slot %d)", f.Slot, slot)
+	}
+	return ""
 }
 
 func (s *session) markSent(t time.Time) {

@@ -1,8 +1,8 @@
 /** `lockd force-release NAME` and `lockd kick ID`: the admin actions of the ops server. */
 import { readOptionFile } from "./files.ts";
-import { parseOptions } from "./options/argv.ts";
+import { type OptionTable, parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { ADMIN_OPTIONS } from "./options/ops-options.ts";
+import { FORCE_RELEASE_OPTIONS, KICK_OPTIONS } from "./options/ops-options.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
@@ -12,18 +12,20 @@ import type { Address } from "../net/address.ts";
 import type { ServerMap } from "../shard/map.ts";
 import { placementOf } from "../shard/placement.ts";
 
-const COMMON = `Options (flag, then environment, then default):
-${optionsHelp(ADMIN_OPTIONS)}
+function common(table: OptionTable, nothing: string): string {
+  return `Options (flag, then environment, then default):
+${optionsHelp(table)}
 ${helpRow("--json", "print the ops server's JSON answer")}
 ${helpRow("-h, --help", "this text")}
 
-Exit codes: 0 done; 1 nothing to do (no holder, no such waiting session);
+Exit codes: 0 done; 1 nothing done (${nothing});
 64 bad arguments; 69 ops server unreachable (every address of an --ops
 list), or only standbys answered (with --coordinator, list every instance:
 standbys are passed over); 77 no token given, token refused, or the server has no admin token
 configured; 78 the server is another shard than NAME's (or than the one
 shard --ops names), and nothing was done.
 `;
+}
 
 export const FORCE_RELEASE_HELP = `Usage: lockd force-release [options] NAME
 
@@ -31,21 +33,28 @@ Ends the session that holds NAME with ERROR FORCE_RELEASED; the first
 waiter, if any, gets the lock at once with a new fencing token. With a map
 of shards in --ops, the request goes to NAME's shard.
 
-${COMMON}`;
+Name the holder you mean with --token (its fencing token) and/or --session
+(its session id), as lockd status showed them: if it has left and another
+session holds NAME now, nothing is released (exit 1, naming the holder).
+Without them, whoever holds NAME when the request arrives is released (for
+scripts that mean exactly that).
+
+${common(FORCE_RELEASE_OPTIONS, "no holder, or not the one --token or --session names")}`;
 
 export const KICK_HELP = `Usage: lockd kick [options] SESSION_ID
 
 Ends a waiting session with ERROR KICKED; the others keep their places in
 the queue. Session ids are in lockd status; they are per server, so with
 a map of shards --ops must name one shard's servers. (A holder is ended
-with force-release instead.)
+with force-release instead.) --lock NAME kicks it only if it waits for NAME
+(an id seen on another server, or before a restart, is not that session).
 
-${COMMON}`;
+${common(KICK_OPTIONS, "no such waiting session, or it waits for another lock than --lock")}`;
 
 type Verb = "force-release" | "kick";
 
 export async function admin(verb: Verb, argv: readonly string[], env: Record<string, string | undefined>, out = process.stdout): Promise<number> {
-  const parsed = parseOptions(ADMIN_OPTIONS, argv, env, { "--json": "json" });
+  const parsed = parseOptions({ ...FORCE_RELEASE_OPTIONS, ...KICK_OPTIONS }, argv, env, { "--json": "json" });
   if (parsed.help) {
     out.write(verb === "kick" ? KICK_HELP : FORCE_RELEASE_HELP);
     return ExitCode.OK;
@@ -53,6 +62,11 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
   const what = verb === "kick" ? "SESSION_ID" : "NAME";
   if (parsed.positionals.length !== 1) throw new CliError(`needs exactly one ${what} (lockd ${verb} --help)`, ExitCode.USAGE);
   const target = parsed.positionals[0]!;
+  const { token: holderToken, session, lock } = parsed.options;
+  if (verb === "kick" && (holderToken !== undefined || session !== undefined)) {
+    throw new CliError("kick takes no --token or --session: SESSION_ID names the session (--lock NAME, the lock it waits for)", ExitCode.USAGE);
+  }
+  if (verb === "force-release" && lock !== undefined) throw new CliError("force-release takes no --lock: NAME is the lock (--token, --session name its holder)", ExitCode.USAGE);
   const { ops: map, timeout, opsCa } = parsed.options;
   const { token, from } = resolveAdminToken(parsed.options, parsed.sources);
   if (token === null) {
@@ -62,7 +76,9 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
   const ops = opsFor(verb, target, map);
   // A map of one named shard: the server checks it is that shard before it kicks (ids are per server).
   const shard = map.shards.length === 1 && map.shards[0]!.name !== "" ? `?shard=${encodeURIComponent(map.shards[0]!.name)}` : "";
-  const path = verb === "kick" ? `/v1/sessions/${encodeURIComponent(target)}/kick${shard}` : `/v1/locks/force-release?${lockQuery(target)}`;
+  const path = verb === "kick"
+    ? `/v1/sessions/${encodeURIComponent(target)}/kick${shard}${lock === undefined ? "" : `${shard === "" ? "?" : "&"}lock=${encodeURIComponent(lock)}`}`
+    : `/v1/locks/force-release?${lockQuery(target)}${session === undefined ? "" : `&session=${session}`}${holderToken === undefined ? "" : `&token=${holderToken}`}`;
   const request = { token, timeoutMs: timeout, ...(opsCa !== undefined ? { ca: readOptionFile(opsCa, "--ops-ca") } : {}) };
   // Every instance of a coordinated service may be listed: the action goes to the active, never a standby.
   const answer = await opsRequest(await withoutStandbys(ops, request), "POST", path, request);

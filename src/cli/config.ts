@@ -13,11 +13,11 @@ import { DEFAULT_LOCK_ADDRESS, DEFAULT_OPS_ADDRESS } from "../net/address.ts";
 import { DEFAULT_OPS_CONNECTIONS, DEFAULT_OPS_IDLE_TIMEOUT_MS, RESERVED_FDS } from "../process/limits.ts";
 import { MAX_GENERATION } from "../shard/map.ts";
 import type { OptionSpec, OptionTable } from "./options/argv.ts";
-import { ADMIN_OPTIONS, ADMIN_TOKEN, ADMIN_TOKEN_FILE, STATUS_OPTIONS } from "./options/ops-options.ts";
+import { ADMIN_OPTIONS, ADMIN_TOKEN, ADMIN_TOKEN_FILE, FORCE_RELEASE_OPTIONS, KICK_OPTIONS, STATUS_OPTIONS } from "./options/ops-options.ts";
 import { RUN_OPTIONS, SHARD_OF_OPTIONS } from "./options/run-options.ts";
 import { advertisedAddress, autoOr, coordinatorUrl, count, duration, formatDuration, hostNames, listenAddress, logLevel, offOr, path, serviceName } from "./options/values.ts";
 
-export { ADMIN_OPTIONS, RUN_OPTIONS, SHARD_OF_OPTIONS, STATUS_OPTIONS };
+export { ADMIN_OPTIONS, FORCE_RELEASE_OPTIONS, KICK_OPTIONS, RUN_OPTIONS, SHARD_OF_OPTIONS, STATUS_OPTIONS };
 
 /** Where `lockd serve` puts its ops server. */
 const OPS_LISTEN = {
@@ -210,8 +210,8 @@ export const COMMAND_OPTIONS = {
   serve: SERVE_OPTIONS,
   run: RUN_OPTIONS,
   status: STATUS_OPTIONS,
-  "force-release": ADMIN_OPTIONS,
-  kick: ADMIN_OPTIONS,
+  "force-release": FORCE_RELEASE_OPTIONS,
+  kick: KICK_OPTIONS,
   floor: FLOOR_OPTIONS,
   "shard-of": SHARD_OF_OPTIONS,
 } as const satisfies Record<string, OptionTable>;

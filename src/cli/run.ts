@@ -21,6 +21,7 @@ import {
   LockAbortedError,
   LockBusyError,
   LockDelayedError,
+  LimitMismatchError,
   LockError,
   LockLostError,
   LockRequestError,
@@ -40,9 +41,18 @@ export const RUN_HELP = `Usage: lockd run [options] NAME -- COMMAND [ARGS...]
 Takes the lock NAME on the lock server, runs COMMAND while holding it, and
 releases it when COMMAND exits. COMMAND gets LOCKD_TOKEN (the fencing token:
 pass it to anything the lock guards) and LOCKD_LOCK (NAME) in its
-environment. If the lock is lost while COMMAND runs (the server stops, is
-unreachable, or does not answer within 0.8 x lease), COMMAND and every
-process it started get SIGTERM, then SIGKILL after --kill-after.
+environment, and with --limit above 1 LOCKD_SLOT (its slot, 0..N-1; unset
+otherwise, even if lockd run's own environment has it). If the lock is lost
+while COMMAND runs (the server stops, is unreachable, or does not answer
+within 0.8 x lease), COMMAND and every process it started get SIGTERM, then
+SIGKILL after --kill-after.
+
+With --limit N, NAME is a semaphore: up to N runs hold it at once, each in
+the lowest free slot, and the next waits in FIFO order. With --shared, runs
+that all say --shared hold NAME together, and one without it holds alone (a
+shared run queued behind a waiting exclusive one waits for it). Every run of
+a NAME must agree: a --limit other than that of the name's live holders and
+waiters (--shared and an exclusive run count as 1) is refused, exit 64.
 
 COMMAND runs in a process group of its own (a new session), and signals
 reach the whole group: SIGTERM (then SIGKILL) on lock loss, and SIGINT,
@@ -57,18 +67,23 @@ an editor, Ctrl-C and Ctrl-Z work as usual (the terminal signals the whole
 job itself, and lockd run does not repeat a SIGINT); then lock loss,
 SIGTERM and SIGHUP reach COMMAND alone, not its children.
 
-Before the grant, an unreachable or restarting server is retried: the next
-address of a --server list at once, then with backoff (50 ms doubling to
-2 s), for as long as --wait allows, or 30 s without --wait. One line on
+Before the grant, an unreachable or restarting server is retried when the
+claim may wait: with --wait (for as long as it allows), or with a --server
+list of two or more addresses (for 30 s without --wait): the next address
+of the list at once, then with backoff (50 ms doubling to 2 s). One line on
 stderr says so the first time every address has failed and it waits
-(moving on to the next address is silent). A lock lost while COMMAND runs
-is never taken again.
+(moving on to the next address is silent). With --try, or one address and
+no --wait, each address is tried once and an unreachable server exits 69
+at once. Once a server has answered the claim (it then restarts, or says it
+is shutting down), trouble is retried in every case, within --wait or
+30 s. A lock lost while COMMAND runs is never taken again.
 
 Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
 ${aliases([
   ["-w DURATION", "same as --wait"],
   ["-n, --try", "do not wait: exit at once if the lock is held (or held back by a lock-delay)"],
+  ["--shared", "a shared (read) claim: shared runs of NAME hold together, an exclusive one alone (limit 1 only)"],
   ["-E N", "same as --conflict-exit-code"],
   ["--tls", "connect with TLS, trusting the system CAs (implied by --tls-ca and --tls-cert)"],
   ["-h, --help", "this text"],
@@ -78,11 +93,15 @@ Exit status:
   COMMAND's own   COMMAND ran and exited (128+N if it died of signal N)
   1               --try and the lock is held, or held back by a lock-delay after
                   a failover or restart of the server (change with -E)
-  64              bad usage: options, lock name, owner, lease; or WRONG_SHARD:
-                  the --server map is not the servers' map
+  64              bad usage: options, lock name, owner, lease, --shared with
+                  --limit above 1; or WRONG_SHARD: the --server map is not the
+                  servers' map; or LIMIT_MISMATCH: NAME's live claims use
+                  another --limit (or --shared against a semaphore)
   66              a file an option names (certificate, key) cannot be read
   69              the lock server stayed unreachable or unavailable (for --wait,
-                  or 30 s without --wait), or TLS is set up on one end only
+                  or 30 s without --wait; at once with --try, or with one
+                  address that never answered and no --wait), or TLS is set
+                  up on one end only
   75              --wait passed without getting the lock
   76              the lock was lost while COMMAND ran (COMMAND was stopped)
   79              the claim was ended while waiting (an operator's kick):
@@ -101,7 +120,7 @@ export const UNAVAILABLE_WITHOUT_WAIT_MS = DEFAULT_RECONNECT_MS;
 
 /** flock(1)'s short options, as this command's long ones. */
 const SHORT_FLAGS: Record<string, string> = { "-w": "--wait", "-E": "--conflict-exit-code" };
-const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls" };
+const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls", "--shared": "shared" };
 
 export async function run(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
   const split = argv.indexOf("--");
@@ -121,9 +140,11 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   }
   if (command.length === 0) return usage(split < 0 ? "missing -- COMMAND" : "missing COMMAND after --");
   const name = parsed.positionals[0]!;
-  const { server, lease, wait, conflictExitCode, owner, killAfter } = parsed.options;
+  const { server, lease, wait, conflictExitCode, owner, killAfter, limit } = parsed.options;
   const tryOnly = parsed.switches.has("try");
+  const shared = parsed.switches.has("shared");
   if (tryOnly && wait !== undefined) return usage("--try and --wait exclude each other");
+  if (shared && limit !== 1) return usage(`--shared is a claim of limit 1, not --limit ${limit}: a name is a read/write lock or a semaphore, not both`);
 
   // Signals: cancel the claim while waiting, go to COMMAND's processes once it runs.
   let tree: ProcessTree | null = null;
@@ -142,8 +163,9 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
     const client = new LockClient({
       servers: server, // parsed once, by the option's schema
-      // A server restarting (or failing over) is waited out within the --wait budget.
-      retryFirstConnect: true,
+      // retryFirstConnect left to the clients' shared rule (docs/clients.md): a server that is
+      // restarting or failing over is waited out with --wait (within it) or a --server list of
+      // two or more (within 30 s); --try, or one address without --wait, exits 69 at once.
       reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,
       ...(owner !== undefined ? { owner } : {}),
       ...(tls !== undefined ? { tls } : {}),
@@ -154,6 +176,8 @@ export async function run(argv: readonly string[], env: Record<string, string | 
       lock = await client.acquire(name, {
         lease,
         try: tryOnly,
+        limit,
+        shared,
         signal: waitCancel.signal,
         onRetry: (detail, _delayMs, backoff) => {
           // Only when the claim is going to wait: every address of the list
@@ -309,9 +333,11 @@ async function runHolding(
   const grouped = !isatty(0);
   let child: ReturnType<typeof Bun.spawn>;
   try {
+    // LOCKD_SLOT only for a semaphore's grant; unset otherwise, so an outer run's slot never leaks in.
+    const { LOCKD_SLOT: _outer, ...inherited } = env;
     child = Bun.spawn([...command], {
       stdio: ["inherit", "inherit", "inherit"],
-      env: { ...env, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name },
+      env: { ...inherited, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name, ...(lock.slot !== null ? { LOCKD_SLOT: String(lock.slot) } : {}) },
       detached: grouped,
     });
   } catch (error) {
@@ -380,6 +406,10 @@ function claimFailed(error: unknown, conflictExitCode: number, interrupted: Node
   if (error instanceof WaitTimeoutError) return error.unavailable === undefined ? ExitCode.TEMPFAIL : ExitCode.UNAVAILABLE;
   if (error instanceof ServerUnavailableError) return ExitCode.UNAVAILABLE;
   if (error instanceof LockAbortedError) return 128 + (interrupted === null ? 0 : (osConstants.signals[interrupted] ?? 0));
+  if (error instanceof LimitMismatchError) {
+    process.stderr.write(`lockd run: every run of ${JSON.stringify(error.lock)} must use the same --limit while any of them holds or waits (--shared, and a run without --limit, count as --limit 1)\n`);
+    return ExitCode.USAGE;
+  }
   if (error instanceof LockRequestError) {
     if (error.code === "PROTOCOL_VIOLATION") return ExitCode.UNAVAILABLE;
     // The server ended the claim under the lock rules (an operator's KICK) before the grant: COMMAND never ran.

@@ -25,14 +25,16 @@ metrics, lock view, admin actions; see docs/operations.md).
 
 Stops on SIGINT or SIGTERM: readyz turns 503, the lock listener stops, every
 session gets ERROR SHUTTING_DOWN and is closed, the ops server stays up for
---shutdown-grace, then the process exits 0. A second signal exits at once
-with code 70. The same signal again within 1 s of the first (monotonic
-clock) is not a second one: it is the same stop request arriving twice, as
-when a signal sent to the whole process group (kill -INT -PGID, timeout(1),
-systemd's KillMode=control-group) also reaches lockd through a launcher
-that relays it (npm start, the npm bin shim). To force the exit, send the
-signal again after that second, or send the other one (SIGINT after
-SIGTERM, or the reverse).
+--shutdown-grace, then the process exits 0. A server nobody called since it
+started (no lock session opened, no ops request answered; probes and scrapes
+count) skips the grace and exits at once; so does a standby. A second signal
+exits at once with code 70. The same signal again within 1 s of the first
+(monotonic clock) is not a second one: it is the same stop request arriving
+twice, as when a signal sent to the whole process group (kill -INT -PGID,
+timeout(1), systemd's KillMode=control-group) also reaches lockd through a
+launcher that relays it (npm start, the npm bin shim). To force the exit,
+send the signal again after that second, or send the other one (SIGINT
+after SIGTERM, or the reverse).
 
 Options (flag, then environment, then default):
 ${optionsHelp(SERVE_OPTIONS)}

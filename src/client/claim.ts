@@ -36,6 +36,8 @@ export type { ClaimState };
 /** What a claim reports to its Lock: the grant, once. */
 export interface Granted {
   readonly token: bigint;
+  /** The slot (0 .. limit - 1) of a claim with limit above 1, else null. */
+  readonly slot: number | null;
   readonly signal: AbortSignal;
 }
 
@@ -134,10 +136,10 @@ export class Claim implements ClaimEffects {
     this.timerHandle = at === Infinity ? null : setTimeout(this.fire, Math.max(0, Math.ceil(at - performance.now())));
   }
 
-  granted(token: bigint): void {
+  granted(token: bigint, slot: number): void {
     const settle = this.settle!;
     this.settle = null;
-    settle.resolve({ token, signal: this.controller.signal });
+    settle.resolve({ token, slot: slot < 0 ? null : slot, signal: this.controller.signal });
   }
 
   failed(error: unknown): void {

@@ -1,5 +1,6 @@
 /** LockClient: where to connect and what to ask for; `acquire` and `withLock`. */
 import { hostname } from "node:os";
+import { MAX_LIMIT } from "../protocol/constants.ts";
 import { encodeAcquire } from "../protocol/frames.ts";
 import { connectBun } from "./bun-transport.ts";
 import { Claim } from "./claim.ts";
@@ -9,6 +10,7 @@ import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
 import { DEFAULT_LOCK_ADDRESS } from "../net/address.ts";
 import { checkServerMap, parseServerMap, type ServerMap } from "../shard/map.ts";
+import { describeMismatch, parseWrongShard } from "../shard/mismatch.ts";
 import { describeShards, placementOf, type Placement } from "../shard/placement.ts";
 
 /** Default lease when `acquire` is not given one: 5 s, like `lockd run`. */
@@ -37,9 +39,14 @@ export interface ClientOptions {
   /** How long a not-yet-granted claim keeps reconnecting (ms, default 30 s). */
   readonly reconnectMs?: number;
   /**
-   * Also retry, within reconnectMs, when no server has answered the claim
-   * yet (a job started while the server restarts). Default false: each
-   * address is tried once and ServerUnavailableError says none connects.
+   * Whether a claim retries (within reconnectMs, never past its wait) when
+   * no server has answered it yet: a server that refuses connections while
+   * it restarts, or a failover group between a crash and the take-over.
+   * true: always (also a TRY claim); false: never, each address is tried
+   * once and ServerUnavailableError says none connects. Default (unset):
+   * a claim that may wait retries when it has a `wait` or its list has two
+   * or more addresses; a TRY claim, or one address without a wait, fails
+   * at once (docs/client.md, "Retrying the first connect").
    */
   readonly retryFirstConnect?: boolean;
   /** Floor of the heartbeat interval (ms, default 1). */
@@ -64,6 +71,21 @@ export interface AcquireOptions {
   readonly try?: boolean;
   /** Owner label shown to operators (default the client's, else "HOST/pid-PID"). */
   readonly owner?: string;
+  /**
+   * A semaphore of this many permits (an integer 1..65535, default 1: an
+   * exclusive lock): the first `limit` claims of the name hold at once, each
+   * in its own slot (`Lock.slot`), the rest wait in FIFO order. Every claim
+   * of a name must use the same limit while any of them lives, or the
+   * server refuses it (LimitMismatchError).
+   */
+  readonly limit?: number;
+  /**
+   * A shared (read) claim: shared holders of a name coexist, an exclusive
+   * one holds alone; FIFO, so a shared claim queues behind a waiting
+   * exclusive one. Only with limit 1 (BAD_REQUEST otherwise, without
+   * connecting). Default false.
+   */
+  readonly shared?: boolean;
   /** Cancels waiting (LockAbortedError) or ends holding (signal aborts, why "aborted"). */
   readonly signal?: AbortSignal;
   /**
@@ -83,6 +105,8 @@ export interface Held {
   readonly signal: AbortSignal;
   /** Fencing token: pass it to guarded resources. */
   readonly token: bigint;
+  /** The semaphore slot (0 .. limit - 1) of a claim with limit above 1, else null (Lock.slot). */
+  readonly slot: number | null;
 }
 
 /**
@@ -109,7 +133,7 @@ export class LockClient {
   private readonly tls: TlsSettings | undefined;
   private readonly owner: string;
   private readonly reconnectMs: number;
-  private readonly retryFirstConnect: boolean;
+  private readonly retryFirstConnect: boolean | undefined;
   private readonly minIntervalMs: number;
   private readonly connector: Connector;
 
@@ -121,7 +145,7 @@ export class LockClient {
     this.tls = options.tls;
     this.owner = options.owner ?? `${hostname()}/pid-${process.pid}`;
     this.reconnectMs = options.reconnectMs ?? DEFAULT_RECONNECT_MS;
-    this.retryFirstConnect = options.retryFirstConnect ?? false;
+    this.retryFirstConnect = options.retryFirstConnect;
     this.minIntervalMs = options.minHeartbeatIntervalMs ?? MIN_HEARTBEAT_INTERVAL_MS;
     this.connector = options.connect ?? (typeof Bun !== "undefined" ? connectBun : connectNode);
   }
@@ -129,8 +153,9 @@ export class LockClient {
   /**
    * Claim `name` and resolve once the server grants it (ACQUIRED). Rejects
    * with LockBusyError or LockDelayedError (`try`), WaitTimeoutError
-   * (`wait`), LockAbortedError (`signal`), ServerUnavailableError, or
-   * LockRequestError.
+   * (`wait`), LockAbortedError (`signal`), ServerUnavailableError,
+   * LimitMismatchError (`limit` or `shared` differ from the name's live
+   * sessions'), or LockRequestError.
    *
    * @example
    * await using lock = await client.acquire("db/migrate", { lease: 5000, wait: 60_000 });
@@ -138,9 +163,17 @@ export class LockClient {
    */
   async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
     const leaseMs = options.lease ?? DEFAULT_LEASE_MS;
+    const limit = options.limit ?? 1;
+    const shared = options.shared ?? false;
+    // Refused here, before any connection: a request no server would accept.
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw new LockRequestError("BAD_REQUEST", `limit must be an integer 1..${MAX_LIMIT}, got ${limit}`);
+    if (typeof shared !== "boolean") throw new LockRequestError("BAD_REQUEST", `shared must be true or false, got ${String(shared)}`);
+    if (shared && limit !== 1) {
+      throw new LockRequestError("BAD_REQUEST", `a shared claim has limit 1, got limit ${limit}: a name is a read/write lock or a semaphore, not both`);
+    }
     let acquireFrame: Uint8Array;
     try {
-      acquireFrame = encodeAcquire({ name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false });
+      acquireFrame = encodeAcquire({ name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false, limit, shared });
     } catch (error) {
       throw new LockRequestError("BAD_REQUEST", (error as Error).message, error);
     }
@@ -151,6 +184,8 @@ export class LockClient {
       name,
       leaseMs,
       acquireFrame,
+      limit,
+      shared,
       waitMs: options.wait,
       signal: options.signal,
       addresses,
@@ -159,6 +194,7 @@ export class LockClient {
       connect: this.connector,
       reconnectMs: this.reconnectMs,
       retryFirstConnect: this.retryFirstConnect,
+      try: options.try ?? false,
       onRetry: options.onRetry,
       minHeartbeatIntervalMs: this.minIntervalMs,
     });
@@ -169,7 +205,7 @@ export class LockClient {
       if (this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD") throw this.wrongShard(name, shard, error);
       throw error;
     }
-    return new Lock(name, granted.token, granted.signal, claim);
+    return new Lock(name, granted.token, granted.slot, granted.signal, claim);
   }
 
   /** The shard `name` belongs to in this client's map ("" for a plain address list). */
@@ -179,12 +215,22 @@ export class LockClient {
 
   private wrongShard(name: string, shard: number, error: LockRequestError): WrongShardError {
     const frame = error.cause instanceof ServerErrorFrame ? error.cause : undefined;
+    const serverMessage = frame?.serverMessage || "the server says it is another shard's";
+    const clientShard = this.map.shards[shard]!.name;
+    const shards = this.placement!.shards;
+    const generation = this.map.generation;
+    const server = parseWrongShard(serverMessage);
+    const detail = describeMismatch({ shards, generation, shard: clientShard, address: frame?.server }, server, serverMessage);
     return new WrongShardError(
       name,
-      this.map.shards[shard]!.name,
-      describeShards(this.placement!.shards, this.map.generation),
-      frame?.serverMessage || "the server says it is another shard's",
+      clientShard,
+      describeShards(shards, generation),
+      serverMessage,
       frame ?? error,
+      detail,
+      frame?.server,
+      server?.shard,
+      server === null ? undefined : describeShards(server.shards, server.generation),
     );
   }
 
@@ -211,7 +257,7 @@ export class LockClient {
         signal.addEventListener("abort", onLost, { once: true });
       });
       try {
-        const work = Promise.resolve().then(() => fn({ signal, token: lock.token }));
+        const work = Promise.resolve().then(() => fn({ signal, token: lock.token, slot: lock.slot }));
         work.catch(() => {}); // a late failure after the loss is not unhandled
         return await Promise.race([work, lost]);
       } finally {

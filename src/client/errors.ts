@@ -24,6 +24,8 @@ export class ServerErrorFrame extends Error {
     readonly code: number,
     /** The server's message for humans. */
     readonly serverMessage: string,
+    /** The address (HOST:PORT) of the server that sent it, when known. */
+    readonly server?: string,
   ) {
     super(`server sent ERROR ${errorCodeName(code)} (0x${code.toString(16).padStart(2, "0")})${serverMessage ? `: ${serverMessage}` : ""}`);
     this.codeName = errorCodeName(code);
@@ -196,11 +198,38 @@ export class LockAbortedError extends LockError {
 }
 
 /**
+ * The claim's limit differs from the limit of the name's live sessions
+ * (ERROR LIMIT_MISMATCH, class client): every session of a name must claim
+ * it with the same limit, and a shared or exclusive claim counts as limit 1
+ * (a name is a semaphore or a lock at a time). Never retried on another
+ * address: the request will fail again as is while those sessions live. The
+ * message carries the server's, which names both limits.
+ */
+export class LimitMismatchError extends LockRequestError {
+  override readonly name = "LimitMismatchError";
+  constructor(
+    readonly lock: string,
+    /** This claim's limit (1 for an exclusive or shared claim). */
+    readonly limit: number,
+    /** Whether this claim was shared. */
+    readonly shared: boolean,
+    /** What the server said (the name's limit and this claim's). */
+    readonly serverMessage: string,
+    cause?: unknown,
+  ) {
+    super("LIMIT_MISMATCH", `${shared ? "shared " : ""}claim on lock ${JSON.stringify(lock)} with limit ${limit} refused: ${serverMessage}`, cause);
+  }
+}
+
+/**
  * The server that was asked serves another shard of the map than the one
  * this name belongs to (ERROR WRONG_SHARD): the client's server map and
  * the servers' differ (a map changed and this client, or that server, has
- * the old one). A setting to fix, never retried. Names both views: the
- * client's (`clientShard`, `clientMap`) and the server's (its message).
+ * the old one; or the map lists a server under the wrong shard). A setting
+ * to fix, never retried. Names both views, the client's (`clientShard`,
+ * `clientMap`, the address it asked) and the server's (`serverShard`,
+ * `serverMap`, its message), and the message says what differs: the shard
+ * names, the generation, or which address the map lists under which shard.
  */
 export class WrongShardError extends LockRequestError {
   override readonly name = "WrongShardError";
@@ -212,12 +241,16 @@ export class WrongShardError extends LockRequestError {
     readonly clientMap: string,
     /** What the server said (its shard, its map, and where the name belongs in it). */
     readonly serverMessage: string,
-    cause?: unknown,
+    cause: unknown,
+    /** The whole message after `lock "NAME": ` (what the client sent where, what the server is, what differs). */
+    detail: string,
+    /** The address (HOST:PORT) of `clientShard` that refused the name, when known. */
+    readonly server: string | undefined,
+    /** The refusing server's shard, from its message (undefined when its message is not lockd's). */
+    readonly serverShard: string | undefined,
+    /** The refusing server's map, as `clientMap` is written (undefined when its message is not lockd's). */
+    readonly serverMap: string | undefined,
   ) {
-    super(
-      "WRONG_SHARD",
-      `lock ${JSON.stringify(lock)}: the client's map ${clientMap} places it on shard ${clientShard}, but ${serverMessage}`,
-      cause,
-    );
+    super("WRONG_SHARD", `lock ${JSON.stringify(lock)}: ${detail}`, cause);
   }
 }

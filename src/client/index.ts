@@ -12,6 +12,7 @@ export {
   LockAbortedError,
   LockBusyError,
   LockDelayedError,
+  LimitMismatchError,
   LockError,
   LockLostError,
   LockRequestError,
@@ -23,6 +24,7 @@ export {
   type LostWhy,
 } from "./errors.ts";
 export { Lock } from "./lock.ts";
+export { firstConnectRetried } from "./machine.ts";
 export { baseInterval, clientTimeout, heartbeatInterval, MIN_HEARTBEAT_INTERVAL_MS, PAUSE_BOUNDS, type PauseBounds, reconnectPause, RTT_ALPHA, smoothRtt } from "./schedule.ts";
 export { AddressError, formatAddress, parseAddress, parseAddressList, type Address, type Connector, type TlsSettings, type Transport, type TransportEvents } from "./transport.ts";
 export { formatServerMap, parseServerMap, type ServerMap, type ShardAddresses } from "../shard/map.ts";

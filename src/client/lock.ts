@@ -1,4 +1,9 @@
 /** Lock: a held lock as the caller sees it. */
+// The declarations name AsyncDisposable and Symbol.asyncDispose, which
+// TypeScript's libs have only from esnext.disposable on: this reference
+// (kept in the emitted lock.d.ts) brings them to a consumer compiling for
+// es2022, as @types/node does. Node.js has Symbol.asyncDispose from 20.
+/// <reference lib="esnext.disposable" preserve="true" />
 import type { Claim } from "./claim.ts";
 
 /**
@@ -11,6 +16,11 @@ import type { Claim } from "./claim.ts";
  * await using lock = await client.acquire("jobs/nightly", { lease: 10_000 });
  * await writeReport({ fencingToken: lock.token, signal: lock.signal });
  * // released here, at the end of the scope
+ *
+ * @example
+ * // One of at most three holders at once: a semaphore's grant has a slot, 0..2.
+ * await using permit = await client.acquire("render/gpu", { limit: 3 });
+ * await render({ gpu: permit.slot!, fencingToken: permit.token, signal: permit.signal });
  */
 export class Lock implements AsyncDisposable {
   constructor(
@@ -18,6 +28,13 @@ export class Lock implements AsyncDisposable {
     readonly name: string,
     /** Fencing token of this grant: pass it to every guarded write. */
     readonly token: bigint,
+    /**
+     * The slot of a semaphore's grant (`limit` above 1): 0 .. limit - 1, the
+     * lowest one free when granted. A guarded resource fences each slot like
+     * an exclusive lock: per slot, tokens rise. null for limit 1 (an
+     * exclusive or shared lock), whose grants have no slot.
+     */
+    readonly slot: number | null,
     /** Aborts when ownership ends; `reason` is a LockLostError. */
     readonly signal: AbortSignal,
     private readonly claim: Claim,

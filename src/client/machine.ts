@@ -52,21 +52,27 @@
  * server last answered) the pause is 10-50 ms; after a whole round failed,
  * the backoff (50 ms doubling to 2 s, half fixed, half random): both
  * `reconnectPause` (schedule.ts), the rule all three clients share. An answer from any server starts over. Before any server
- * has answered, each address is tried once, without pauses, and the claim
- * fails, unless `retryFirstConnect`. A TLS set-up problem fails the claim
+ * has answered, the claim retries the same way only if `firstConnectRetried`
+ * says so (by default: a claim that may wait, with a `wait` or a list of two
+ * or more addresses; never a TRY); otherwise each address is tried once,
+ * without pauses, and the claim fails. A TLS set-up problem fails the claim
  * once every address of the round has been tried: it is a setting to fix.
  */
 import {
   ErrorClass,
   ErrorCode,
   FLAG_REPLY,
+  FLAG_SLOT,
   FrameLimits,
   FrameReader,
   FrameType,
   HEARTBEAT_FRAME,
   ReadResult,
   SERVER_FRAMES,
+  SLOT_LENGTH,
+  TOKEN_LENGTH,
   decodeAcquired,
+  decodeSlot,
   decodeError,
   errorClassOf,
   type FrameSink,
@@ -76,6 +82,7 @@ import {
   LockAbortedError,
   LockBusyError,
   LockDelayedError,
+  LimitMismatchError,
   LockLostError,
   LockRequestError,
   ServerErrorFrame,
@@ -85,6 +92,7 @@ import {
 } from "./errors.ts";
 import { clientTimeout, heartbeatInterval, reconnectPause, smoothRtt } from "./schedule.ts";
 import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
+import { networkErrorText } from "./transport.ts";
 
 const LIMITS = new FrameLimits(SERVER_FRAMES);
 
@@ -98,8 +106,8 @@ export interface ClaimEffects {
   disconnect(): void;
   /** Make the one timer fire at `at` (monotonic ms) and call `timer`; Infinity: cancel it. */
   arm(at: number): void;
-  /** The grant (once). */
-  granted(token: bigint): void;
+  /** The grant (once): its token, and its slot (0 .. limit - 1) for a claim with limit above 1, else -1. */
+  granted(token: bigint, slot: number): void;
   /** A claim that never held ends with this error (once; final). */
   failed(error: unknown): void;
   /** A held lock is lost (once; final): abort the lock's signal with this error. */
@@ -118,6 +126,13 @@ export interface ClaimRules {
   readonly leaseMs: number;
   /** The encoded ACQUIRE frame (built once, sent on every connection). */
   readonly acquireFrame: Uint8Array;
+  /**
+   * The claim's limit, 1 .. 65,535 (1: an exclusive or shared lock; above 1:
+   * a semaphore, whose every ACQUIRED carries a slot below it).
+   */
+  readonly limit: number;
+  /** A shared claim (limit 1): for LIMIT_MISMATCH's error. */
+  readonly shared: boolean;
   readonly waitMs: number | undefined;
   readonly addresses: readonly Address[];
   /**
@@ -129,14 +144,36 @@ export interface ClaimRules {
   /** Whether the connection is TLS (decides how a failure is diagnosed). */
   readonly secure: boolean;
   readonly reconnectMs: number;
-  /** Retry (within reconnectMs) also before any server has answered this claim. */
-  readonly retryFirstConnect: boolean;
+  /**
+   * Retry (within reconnectMs) also before any server has answered this
+   * claim: true always, false never, undefined by the default rule
+   * (`firstConnectRetried`).
+   */
+  readonly retryFirstConnect: boolean | undefined;
+  /** The claim is a TRY (it may not wait): by default its first connect is not retried. */
+  readonly try: boolean;
   readonly minHeartbeatIntervalMs: number;
   /** A number in [0, 1): the jitter of the pacing. */
   readonly random: () => number;
 }
 
 export type ClaimState = "connecting" | "waiting" | "held" | "done";
+
+/**
+ * Whether a claim retries (within its reconnect budget, never past its
+ * wait) before any server has answered it, or tries each address once and
+ * fails with SERVER_UNAVAILABLE. The rule all three clients and `lockd run`
+ * share (docs/clients.md, "Retrying the first connect"): an explicit
+ * setting wins; by default a claim that may wait retries when the caller
+ * gave a wait (> 0) or a list of two or more addresses (a failover service,
+ * whose active may be between a crash and a take-over), and a TRY claim, or
+ * one with one address and no wait, fails at once.
+ */
+export function firstConnectRetried(setting: boolean | undefined, tryOnly: boolean, waitMs: number | undefined, addresses: number): boolean {
+  if (setting !== undefined) return setting;
+  if (tryOnly) return false;
+  return (waitMs !== undefined && waitMs > 0) || addresses > 1;
+}
 
 /** Where the current connection is. */
 const Link = {
@@ -152,6 +189,8 @@ type Link = (typeof Link)[keyof typeof Link];
 export class ClaimMachine implements FrameSink {
   state: ClaimState = "connecting";
   token = 0n;
+  /** The grant's slot (claims with limit above 1), -1 when none. */
+  slot = -1;
   /** The schedule's live inputs, observable for tests and the soak's checker. */
   smoothedRttMs: number | undefined = undefined;
   /** Send time of the last answered frame (the claim is confirmed up to here), -1 when none. */
@@ -191,11 +230,15 @@ export class ClaimMachine implements FrameSink {
    * does not connect is simply not a lock server we can reach.
    */
   private resilient = false;
+  /** Whether trouble before any answer is retried (`firstConnectRetried`, decided once). */
+  private readonly retryFirst: boolean;
 
   constructor(
     private readonly rules: ClaimRules,
     private readonly effects: ClaimEffects,
-  ) {}
+  ) {
+    this.retryFirst = firstConnectRetried(rules.retryFirstConnect, rules.try, rules.waitMs, rules.addresses.length);
+  }
 
   /** The end of the confirmed period (confirmedAt + 0.8 x lease), -1 when nothing is confirmed. */
   get confirmedUntil(): number {
@@ -225,7 +268,7 @@ export class ClaimMachine implements FrameSink {
     const where = this.where();
     const problem = this.rules.secure ? tlsConnectProblem(error, where) : null;
     if (problem !== null) this.trouble(now, problem.message, new TlsSetupError(problem, error));
-    else this.trouble(now, `cannot connect to ${where}: ${(error as Error | null)?.message ?? error}`, error);
+    else this.trouble(now, `cannot connect to ${where}: ${networkErrorText(error)}`, error);
     this.arm();
   }
 
@@ -258,7 +301,7 @@ export class ClaimMachine implements FrameSink {
   closed(now: number, error: Error | undefined): void {
     if (this.state === "done" || this.link === Link.NONE) return;
     this.link = Link.NONE;
-    const detail = error === undefined ? "the server closed the connection" : `connection failed: ${error.message}`;
+    const detail = error === undefined ? "the server closed the connection" : `connection failed: ${networkErrorText(error)}`;
     if (this.state === "held") {
       this.lose("closed", detail, error);
       return;
@@ -329,9 +372,23 @@ export class ClaimMachine implements FrameSink {
       case FrameType.ACQUIRED: {
         const token = decodeAcquired(bytes, offset);
         if (token === 0n) return this.violation("ACQUIRED with token 0 (tokens start at 1)");
+        // The slot (protocol.md section 13): FLAG_SLOT and a 10-byte body on every ACQUIRED of a
+        // claim with limit above 1, slot below the limit; neither for limit 1. Checked before the reply
+        // is counted: a broken grant confirms nothing.
+        const slot = decodeSlot(bytes, offset, length);
+        const limit = this.rules.limit;
+        if ((flags & FLAG_SLOT) !== 0) {
+          if (slot < 0) return this.violation(`ACQUIRED with flag SLOT and a ${length}-byte body (the slot needs ${TOKEN_LENGTH + SLOT_LENGTH})`);
+          if (limit === 1) return this.violation(`ACQUIRED with slot ${slot} for a claim of limit 1 (only a semaphore's grants have slots)`);
+          if (slot >= limit) return this.violation(`ACQUIRED with slot ${slot} for a claim of limit ${limit} (slots are 0..${limit - 1})`);
+        } else {
+          if (length !== TOKEN_LENGTH) return this.violation(`ACQUIRED with a ${length}-byte body and no flag SLOT`);
+          if (limit !== 1) return this.violation(`ACQUIRED without a slot for a claim of limit ${limit}`);
+        }
         if (reply && !this.answered()) return false;
         if (this.state === "held") {
           if (token !== this.token) return this.violation(`ACQUIRED token changed from ${this.token} to ${token}`);
+          if (slot !== this.slot) return this.violation(`ACQUIRED slot changed from ${this.slot} to ${slot}`);
           return true;
         }
         if (this.now >= this.confirmedUntil) {
@@ -340,7 +397,7 @@ export class ClaimMachine implements FrameSink {
           this.trouble(this.now, `a grant arrived unconfirmed: ${this.unconfirmedDetail()}`, undefined);
           return false;
         }
-        this.granted(token);
+        this.granted(token, slot);
         return true;
       }
       case FrameType.WAITING:
@@ -374,15 +431,16 @@ export class ClaimMachine implements FrameSink {
     return true;
   }
 
-  private granted(token: bigint): void {
+  private granted(token: bigint, slot: number): void {
     this.state = "held";
     this.token = token;
+    this.slot = slot;
     this.waitUntil = -1;
-    this.effects.granted(token);
+    this.effects.granted(token, slot);
   }
 
   private serverError(frame: { code: number; message: string }): void {
-    const error = new ServerErrorFrame(frame.code, frame.message);
+    const error = new ServerErrorFrame(frame.code, frame.message, this.where());
     const name = this.rules.name;
     if (this.state === "held") {
       this.lose("server-error", error.message, error);
@@ -399,6 +457,7 @@ export class ClaimMachine implements FrameSink {
     }
     if (frame.code === ErrorCode.LOCK_BUSY) this.fail(new LockBusyError(name, error));
     else if (frame.code === ErrorCode.LOCK_DELAYED) this.fail(new LockDelayedError(name, frame.message, error));
+    else if (frame.code === ErrorCode.LIMIT_MISMATCH) this.fail(new LimitMismatchError(name, this.rules.limit, this.rules.shared, frame.message, error));
     else this.fail(new LockRequestError(error.codeName, `claim on lock ${JSON.stringify(name)} refused: ${error.message}`, error));
   }
 
@@ -472,7 +531,7 @@ export class ClaimMachine implements FrameSink {
       this.fail(this.unavailable(problem.message, problem));
       return;
     }
-    if (!this.resilient && !this.rules.retryFirstConnect) {
+    if (!this.resilient && !this.retryFirst) {
       // No server has answered this claim yet: try each address once, at once, then say so.
       if (!roundDone) {
         this.effects.retry(detail, 0, false);

@@ -17,6 +17,14 @@
  * of the queue is granted and its ACQUIRED is handed to the transport in the
  * same call, before the ended session's own ERROR (if any) is written.
  *
+ * Semaphores and shared claims (protocol.md section 13): a lock admits its
+ * queue's head while the head fits beside the holders (`Lock.admits`), so
+ * `promote` grants a run: consecutive shared claims together, or semaphore
+ * claims up to the limit, each with its own token (and slot). Nobody is
+ * granted ahead of an earlier waiter: a claim arriving at a lock with a
+ * queue queues, even when it would fit. Promotion runs whenever capacity
+ * frees: a holder leaves, or the head waiter leaves (the next may fit).
+ *
  * Held back: a grant may have to wait although the lock is free. During a
  * lock-delay (delay.ts: an earlier server's holder may still believe it
  * holds the name) and while the durable largest lease does not cover the
@@ -39,16 +47,19 @@ import {
   FrameType,
   decodeAcquire,
   encodeAcquired,
+  encodeAcquiredSlot,
   encodeError,
   frameTypeName,
   HEADER_LENGTH,
   PIPELINE_LIMIT,
+  TOKEN_LENGTH,
   WAITING_REPLY_FRAME,
+  writeSlot,
   writeToken,
 } from "../protocol/index.ts";
 import type { LockDelay } from "./delay.ts";
-import { CLOSED_BY_PEER, Lock, Session, SessionState } from "./session.ts";
-import { EngineStats, GrantPath } from "./stats.ts";
+import { CLOSED_BY_PEER, Lock, NO_SLOT, SHARED_CLAIM, Session, SessionState } from "./session.ts";
+import { ClaimKind, EngineStats, GrantPath } from "./stats.ts";
 import { MemoryTokens, type TokenSource } from "./tokens.ts";
 import { TimerWheel, type WheelDriver, type WheelOwner } from "./wheel.ts";
 
@@ -102,6 +113,12 @@ export interface EngineOptions {
   readonly maxLeaseMs?: number;
   /** How messages name the limits a client met (the CLI's flags); omitted: plain words. */
   readonly words?: EngineWords;
+  /**
+   * Called when a promotion stopped at PROMOTE_BUDGET grants with more due
+   * (a long run of shared waiters): the shell calls `resume` in the next
+   * loop turn. Omitted: the rest waits for the next `resume` call.
+   */
+  readonly onResumeNeeded?: () => void;
 }
 
 /** How the engine's messages name its settings. */
@@ -163,6 +180,12 @@ const LOCK_BUSY_FRAME = encodeError(ErrorCode.LOCK_BUSY, "lock is held");
 /** Grants resumed per `resume` call: the rest goes on in the next loop turn. */
 export const RESUME_BUDGET = 1000;
 /**
+ * Grants of one promotion (a holder left): a run of shared waiters longer
+ * than this goes on in the next loop turn (`onResumeNeeded`), so one
+ * release costs at most this many writes in one turn.
+ */
+export const PROMOTE_BUDGET = 1000;
+/**
  * Deadlines handled per timer callback of the shell. Ending a session is a
  * write and a close (some microseconds each): 256 of them keep one callback
  * to a few milliseconds, and the rest come in the next loop turns.
@@ -176,6 +199,8 @@ const PIPELINING_FRAME = encodeError(
 );
 /** The promotion push, rewritten for each grant: the handover path allocates no frame of its own. */
 const PUSH_FRAME = encodeAcquired(0, 0);
+/** The same for a grant with a slot (a semaphore's). */
+const PUSH_SLOT_FRAME = encodeAcquiredSlot(0, 0, 0);
 
 export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C> {
   private readonly timers: TimerWheel<Session<C>>;
@@ -199,8 +224,11 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   private readonly words: EngineWords;
   /** Built once per engine: its words are a setting. */
   private readonly sourceOverloadedFrame: Uint8Array;
-  /** Ownerless locks whose queue waits for a grant to be allowed (see the top of this file). */
+  /** Locks whose queue's head fits but waits for a grant to be allowed, or for the next loop turn (see the top of this file). */
   private readonly heldBack = new Map<string, Lock<C>>();
+  private readonly onResumeNeeded: (() => void) | null;
+  /** Inside `resume`, whose answer tells the shell to come back: promotions cut short need not call onResumeNeeded. */
+  private resuming = false;
 
   constructor(
     private readonly transport: EngineOutput<C>,
@@ -216,6 +244,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     this.delay = options.delay ?? null;
     this.maxLeaseMs = options.maxLeaseMs ?? Infinity;
     this.words = options.words ?? PLAIN_ENGINE_WORDS;
+    this.onResumeNeeded = options.onResumeNeeded ?? null;
     this.sourceOverloadedFrame = encodeError(ErrorCode.OVERLOADED, `too many sessions from this address (${this.words.maxSessionsPerSource}); reconnect with backoff`);
     this.timers = new TimerWheel(now);
   }
@@ -373,12 +402,18 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
 
   // --- operator actions ------------------------------------------------------
 
-  /** End the owner of `name` with FORCE_RELEASED; the next waiter is granted. */
-  forceRelease(name: string, now: number): Session<C> | null {
-    const owner = this.locks.get(name)?.owner ?? null;
-    if (owner === null) return null;
-    this.end(owner, ErrorCode.FORCE_RELEASED, FORCE_RELEASED_FRAME, now);
-    return owner;
+  /**
+   * End a holder of `name` with FORCE_RELEASED: session `sessionId` if
+   * given (null unless it holds `name`), else the oldest holder. The next
+   * waiters that fit are granted.
+   */
+  forceRelease(name: string, now: number, sessionId?: number): Session<C> | null {
+    const lock = this.locks.get(name);
+    if (lock === undefined) return null;
+    const holder = sessionId === undefined ? lock.holdHead : (this.sessions.get(sessionId) ?? null);
+    if (holder === null || holder.lock !== lock || holder.state !== SessionState.OWNER) return null;
+    this.end(holder, ErrorCode.FORCE_RELEASED, FORCE_RELEASED_FRAME, now);
+    return holder;
   }
 
   /** End waiting session `id` with KICKED. Null if there is no such waiter. */
@@ -409,9 +444,11 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   held(limit: number): Array<[string, number]> | null {
     const out: Array<[string, number]> = [];
     for (const lock of this.locks.values()) {
-      if (lock.owner === null) continue;
+      if (lock.holders === 0) continue;
       if (out.length >= limit) return null;
-      out.push([lock.name, lock.owner.leaseMs]);
+      let lease = 0;
+      for (let s = lock.holdHead; s !== null; s = s.queueNext) lease = Math.max(lease, s.leaseMs);
+      out.push([lock.name, lease]);
     }
     return out;
   }
@@ -437,17 +474,25 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
       return false;
     }
     if (this.guard !== null && !this.guard.mayGrant(now)) return false;
+    this.resuming = true;
+    try {
+      return this.resumeHeldBack(now, budget);
+    } finally {
+      this.resuming = false;
+    }
+  }
+
+  private resumeHeldBack(now: number, budget: number): boolean {
     for (const [name, lock] of this.heldBack) {
       const next = lock.head;
-      if (lock.owner !== null || next === null) {
+      if (next === null || !lock.admits(next)) {
         this.heldBack.delete(name);
         continue;
       }
       if (!this.mayGrantNow(lock, next, now)) continue;
       this.heldBack.delete(name);
-      lock.unlink(next);
-      this.grant(lock, next, next.answered ? GrantPath.PROMOTED : GrantPath.IMMEDIATE, now);
-      if (--budget === 0) return this.heldBack.size > 0;
+      budget = this.promote(lock, now, budget);
+      if (budget === 0) return this.heldBack.size > 0;
       if (this.guard !== null && !this.guard.mayGrant(now)) return false;
     }
     return false;
@@ -495,6 +540,13 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
         return false;
       }
     }
+    // Before the lock-delay: a claim no live session of the name could ever sit beside fails the same way at any time.
+    let lock = this.locks.get(request.name);
+    if (lock !== undefined && lock.limit !== request.limit) {
+      this.stats.mismatched++;
+      this.end(session, ErrorCode.LIMIT_MISMATCH, encodeError(ErrorCode.LIMIT_MISMATCH, mismatch(lock.limit, request.limit, request.shared)), now);
+      return false;
+    }
     const delay = this.delay;
     const delayMs = delay === null ? 0 : delay.delayOf(request.name, now);
     if (delayMs > 0 && request.try) {
@@ -503,13 +555,15 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
       this.end(session, ErrorCode.LOCK_DELAYED, encodeError(ErrorCode.LOCK_DELAYED, message), now);
       return false;
     }
-    let lock = this.locks.get(request.name);
-    if (lock !== undefined && request.try) {
+    session.slot = request.shared ? SHARED_CLAIM : NO_SLOT;
+    // Granted at once only where it overtakes nobody: a free name, or one whose holders it fits beside with nobody queued.
+    const fits = lock === undefined || (lock.head === null && lock.admits(session));
+    if (!fits && request.try) {
       this.stats.busy++;
       this.end(session, ErrorCode.LOCK_BUSY, LOCK_BUSY_FRAME, now);
       return false;
     }
-    if (lock === undefined && this.guard !== null && !this.guard.mayGrant(now)) {
+    if (fits && this.guard !== null && !this.guard.mayGrant(now)) {
       this.end(session, ErrorCode.SHUTTING_DOWN, SHUTTING_DOWN_FRAME, now);
       return false;
     }
@@ -523,9 +577,11 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     session.acquiredAt = now;
     this.fileBy(session, now + request.leaseMs);
     if (lock === undefined) {
-      lock = new Lock<C>(request.name);
+      lock = new Lock<C>(request.name, request.limit);
       this.locks.set(request.name, lock);
-      session.lock = lock;
+    }
+    session.lock = lock;
+    if (fits) {
       if (delay === null || (delayMs === 0 && delay.covers(request.leaseMs))) {
         this.grant(lock, session, GrantPath.IMMEDIATE, now);
         return true;
@@ -540,7 +596,6 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
         this.transport.send(session.conn, WAITING_REPLY_FRAME);
       }
     } else {
-      session.lock = lock;
       this.setState(session, SessionState.WAITING);
       lock.enqueue(session);
       this.stats.queued++;
@@ -558,42 +613,68 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
 
   private grant(lock: Lock<C>, session: Session<C>, path: GrantPath, now: number): void {
     const token = this.tokens.next();
-    lock.owner = session;
+    lock.hold(session); // a semaphore's holder gets its slot here
+    if (lock.holders === 1) this.stats.heldLocks++;
     session.token = token;
     session.grantedAt = now;
     this.setState(session, SessionState.OWNER);
-    session.ackFrame = encodeAcquired(token, FLAG_REPLY);
+    const slotted = lock.slots !== null;
+    session.ackFrame = slotted ? encodeAcquiredSlot(token, session.slot, FLAG_REPLY) : encodeAcquired(token, FLAG_REPLY);
     this.stats.granted(path, session, now);
     // The answer to ACQUIRE is the reply frame itself; a promotion is a push.
     if (!session.answered) {
       session.answered = true;
       this.transport.send(session.conn, session.ackFrame);
+    } else if (slotted) {
+      writeToken(PUSH_SLOT_FRAME, HEADER_LENGTH, token);
+      writeSlot(PUSH_SLOT_FRAME, HEADER_LENGTH + TOKEN_LENGTH, session.slot);
+      this.transport.send(session.conn, PUSH_SLOT_FRAME);
     } else {
       writeToken(PUSH_FRAME, HEADER_LENGTH, token);
       this.transport.send(session.conn, PUSH_FRAME);
     }
   }
 
-  /** The owner is gone: the head of the queue gets the lock now, or the lock is dropped. */
+  /**
+   * Grant the queue's head while it fits beside the holders, at most
+   * `budget` grants; returns the budget left. A head that fits but may not
+   * be granted yet (guard, lock-delay, durable lease) or was cut off by the
+   * budget leaves the lock in `heldBack` for `resume`.
+   */
+  private promote(lock: Lock<C>, now: number, budget: number): number {
+    for (let next = lock.head; next !== null && lock.admits(next); next = lock.head) {
+      if ((this.guard !== null && !this.guard.mayGrant(now)) || !this.mayGrantNow(lock, next, now)) {
+        this.heldBack.set(lock.name, lock); // granted by `resume` once allowed
+        return budget;
+      }
+      if (budget === 0) {
+        this.heldBack.set(lock.name, lock);
+        if (!this.resuming) this.onResumeNeeded?.();
+        return 0;
+      }
+      lock.unlink(next);
+      this.grant(lock, next, next.answered ? GrantPath.PROMOTED : GrantPath.IMMEDIATE, now);
+      budget--;
+    }
+    return budget;
+  }
+
+  /** Capacity freed on `lock` (a holder or the head waiter left): grant what fits, or drop an empty lock. */
   private release(lock: Lock<C>, now: number): void {
-    lock.owner = null;
-    const next = lock.head;
-    if (next === null) {
-      this.locks.delete(lock.name);
+    if (lock.head === null) {
+      if (lock.holders === 0) {
+        this.locks.delete(lock.name);
+        this.heldBack.delete(lock.name);
+      }
       return;
     }
     if (this.draining) return;
     if (this.tokens.exhausted === true) {
-      // No token for anyone: every waiter of this lock ends, and the lock with the last of them.
+      // No token for anyone: every waiter of this lock ends (their ends promote nothing), and the lock with the last session.
       for (let s = lock.head; s !== null; s = lock.head) this.end(s, ErrorCode.TOKENS_EXHAUSTED, TOKENS_EXHAUSTED_FRAME, now);
       return;
     }
-    if ((this.guard !== null && !this.guard.mayGrant(now)) || !this.mayGrantNow(lock, next, now)) {
-      this.heldBack.set(lock.name, lock); // granted by `resume` once allowed
-      return;
-    }
-    lock.unlink(next);
-    this.grant(lock, next, GrantPath.PROMOTED, now);
+    this.promote(lock, now, PROMOTE_BUDGET);
   }
 
   /** End a live session by rule: forget it, hand over, then write `frame` and close. */
@@ -620,25 +701,46 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     if (lock === null) return;
     if (was === SessionState.OWNER) {
       this.stats.held(session, now);
+      lock.unhold(session);
+      if (lock.holders === 0) this.stats.heldLocks--;
       this.release(lock, now);
     } else if (was === SessionState.WAITING) {
+      const wasHead = lock.head === session;
       lock.unlink(session);
-      if (lock.owner === null && lock.head === null) {
+      if (lock.holders === 0 && lock.head === null) {
         // Draining, or held back: an ownerless lock with nobody left waiting is gone.
         this.locks.delete(lock.name);
         this.heldBack.delete(lock.name);
+      } else if (wasHead && lock.head !== null && !this.draining && this.tokens.exhausted !== true) {
+        // The next waiter may fit where the one that left did not (a shared claim behind an exclusive one).
+        this.promote(lock, now, PROMOTE_BUDGET);
       }
     }
   }
 
   private setState(session: Session<C>, state: SessionState): void {
-    this.stats.states[session.state]!--;
-    this.stats.states[state]!++;
+    const stats = this.stats;
+    const was = session.state;
+    stats.states[was]!--;
+    stats.states[state]!++;
     session.state = state;
+    if (was === SessionState.WAITING || was === SessionState.OWNER || state === SessionState.WAITING || state === SessionState.OWNER) {
+      const kind = session.slot === SHARED_CLAIM ? ClaimKind.SHARED : session.lock!.limit > 1 ? ClaimKind.SEMAPHORE : ClaimKind.EXCLUSIVE;
+      if (was === SessionState.WAITING) stats.waitersByKind[kind]!--;
+      else if (was === SessionState.OWNER) stats.holdersByKind[kind]!--;
+      if (state === SessionState.WAITING) stats.waitersByKind[kind]!++;
+      else if (state === SessionState.OWNER) stats.holdersByKind[kind]!++;
+    }
   }
 
   /** File the session so it comes due no later than `deadline`. */
   private fileBy(session: Session<C>, deadline: number): void {
     if (Math.ceil(deadline) < session.wheelTick || session.wheelSlot < 0) this.timers.schedule(session, deadline);
   }
+}
+
+/** LIMIT_MISMATCH's message: both limits, and what a limit of 1 means. */
+function mismatch(held: number, asked: number, shared: boolean): string {
+  const what = (limit: number): string => (limit === 1 ? "limit 1 (an exclusive or shared lock)" : `limit ${limit} (a semaphore)`);
+  return `this name's live sessions claim it with ${what(held)}; this ${shared ? "shared " : ""}claim asked for ${what(asked)}: every session of a name must use the same limit`;
 }

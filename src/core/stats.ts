@@ -13,6 +13,20 @@ export const GrantPath = {
 } as const;
 export type GrantPath = (typeof GrantPath)[keyof typeof GrantPath];
 
+/** What a claim asks for: the index in `holdersByKind` and `waitersByKind`. */
+export const ClaimKind = {
+  /** Limit 1, not shared: holds alone. */
+  EXCLUSIVE: 0,
+  /** Limit 1, SHARED: holds beside other shared claims. */
+  SHARED: 1,
+  /** Limit above 1: one of a semaphore's permits. */
+  SEMAPHORE: 2,
+} as const;
+export type ClaimKind = (typeof ClaimKind)[keyof typeof ClaimKind];
+
+/** ClaimKind by name, as metrics label them. */
+export const CLAIM_KIND_NAMES = ["exclusive", "shared", "semaphore"] as const;
+
 /** A histogram with fixed upper bounds (seconds), cumulative only when rendered. */
 export class Histogram {
   readonly counts: Float64Array;
@@ -59,6 +73,13 @@ export class EngineStats {
   busy = 0;
   /** TRY claims refused with LOCK_DELAYED (a lock-delay held the name back). */
   delayed = 0;
+  /** Claims refused with LIMIT_MISMATCH (another limit than the name's live sessions). */
+  mismatched = 0;
+  /** Locks with at least one holder now. */
+  heldLocks = 0;
+  /** Live holders and waiters by ClaimKind. */
+  readonly holdersByKind = new Int32Array(3);
+  readonly waitersByKind = new Int32Array(3);
   heartbeats = 0;
   /** Connections refused with OVERLOADED: at the session limit, and at the per-source limit. */
   refusedSessionLimit = 0;

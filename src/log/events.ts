@@ -77,6 +77,7 @@ export const LOG_EVENTS = {
   "admin.refused": "warn",
   "admin.force_release": "info",
   "admin.kick": "info",
+  "admin.target_changed": "info",
 } as const satisfies Record<string, LogLevelName>;
 
 export type LogEvent = keyof typeof LOG_EVENTS;

@@ -47,3 +47,103 @@ export class AdminAuth {
     return crypto.timingSafeEqual(digest(match[1]!), this.expected) ? AuthResult.OK : AuthResult.WRONG;
   }
 }
+
+/**
+ * What an admin action may name about its target, so that it acts on the
+ * session the operator saw and on no other: force-release's `?session=ID`
+ * and `?token=T` (the holder's session id and fencing token; either, both,
+ * or neither for "whoever holds it now"), kick's `?lock=NAME` (the lock the
+ * session waits for). A changed target is refused (409) with nothing done.
+ */
+export interface HolderPrecondition {
+  /** The holder's session id, or null: any. */
+  readonly session: number | null;
+  /** The holder's fencing token (decimal, canonical), or null: any. */
+  readonly token: string | null;
+}
+
+export const NO_PRECONDITION: HolderPrecondition = { session: null, token: null };
+
+const U64_MAX = (1n << 64n) - 1n;
+
+/** Every value of `key` in a raw query string (still percent-encoded). */
+function rawValues(query: string, key: string): string[] {
+  const values: string[] = [];
+  if (query === "") return values;
+  const prefix = `${key}=`;
+  for (const part of query.split("&")) if (part.startsWith(prefix)) values.push(part.slice(prefix.length));
+  return values;
+}
+
+/** A session id as the ops answers show it: 1..2^53-1, no sign, no leading zero. */
+export function parseSessionId(text: string): number | null {
+  return /^[1-9]\d{0,15}$/.test(text) && Number.isSafeInteger(Number(text)) ? Number(text) : null;
+}
+
+/** A fencing token in decimal (a u64): its canonical form, or null. */
+export function parseFencingToken(text: string): string | null {
+  if (!/^\d{1,20}$/.test(text)) return null;
+  const value = BigInt(text);
+  return value >= 1n && value <= U64_MAX ? value.toString() : null;
+}
+
+/** One optional query value (given twice is an error). */
+function single(query: string, key: string): { value: string | null } | { error: string } {
+  const values = rawValues(query, key);
+  if (values.length > 1) return { error: `${key} is given ${values.length} times; give it once` };
+  if (values.length === 0) return { value: null };
+  try {
+    return { value: decodeURIComponent(values[0]!.replace(/\+/g, "%20")) };
+  } catch {
+    return { error: `${key} is not valid percent-encoded UTF-8` };
+  }
+}
+
+/** Force-release's `?session=` and `?token=`, or what is wrong with them (a 400). */
+export function holderPrecondition(query: string): HolderPrecondition | { error: string } {
+  const session = single(query, "session");
+  if ("error" in session) return session;
+  const token = single(query, "token");
+  if ("error" in token) return token;
+  let id: number | null = null;
+  if (session.value !== null) {
+    id = parseSessionId(session.value);
+    if (id === null) return { error: `session ${JSON.stringify(session.value.slice(0, 40))} is not a session id (a positive whole number)` };
+  }
+  let fencing: string | null = null;
+  if (token.value !== null) {
+    fencing = parseFencingToken(token.value);
+    if (fencing === null) {
+      // Not echoed: it may be the admin token, put here by mistake.
+      return { error: "token is not a fencing token (a whole number 1..2^64-1, as the lock view shows the holder's); the admin token goes in the Authorization header" };
+    }
+  }
+  return { session: id, token: fencing };
+}
+
+/** What a precondition names, for messages: "session 41, token 1234". */
+export function describePrecondition(want: HolderPrecondition): string {
+  const parts: string[] = [];
+  if (want.session !== null) parts.push(`session ${want.session}`);
+  if (want.token !== null) parts.push(`token ${want.token}`);
+  return parts.join(", ");
+}
+
+/** The holder as a precondition compares it. */
+export interface HolderFacts {
+  readonly session: number;
+  readonly token: string;
+  readonly owner: string;
+}
+
+/**
+ * Null when `holder` is the one `want` names (or `want` names none), else
+ * the one-line reason the action is refused (409: nothing was done).
+ */
+export function holderChanged(name: string, holder: HolderFacts, want: HolderPrecondition): string | null {
+  const sessionOk = want.session === null || want.session === holder.session;
+  const tokenOk = want.token === null || want.token === holder.token;
+  if (sessionOk && tokenOk) return null;
+  const now = `session ${holder.session}${holder.owner === "" ? "" : ` (owner ${JSON.stringify(holder.owner)})`} with token ${holder.token}`;
+  return `${JSON.stringify(name)} is held by ${now}, not by the ${describePrecondition(want)} asked for: the holder changed, nothing was released; look again and name the holder you mean`;
+}

@@ -59,8 +59,16 @@ export interface HttpRequest {
 export interface HttpReply {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
+  /** NO_BODY (this very object) only in an answer to HEAD whose body was never built. */
   readonly body: string | Uint8Array;
 }
+
+/**
+ * The body of an answer to HEAD that was never built: the head goes with
+ * `Transfer-Encoding: chunked` and no Content-Length (the length of the
+ * GET's body is not known; HTTP/1.1 allows either in an answer to HEAD).
+ */
+export const NO_BODY: Uint8Array = new Uint8Array(0);
 
 export interface HttpServerOptions {
   readonly hostname: string;
@@ -273,6 +281,11 @@ export class HttpServer {
     // nosniff: a browser never renders an answer (which may quote the request) as anything but its type.
     if (keepAlive) headers["keep-alive"] = `timeout=${this.idleSeconds}`;
     else headers.connection = "close";
+    // Without it Bun would say `Content-Length: 0`, which a GET's answer is not.
+    if (reply.body === NO_BODY) {
+      headers["transfer-encoding"] = "chunked";
+      return new Response(null, { status: reply.status, headers });
+    }
     return new Response(reply.body as string | Uint8Array<ArrayBuffer>, { status: reply.status, headers });
   }
 }

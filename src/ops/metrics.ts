@@ -16,6 +16,7 @@
  */
 import { readdirSync, statSync } from "node:fs";
 import { CLOSED_BY_PEER, LIVE_STATES, SESSION_STATE_NAMES, SessionState } from "../core/session.ts";
+import { CLAIM_KIND_NAMES } from "../core/stats.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
 import { openFileLimit } from "../process/limits.ts";
@@ -82,8 +83,12 @@ export function renderMetrics(input: MetricsInput): string {
   for (const state of LIVE_STATES) out.sample("lockd_sessions", stats.states[state]!, { state: SESSION_STATE_NAMES[state] });
   out.single("lockd_connections", "gauge", "Open TCP connections on the lock listener, including ones being closed.", locks.connectionCount);
   out.single("lockd_locks", "gauge", "Locks with a holder or waiters (a lock exists only while someone holds or wants it).", locks.lockCount);
-  out.single("lockd_locks_held", "gauge", "Locks that have an owner.", stats.states[SessionState.OWNER]!);
+  out.single("lockd_locks_held", "gauge", "Locks that have at least one holder.", stats.heldLocks);
   out.single("lockd_waiters", "gauge", "Sessions queued behind a held lock, over all locks.", stats.states[SessionState.WAITING]!);
+  out.family("lockd_holders", "gauge", "Holders by the kind of their claim: exclusive (limit 1), shared (limit 1, SHARED), semaphore (a permit of a name with a limit above 1).");
+  for (let kind = 0; kind < CLAIM_KIND_NAMES.length; kind++) out.sample("lockd_holders", stats.holdersByKind[kind]!, { kind: CLAIM_KIND_NAMES[kind]! });
+  out.family("lockd_waiters_by_kind", "gauge", "Queued sessions by the kind of their claim (as lockd_holders).");
+  for (let kind = 0; kind < CLAIM_KIND_NAMES.length; kind++) out.sample("lockd_waiters_by_kind", stats.waitersByKind[kind]!, { kind: CLAIM_KIND_NAMES[kind]! });
   out.single("lockd_sessions_opened_total", "counter", "Sessions accepted (connections not refused).", stats.opened);
 
   out.family("lockd_acquisitions_total", "counter", "Locks granted: immediate (free at ACQUIRE) or promoted (after waiting in the queue).");

@@ -8,9 +8,11 @@
  * work that grows with sessions, locks or descriptors in one go: /metrics
  * reads counters and is built at most once per metricsMaxAgeMs, a page of
  * /v1/locks is at most MAX_PAGE locks, a lock view shows at most MAX_PAGE
- * waiters, and every walk over the lock table (a listing, the /ui page's
- * snapshots and views) goes through one queue doing one slice of
- * `scanSlice` per loop turn in all (slices.ts).
+ * waiters a page (`next` for more), every walk over the lock table or a
+ * lock's queue (a listing, a lock view, the /ui page's snapshots and views)
+ * goes through one queue doing one slice of `scanSlice` per loop turn in
+ * all (slices.ts), each page or view is built in the turn its walk ends,
+ * and HEAD of the lock routes builds no body.
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
@@ -30,16 +32,16 @@ import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log/logger.ts";
-import { AdminAuth, AuthResult, adminDisabled } from "./admin.ts";
+import { AdminAuth, AuthResult, adminDisabled, describePrecondition, holderChanged, holderPrecondition, parseSessionId } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
 import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
-import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, jsonReply as json } from "./http.ts";
+import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, JSON_HEADERS, jsonReply as json, NO_BODY } from "./http.ts";
 import { SliceQueue } from "./slices.ts";
 import { OpsStats, renderMetrics } from "./metrics.ts";
 import type { DelayView } from "../core/delay.ts";
 import type { LockSource, RoleSource } from "./sources.ts";
-import { ascending, decodeCursor, type ShardView, shardViewOf, locksPage, TopK } from "./views.ts";
+import { ascending, decodeCursor, decodeWaiterCursor, type ShardView, shardViewOf, locksPage, TopK, waitersPage } from "./views.ts";
 import { Board } from "./ui/board.ts";
 
 /** How the ops server's answers name settings. */
@@ -126,6 +128,11 @@ const LOCKS = "/v1/locks";
 /** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
 const MAX_PAGE = 1000;
 const encoder = new TextEncoder();
+
+/** A HEAD answer that builds no body: the head says a JSON answer of a length not computed. */
+function headOnly(): HttpReply {
+  return { status: 200, headers: JSON_HEADERS, body: NO_BODY };
+}
 
 function notAllowed(method: string, allow: string): HttpReply {
   return fail(405, "METHOD_NOT_ALLOWED", `${method} is not allowed here; use ${allow}`, { allow });
@@ -261,7 +268,15 @@ export class OpsServer {
     await this.http.stop();
   }
 
+  /**
+   * A request has reached this server since it started (a probe, a scrape,
+   * the page, an API or admin call): someone may be watching a shutdown,
+   * so the daemon keeps its grace period.
+   */
+  called = false;
+
   private handle(request: HttpRequest): HttpReply | Promise<HttpReply> {
+    this.called = true;
     const { path, query } = splitTarget(request.target);
     // Probes are answered whatever Host they send; everything else only for a Host this server knows.
     if (path !== "/livez" && path !== "/healthz" && path !== "/readyz") {
@@ -270,8 +285,10 @@ export class OpsServer {
         return fail(421, "UNKNOWN_HOST", `this ops server does not answer for the Host ${JSON.stringify(host.slice(0, 100))}: a name it does not know (a page in a browser rebinding a DNS name to this address?); to admit a DNS name, ${this.words.allowHost}`);
       }
     }
-    // HEAD is GET without the body (ops-http sends the head only), so `curl -I` works.
-    const method = request.method === "HEAD" ? "GET" : request.method;
+    // HEAD is GET without the body (http.ts sends the head only), so `curl -I` works; the
+    // lock routes do not even build it (headOnly).
+    const head = request.method === "HEAD";
+    const method = head ? "GET" : request.method;
     switch (path) {
       case "/livez":
       case "/healthz":
@@ -285,11 +302,11 @@ export class OpsServer {
       case LOCKS: {
         if (method !== "GET") return notAllowed(method, "GET");
         const raw = rawQueryName(query);
-        return raw === null ? this.list(query, request) : this.show(raw, query);
+        return raw === null ? this.list(query, request, head) : this.show(raw, query, request, head);
       }
       case LOCKS + FORCE_RELEASE: {
         const raw = rawQueryName(query);
-        if (raw !== null) return method === "POST" ? this.forceRelease(raw, request) : notAllowed(method, "POST");
+        if (raw !== null) return method === "POST" ? this.forceRelease(raw, query, request) : notAllowed(method, "POST");
         if (method === "POST") return fail(400, "BAD_NAME", "which lock? POST /v1/locks/NAME/force-release or /v1/locks/force-release?name=NAME");
         // GET without ?name=: the lock named "force-release", below.
       }
@@ -299,11 +316,11 @@ export class OpsServer {
       // A raw path ending in /force-release is always the action, whatever the method: a lock
       // whose name ends that way is viewed as NAME%2Fforce-release or through ?name=.
       if (rest.endsWith(FORCE_RELEASE) && rest.length > FORCE_RELEASE.length) {
-        return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), request) : notAllowed(method, "POST");
+        return method === "POST" ? this.forceRelease(rest.slice(0, -FORCE_RELEASE.length), query, request) : notAllowed(method, "POST");
       }
-      return method === "GET" ? this.show(rest, query) : notAllowed(method, "GET");
+      return method === "GET" ? this.show(rest, query, request, head) : notAllowed(method, "GET");
     }
-    if (path.startsWith("/ui")) {
+    if (path.startsWith("/ui") || path === "/favicon.ico") {
       const page = this.board.handle(method, path, query);
       if (page !== null) return page;
     }
@@ -421,8 +438,8 @@ export class OpsServer {
     return this.http.pending;
   }
 
-  /** One page of locks in name order after `?cursor=`. */
-  private list(query: string, request: HttpRequest): HttpReply | Promise<HttpReply> {
+  /** One page of locks in name order after `?cursor=` (HEAD: the status and headers, nothing walked). */
+  private list(query: string, request: HttpRequest, head: boolean): HttpReply | Promise<HttpReply> {
     const idle = this.notActive();
     if (idle !== null) return idle;
     const limit = parseLimit(query);
@@ -432,6 +449,7 @@ export class OpsServer {
     if (after === null && cursor !== undefined && cursor !== "") {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
     }
+    if (head) return headOnly();
     // The page is of the source walked: with --coordinator a term can change mid-walk.
     const locks = this.options.locks;
     const page = new TopK<string>(limit, ascending);
@@ -450,19 +468,44 @@ export class OpsServer {
       });
   }
 
-  private show(encoded: string, query: string): HttpReply {
+  /**
+   * One lock: its holder, `waiting`, and a page of its waiters, the first
+   * `limit` after `?cursor=` (a `next` of an earlier view of this lock),
+   * picked by a walk of its queue through the slice queue and built in a
+   * turn of its own, like a page of the listing. HEAD answers the status
+   * and headers only: whether the lock exists is a lookup, and no view is
+   * built.
+   */
+  private show(encoded: string, query: string, request: HttpRequest, head: boolean): HttpReply | Promise<HttpReply> {
     const idle = this.notActive();
     if (idle !== null) return idle;
     const limit = parseLimit(query);
-    if (limit < 0) return badLimit("waiters shown; `waiting` counts them all");
+    if (limit < 0) return badLimit("waiters shown; `waiting` counts them all; follow `next` for more");
+    const cursor = param(query, "cursor");
+    const after = cursor === undefined || cursor === "" ? null : decodeWaiterCursor(cursor);
+    if (after === null && cursor !== undefined && cursor !== "") {
+      return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous view of this lock, or none for its first waiters");
+    }
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
-    const lock = this.options.locks.lock(decoded.name, performance.now(), limit);
+    const name = decoded.name;
+    // The view is of the source walked: with --coordinator a term can change mid-walk.
+    const locks = this.options.locks;
+    const walk = locks.queue(name);
+    if (walk === null) return this.noSuchLock(name);
+    if (head) return headOnly();
+    return waitersPage(this.slices, walk, after, limit).then((page) => {
+      // A caller gone while the waiters were picked gets no view built.
+      if (request.aborted) return fail(503, "GONE", "the client went away");
+      const lock = locks.lock(name, performance.now(), 0);
+      if (lock === null) return this.noSuchLock(name);
+      return json(200, { ...lock, waiters: page.waiters, next: page.next, shard: this.shardView });
+    });
+  }
+
+  private noSuchLock(name: string): HttpReply {
     // The shard goes with the 404 too: "free" means something only from the name's own shard.
-    if (lock === null) {
-      return json(404, { error: { code: "NO_SUCH_LOCK", message: `nobody holds or waits for ${JSON.stringify(decoded.name)}` }, shard: this.shardView });
-    }
-    return json(200, { ...lock, shard: this.shardView });
+    return json(404, { error: { code: "NO_SUCH_LOCK", message: `nobody holds or waits for ${JSON.stringify(name)}` }, shard: this.shardView });
   }
 
   /** Who is asking, for the log: peer address and user agent. */
@@ -490,15 +533,43 @@ export class OpsServer {
     }
   }
 
-  private forceRelease(encoded: string, request: HttpRequest): HttpReply {
+  /**
+   * End the holder of a lock. `?session=ID` and `?token=T` name the holder
+   * meant: another holder (the one named left, and a waiter was promoted
+   * meanwhile) is 409 HOLDER_CHANGED with nothing released. Without them,
+   * whoever holds the lock now is released.
+   */
+  private forceRelease(encoded: string, query: string, request: HttpRequest): HttpReply {
     const denied = this.authorize("force-release", request) ?? this.notActive();
     if (denied !== null) return denied;
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const name = decoded.name;
+    const want = holderPrecondition(query);
+    if ("error" in want) return fail(400, "BAD_PRECONDITION", want.error);
     const misplaced = this.otherShard(name);
     if (misplaced !== null) return misplaced;
-    const done = this.options.locks.forceRelease(name, performance.now());
+    const locks = this.options.locks;
+    const now = performance.now();
+    const asked = describePrecondition(want);
+    if (asked !== "") {
+      // Looked up and acted on in the same turn of the loop: nothing changes hands in between.
+      const holder = locks.lock(name, now, 0)?.holder ?? null;
+      if (holder === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)} now (not the ${asked} asked for): nothing to release`);
+      const changed = holderChanged(name, holder, want);
+      if (changed !== null) {
+        this.options.log.info("admin.target_changed", "admin force-release refused: the holder changed", {
+          ...this.who(request),
+          action: "force-release",
+          lock: name,
+          asked,
+          session: holder.session,
+          token: holder.token,
+        });
+        return json(409, { error: { code: "HOLDER_CHANGED", message: changed }, holder });
+      }
+    }
+    const done = locks.forceRelease(name, now);
     if (done === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
     const { released, promoted } = done;
     this.stats.forceReleases++;
@@ -528,11 +599,29 @@ export class OpsServer {
       const here = this.shardView.name === null ? "a server without shards" : `shard ${this.shardView.name}`;
       return json(421, { error: { code: "WRONG_SHARD", message: `this server is ${here}, not shard ${asked}: session ${idText} here is another shard's session` }, shard: this.shardView });
     }
-    if (!/^[1-9]\d{0,15}$/.test(idText)) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
-    const id = Number(idText);
-    const done = this.options.locks.kick(id, performance.now());
+    const id = parseSessionId(idText);
+    if (id === null) return fail(400, "BAD_SESSION_ID", `${JSON.stringify(idText)} is not a session id (a positive whole number)`);
+    // `?lock=NAME`: the lock the session was seen waiting for; a session of that id waiting for another is not the one meant.
+    const rawLock = /(?:^|&)lock=([^&]*)/.exec(query)?.[1];
+    let lock: string | undefined;
+    if (rawLock !== undefined) {
+      const decoded = decodeLockName(rawLock.replace(/\+/g, "%20"));
+      if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
+      lock = decoded.name;
+    }
+    const done = this.options.locks.kick(id, performance.now(), lock);
     if ("refused" in done) {
       if (done.refused === "unknown") return fail(404, "NO_SUCH_SESSION", `no live session ${id}: nothing to kick`);
+      if (done.refused === "elsewhere") {
+        this.options.log.info("admin.target_changed", "admin kick refused: the session waits for another lock", {
+          ...this.who(request),
+          action: "kick",
+          lock: done.lock,
+          asked: `lock ${JSON.stringify(lock)}`,
+          session: id,
+        });
+        return fail(409, "SESSION_CHANGED", `session ${id} waits for ${JSON.stringify(done.lock)}, not for ${JSON.stringify(lock)} as asked: not the session meant, nothing was kicked`);
+      }
       const what = done.refused === "owner" ? `holds ${JSON.stringify(done.lock)}; use force-release` : "has not sent ACQUIRE yet";
       return fail(409, "NOT_WAITING", `session ${id} is not waiting: it ${what}`);
     }

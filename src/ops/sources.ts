@@ -45,6 +45,27 @@ export interface LockView {
   readonly waiters: WaiterView[];
 }
 
+/**
+ * A walk of one lock's queue from its head, one waiter per `next()`, for a
+ * page of its waiters (a lock view: ops/views.ts). It is live and may span
+ * turns of the event loop: waiters that join meanwhile are reached at the
+ * tail; if the waiter it stands on leaves the queue between two steps, the
+ * next step begins again at the head and sets `restarted`. Allocates nothing
+ * per step.
+ */
+export interface QueueWalk {
+  /** Step to the next waiter; false at the end of the queue (at once if the lock has gone). */
+  next(): boolean;
+  /** Whether the last step began again at the head (the waiter stood on had left). */
+  readonly restarted: boolean;
+  /** The waiter stepped to: its session id. */
+  readonly session: number;
+  /** When it queued, in ms on the source's clock: never decreasing from head to tail. */
+  readonly queuedAt: number;
+  /** The waiter stepped to as the lock views show it, at `position`, times relative to `now`. */
+  view(position: number, now: number): WaiterView;
+}
+
 /** What the operator's page (/ui) sorts its table by. */
 export interface RowKeys {
   readonly name: string;
@@ -100,6 +121,11 @@ export interface LockCounters {
   readonly refusedSourceLimit: number;
   readonly pipeliningCuts: number;
   readonly outboxCuts: number;
+  /** Locks with at least one holder. */
+  readonly heldLocks: number;
+  /** Live holders and waiters by claim kind (core/stats.ts ClaimKind: exclusive, shared, semaphore). */
+  readonly holdersByKind: ArrayLike<number>;
+  readonly waitersByKind: ArrayLike<number>;
   readonly handoverSeconds: HistogramCounts;
   readonly waitSeconds: HistogramCounts;
   readonly holdSeconds: HistogramCounts;
@@ -113,7 +139,9 @@ export type KickResult =
   /** It holds `lock` (force-release is the action for that). */
   | { readonly refused: "owner"; readonly lock: string }
   /** It has not sent ACQUIRE yet. */
-  | { readonly refused: "connected" };
+  | { readonly refused: "connected" }
+  /** It waits for another lock than the one the kick named (nothing was done). */
+  | { readonly refused: "elsewhere"; readonly lock: string };
 
 /** A force-release done: the holder ended, and the waiter promoted in its place (null: nobody waited). */
 export interface ForceReleased {
@@ -149,12 +177,17 @@ export interface LockSource {
   lockNames(): Iterator<string>;
   /** One lock with its holder and first `maxWaiters` waiters; null when nobody holds or waits for it. */
   lock(name: string, now: number, maxWaiters: number): LockView | null;
+  /** A walk of the queue of `name` (QueueWalk); null when nobody holds or waits for it. O(1): nothing is built. */
+  queue(name: string): QueueWalk | null;
   /** The table's rows at `now`, live as lockNames: a row per lock (the /ui snapshot). */
   rows(now: number): Iterator<TableRow>;
   /** End the holder of `name` with FORCE_RELEASED; the next waiter is promoted. Null when nobody holds it. */
   forceRelease(name: string, now: number): ForceReleased | null;
-  /** End waiting session `id` with KICKED; the others keep their order. */
-  kick(id: number, now: number): KickResult;
+  /**
+   * End waiting session `id` with KICKED; the others keep their order. With
+   * `lock`, only if that is the lock it waits for ("elsewhere" otherwise).
+   */
+  kick(id: number, now: number, lock?: string): KickResult;
 }
 
 /**

@@ -7,7 +7,8 @@
  */
 import type { ShardIdentity } from "../shard/identity.ts";
 import { SessionState } from "../core/session.ts";
-import type { HolderLabels, LockSource, LockView, RowKeys } from "./sources.ts";
+import type { HolderLabels, LockSource, LockView, QueueWalk, RowKeys, WaiterView } from "./sources.ts";
+import type { SliceQueue } from "./slices.ts";
 
 export type { HolderView, LockView, SessionView, WaiterView } from "./sources.ts";
 
@@ -149,6 +150,103 @@ export function locksPage(source: LockSource, picked: readonly string[], more: b
     sessions: sessionCounts(source.counters.states),
   };
 }
+
+/** Where a page of a lock's waiters resumes: after this waiter (its session, and when it queued). */
+export interface WaiterCursor {
+  readonly session: number;
+  readonly queuedAt: number;
+}
+
+/** The opaque cursor of a lock view's next page of waiters: `SESSION:QUEUEDAT`, base64url. */
+export function encodeWaiterCursor(cursor: WaiterCursor): string {
+  return Buffer.from(`${cursor.session}:${cursor.queuedAt}`, "latin1").toString("base64url");
+}
+
+/** The waiter a cursor resumes after, or null if it is not a cursor this server gives. */
+export function decodeWaiterCursor(cursor: string): WaiterCursor | null {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(cursor)) return null;
+  const match = /^([1-9]\d{0,15}):(\d{1,16}(?:\.\d{1,20})?)$/.exec(Buffer.from(cursor, "base64url").toString("latin1"));
+  if (match === null) return null;
+  const decoded = { session: Number(match[1]), queuedAt: Number(match[2]) };
+  return encodeWaiterCursor(decoded) === cursor ? decoded : null;
+}
+
+/** A page of a lock's waiters, as a walk of its queue picked it. */
+export interface WaitersPage {
+  /** In queue order, `position` counted from the head as the walk went. */
+  readonly waiters: WaiterView[];
+  /** The cursor of the next page, or null when the walk reached the tail. */
+  readonly next: string | null;
+}
+
+/** Times the walk of one page may begin again at the head (its waiter left) before it answers with what it has. */
+const MAX_RESTARTS = 8;
+
+/**
+ * The waiters after `after` (null: from the head), at most `limit`, picked
+ * by a walk of the queue through `slices` (a slice per turn, taking turns
+ * with the other walks; never in the caller's turn). Each waiter picked is
+ * viewed when the walk reaches it. A waiter that stays queued from the
+ * first page to the last is shown once: waiters only join at the tail, and
+ * the walk resumes right after the cursor's waiter while it is queued, or
+ * (once it has left) at the first waiter that queued after it. Positions
+ * are counted from the head as the walk goes: exact when the queue does not
+ * change under a walk of several turns.
+ */
+export function waitersPage(slices: SliceQueue, walk: QueueWalk, after: WaiterCursor | null, limit: number): Promise<WaitersPage> {
+  const waiters: WaiterView[] = [];
+  // The waiter the walk must get past before it picks (seeking), and the last one picked (or the cursor's).
+  let seeking = after !== null;
+  let resumeSession = after?.session ?? 0;
+  let resumeAt = after?.queuedAt ?? 0;
+  let lastSession = resumeSession;
+  let lastAt = resumeAt;
+  let position = 0;
+  let restarts = 0;
+  let more = false;
+  const steps: Iterator<null> = {
+    next(): IteratorResult<null> {
+      if (!walk.next()) return DONE;
+      if (walk.restarted) {
+        // The waiter stood on left: count again from the head, resuming after the last one seen.
+        if (++restarts > MAX_RESTARTS) {
+          more = true;
+          return DONE;
+        }
+        position = 0;
+        seeking = lastSession !== 0;
+        resumeSession = lastSession;
+        resumeAt = lastAt;
+      }
+      position++;
+      if (seeking) {
+        const at = walk.queuedAt;
+        // Before the resume point, or at it (`queuedAt` never decreases from head to tail).
+        if (at < resumeAt) return STEP;
+        if (at === resumeAt) {
+          if (walk.session === resumeSession) seeking = false;
+          return STEP;
+        }
+        seeking = false;
+      }
+      if (waiters.length === limit) {
+        more = true;
+        return DONE;
+      }
+      waiters.push(walk.view(position, performance.now()));
+      lastSession = walk.session;
+      lastAt = walk.queuedAt;
+      return STEP;
+    },
+  };
+  return slices.walk(steps, () => {}).then(() => ({
+    waiters,
+    next: more && lastSession !== 0 ? encodeWaiterCursor({ session: lastSession, queuedAt: lastAt }) : null,
+  }));
+}
+
+const DONE: IteratorResult<null> = { done: true, value: undefined };
+const STEP: IteratorResult<null> = { done: false, value: null };
 
 /** One lock as the page lists it. */
 export interface LockRow extends RowKeys {

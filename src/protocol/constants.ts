@@ -17,9 +17,25 @@ export type FrameType = (typeof FrameType)[keyof typeof FrameType];
 
 /** Server frames: set when the frame answers the client's ACQUIRE or HEARTBEAT. */
 export const FLAG_REPLY = 0x01;
+/**
+ * ACQUIRED: the body carries a u16 slot after the token (10 bytes). Set on
+ * every ACQUIRED of a grant whose name has a limit above 1, and never else.
+ */
+export const FLAG_SLOT = 0x02;
 
 /** ACQUIRE options bit 0: end with LOCK_BUSY instead of queueing. */
 export const OPTION_TRY = 0x01;
+/** ACQUIRE options bit 1: a shared (read) claim; holds beside other shared claims (limit 1 only). */
+export const OPTION_SHARED = 0x02;
+/** ACQUIRE options bit 2: a u16 `limit` follows lease_ms, and name_length moves to body offset 8. */
+export const OPTION_LIMIT = 0x04;
+/** Every option bit this version defines; any other set bit is BAD_REQUEST. */
+export const ACQUIRE_OPTIONS = OPTION_TRY | OPTION_SHARED | OPTION_LIMIT;
+/** The limit field of ACQUIRE with OPTION_LIMIT: u16, 1 .. 65,535 (1 is the exclusive lock). */
+export const LIMIT_LENGTH = 2;
+export const MAX_LIMIT = 0xffff;
+/** The slot field of ACQUIRED with FLAG_SLOT: u16, 0 .. limit - 1. */
+export const SLOT_LENGTH = 2;
 
 export const MAX_NAME_LENGTH = 512;
 export const MAX_OWNER_LENGTH = 256;
@@ -60,6 +76,8 @@ export const ErrorCode = {
   IO_TIMEOUT: 0x23,
   /** The lock name belongs to another shard of the server's map (protocol.md section 12). */
   WRONG_SHARD: 0x24,
+  /** The claim's limit differs from the limit every live session of the name has (protocol.md section 13). */
+  LIMIT_MISMATCH: 0x25,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -96,13 +114,13 @@ export interface BodyRange {
 
 /** Frames a server accepts from clients. */
 export const CLIENT_FRAMES: ReadonlyMap<number, BodyRange> = new Map([
-  [FrameType.ACQUIRE, { min: ACQUIRE_FIXED_LENGTH + 1, max: ACQUIRE_FIXED_LENGTH + MAX_NAME_LENGTH + MAX_OWNER_LENGTH }],
+  [FrameType.ACQUIRE, { min: ACQUIRE_FIXED_LENGTH + 1, max: ACQUIRE_FIXED_LENGTH + LIMIT_LENGTH + MAX_NAME_LENGTH + MAX_OWNER_LENGTH }],
   [FrameType.HEARTBEAT, { min: 0, max: 0 }],
 ]);
 
 /** Frames a client accepts from servers. */
 export const SERVER_FRAMES: ReadonlyMap<number, BodyRange> = new Map([
-  [FrameType.ACQUIRED, { min: TOKEN_LENGTH, max: TOKEN_LENGTH }],
+  [FrameType.ACQUIRED, { min: TOKEN_LENGTH, max: TOKEN_LENGTH + SLOT_LENGTH }],
   [FrameType.WAITING, { min: 0, max: 0 }],
   [FrameType.ERROR, { min: 1, max: 1 + MAX_ERROR_MESSAGE_LENGTH }],
 ]);

@@ -14,8 +14,15 @@ import {
   MAX_LEASE_MS,
   MAX_NAME_LENGTH,
   MAX_OWNER_LENGTH,
+  ACQUIRE_OPTIONS,
+  FLAG_SLOT,
+  LIMIT_LENGTH,
+  MAX_LIMIT,
+  OPTION_LIMIT,
+  OPTION_SHARED,
   OPTION_TRY,
   PROTOCOL_VERSION,
+  SLOT_LENGTH,
   TOKEN_LENGTH,
 } from "./constants.ts";
 import { checkText, decodeText, TextCheck } from "./text.ts";
@@ -42,12 +49,32 @@ export interface Acquire {
   readonly owner: string;
   /** TRY: end with LOCK_BUSY instead of queueing. */
   readonly try: boolean;
+  /** Permits of the name, 1 .. 65,535 (1: an exclusive or shared lock; above 1: a semaphore). */
+  readonly limit: number;
+  /** A shared (read) claim: holds beside other shared claims of the name (limit 1 only). */
+  readonly shared: boolean;
 }
 
-/** ACQUIRE. Throws RangeError for a request no server would accept. */
-export function encodeAcquire(request: Acquire): Uint8Array {
+/** What a client asks for; `limit` defaults to 1, `shared` and `try` to false. */
+export interface AcquireRequest {
+  readonly name: string;
+  readonly leaseMs: number;
+  readonly owner: string;
+  readonly try: boolean;
+  readonly limit?: number;
+  readonly shared?: boolean;
+}
+
+/**
+ * ACQUIRE. Throws RangeError for a request no server would accept. A limit
+ * of 1 is sent without OPTION_LIMIT, so an exclusive claim's bytes are the
+ * same as before semaphores existed.
+ */
+export function encodeAcquire(request: AcquireRequest): Uint8Array {
   const name = encoder.encode(request.name);
   const owner = encoder.encode(request.owner);
+  const limit = request.limit ?? 1;
+  const shared = request.shared === true;
   if (name.length < 1 || name.length > MAX_NAME_LENGTH) {
     throw new RangeError(`lock name must be 1..${MAX_NAME_LENGTH} bytes of UTF-8, got ${name.length}`);
   }
@@ -57,14 +84,21 @@ export function encodeAcquire(request: Acquire): Uint8Array {
   if (!Number.isInteger(request.leaseMs) || request.leaseMs < 1 || request.leaseMs > MAX_LEASE_MS) {
     throw new RangeError(`lease must be an integer 1..${MAX_LEASE_MS} ms, got ${request.leaseMs}`);
   }
-  const bytes = frame(FrameType.ACQUIRE, 0, ACQUIRE_FIXED_LENGTH + name.length + owner.length);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
+    throw new RangeError(`limit must be an integer 1..${MAX_LIMIT}, got ${limit}`);
+  }
+  if (shared && limit !== 1) throw new RangeError(`a shared claim has limit 1, got ${limit}`);
+  const withLimit = limit !== 1;
+  const fixed = ACQUIRE_FIXED_LENGTH + (withLimit ? LIMIT_LENGTH : 0);
+  const bytes = frame(FrameType.ACQUIRE, 0, fixed + name.length + owner.length);
   const view = new DataView(bytes.buffer);
   bytes[4] = PROTOCOL_VERSION;
-  bytes[5] = request.try ? OPTION_TRY : 0;
+  bytes[5] = (request.try ? OPTION_TRY : 0) | (shared ? OPTION_SHARED : 0) | (withLimit ? OPTION_LIMIT : 0);
   view.setUint32(6, request.leaseMs);
-  view.setUint16(10, name.length);
-  bytes.set(name, 12);
-  bytes.set(owner, 12 + name.length);
+  if (withLimit) view.setUint16(10, limit);
+  view.setUint16(HEADER_LENGTH + fixed - 2, name.length);
+  bytes.set(name, HEADER_LENGTH + fixed);
+  bytes.set(owner, HEADER_LENGTH + fixed + name.length);
   return bytes;
 }
 
@@ -77,8 +111,9 @@ export type AcquireDecoded =
 
 /**
  * Decode and validate an ACQUIRE body (its length already checked against
- * 9..776 by the reader). The order of checks: version first (a later version
- * may lay out the rest differently), then framing, then meaning.
+ * 9..778 by the reader). The order of checks: version first (a later version
+ * may lay out the rest differently), then framing, then meaning
+ * (protocol.md section 6).
  */
 export function decodeAcquire(bytes: Uint8Array, offset: number, length: number): AcquireDecoded {
   const version = bytes[offset]!;
@@ -88,28 +123,39 @@ export function decodeAcquire(bytes: Uint8Array, offset: number, length: number)
   const options = bytes[offset + 1]!;
   const leaseMs =
     (bytes[offset + 2]! * 0x1000000 + ((bytes[offset + 3]! << 16) | (bytes[offset + 4]! << 8) | bytes[offset + 5]!));
-  const nameLength = (bytes[offset + 6]! << 8) | bytes[offset + 7]!;
-  if (ACQUIRE_FIXED_LENGTH + nameLength > length) {
+  const withLimit = (options & OPTION_LIMIT) !== 0;
+  const fixed = withLimit ? ACQUIRE_FIXED_LENGTH + LIMIT_LENGTH : ACQUIRE_FIXED_LENGTH;
+  if (fixed > length) {
+    return fail(ErrorCode.PROTOCOL_ERROR, `the limit and name_length fields run past the end of the ${length}-byte ACQUIRE body`);
+  }
+  const limit = withLimit ? (bytes[offset + 6]! << 8) | bytes[offset + 7]! : 1;
+  const nameLength = (bytes[offset + fixed - 2]! << 8) | bytes[offset + fixed - 1]!;
+  if (fixed + nameLength > length) {
     return fail(ErrorCode.PROTOCOL_ERROR, `name_length ${nameLength} runs past the end of the ${length}-byte ACQUIRE body`);
   }
-  if ((options & ~OPTION_TRY) !== 0) {
-    return fail(ErrorCode.BAD_REQUEST, `undefined ACQUIRE option bits 0x${(options & ~OPTION_TRY).toString(16)}`);
+  if ((options & ~ACQUIRE_OPTIONS) !== 0) {
+    return fail(ErrorCode.BAD_REQUEST, `undefined ACQUIRE option bits 0x${(options & ~ACQUIRE_OPTIONS).toString(16)}`);
   }
   if (leaseMs === 0) return fail(ErrorCode.BAD_REQUEST, "lease_ms must be at least 1");
   if (nameLength === 0) return fail(ErrorCode.BAD_REQUEST, "lock name is empty");
   if (nameLength > MAX_NAME_LENGTH) {
     return fail(ErrorCode.BAD_REQUEST, `lock name is ${nameLength} bytes; the limit is ${MAX_NAME_LENGTH}`);
   }
-  const ownerLength = length - ACQUIRE_FIXED_LENGTH - nameLength;
+  const ownerLength = length - fixed - nameLength;
   if (ownerLength > MAX_OWNER_LENGTH) {
     return fail(ErrorCode.BAD_REQUEST, `owner is ${ownerLength} bytes; the limit is ${MAX_OWNER_LENGTH}`);
   }
-  const nameStart = offset + ACQUIRE_FIXED_LENGTH;
+  const nameStart = offset + fixed;
   const nameCheck = checkText(bytes, nameStart, nameLength);
   if (nameCheck !== TextCheck.OK) return fail(ErrorCode.BAD_REQUEST, `lock name ${textProblem(nameCheck)}`);
   const ownerStart = nameStart + nameLength;
   const ownerCheck = checkText(bytes, ownerStart, ownerLength);
   if (ownerCheck !== TextCheck.OK) return fail(ErrorCode.BAD_REQUEST, `owner ${textProblem(ownerCheck)}`);
+  if (limit === 0) return fail(ErrorCode.BAD_REQUEST, "limit must be at least 1");
+  const shared = (options & OPTION_SHARED) !== 0;
+  if (shared && limit !== 1) {
+    return fail(ErrorCode.BAD_REQUEST, `a shared claim has limit 1; this one asked for limit ${limit} (a name is a read/write lock or a semaphore, not both)`);
+  }
   return {
     ok: true,
     request: {
@@ -117,6 +163,8 @@ export function decodeAcquire(bytes: Uint8Array, offset: number, length: number)
       leaseMs,
       owner: ownerLength === 0 ? "" : decodeText(bytes, ownerStart, ownerLength),
       try: (options & OPTION_TRY) !== 0,
+      limit,
+      shared,
     },
   };
 }
@@ -142,6 +190,19 @@ export function encodeAcquired(token: number, flags: number): Uint8Array {
   return bytes;
 }
 
+/** ACQUIRED with FLAG_SLOT (added to `flags`): the token, then the u16 slot of a grant of a name with limit above 1. */
+export function encodeAcquiredSlot(token: number, slot: number, flags: number): Uint8Array {
+  const bytes = frame(FrameType.ACQUIRED, flags | FLAG_SLOT, TOKEN_LENGTH + SLOT_LENGTH);
+  writeToken(bytes, HEADER_LENGTH, token);
+  writeSlot(bytes, HEADER_LENGTH + TOKEN_LENGTH, slot);
+  return bytes;
+}
+
+export function writeSlot(bytes: Uint8Array, offset: number, slot: number): void {
+  bytes[offset] = slot >>> 8;
+  bytes[offset + 1] = slot & 0xff;
+}
+
 export function writeToken(bytes: Uint8Array, offset: number, token: number): void {
   const high = Math.floor(token / 0x1_0000_0000);
   const low = token >>> 0;
@@ -158,6 +219,15 @@ export function writeToken(bytes: Uint8Array, offset: number, token: number): vo
 /** The fencing token of an ACQUIRED body, as the u64 it is on the wire. */
 export function decodeAcquired(bytes: Uint8Array, offset: number): bigint {
   return new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(offset);
+}
+
+/**
+ * The slot of an ACQUIRED body (`length` its body length), or -1 when the
+ * body has none. A client checks the flag and the length agree: FLAG_SLOT
+ * with 10 bytes, no flag with 8 (protocol.md section 13).
+ */
+export function decodeSlot(bytes: Uint8Array, offset: number, length: number): number {
+  return length === TOKEN_LENGTH + SLOT_LENGTH ? (bytes[offset + TOKEN_LENGTH]! << 8) | bytes[offset + TOKEN_LENGTH + 1]! : -1;
 }
 
 /** WAITING as the reply to ACQUIRE or HEARTBEAT: always the same 4 bytes. */

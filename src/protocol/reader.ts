@@ -6,7 +6,7 @@
  * inside the current chunk to the sink as (bytes, offset, length), a window
  * into the chunk itself: nothing is copied on that path. Only when a chunk
  * ends inside a frame is that tail copied into a small pending buffer, sized
- * to the largest frame this side accepts (780 bytes for a server reading
+ * to the largest frame this side accepts (782 bytes for a server reading
  * clients), allocated when first needed and dropped when the frame completes,
  * so an idle connection costs no buffer at all.
  *

@@ -7,7 +7,10 @@
  *      and is closed (LockServer.stop: bounded by io-timeout), no lock
  *      changes hands;
  *   3. the ops server stays up for the grace period, so probes and scrapes
- *      see the whole window (including the final counters);
+ *      see the whole window (including the final counters); skipped by a
+ *      standby, and by a server nobody has called since it started (no
+ *      lock session opened, no ops request answered, probes included):
+ *      no one is there to see the window;
  *   4. the ops server stops and `stopped` resolves; `lockd serve` exits 0.
  *
  * A second stop request exits at once (`lockd serve`: exit code 70), whatever
@@ -142,6 +145,8 @@ export class Daemon {
   private endGrace: (() => void) | null = null;
   /** close() was called: skip (or cut short) the grace period. */
   private closing = false;
+  /** A lock session has opened since start (on any term's listener). */
+  private hadSession = false;
   private shuttingDown: Promise<void> | null = null;
   /** The first stop signal and when it arrived (monotonic ms); null before any. */
   private firstSignal: { readonly name: string; readonly at: number } | null = null;
@@ -237,7 +242,7 @@ export class Daemon {
       ioTimeoutMs: options.ioTimeoutMs,
       maxSessions: options.maxSessions,
       maxSessionsPerSource: options.maxSessionsPerSource,
-      events: sessionLog(options.log),
+      events: sessionLog(options.log, () => (this.hadSession = true)),
       // Tokens carry the shard map's generation (0: as they are), whichever source issues them.
       tokens: tokensInGeneration(tokens ?? new MemoryTokens(), options.shards?.generation ?? 0, () => this.tokensExhausted()),
       ...(options.shards === undefined ? {} : { shardGuard: shardGuard(options.shards) }),
@@ -376,10 +381,16 @@ export class Daemon {
       this.persistTokens(held);
     }
     this.phase = "grace";
-    if (standby) log.info("shutdown.grace_skipped", "a standby served no sessions: stopping without the grace period", { graceMs: this.options.shutdownGraceMs });
-    else log.info("shutdown.grace", "sessions closed; ops server stays up for the grace period", { graceMs: this.options.shutdownGraceMs });
+    // Nobody has called since start (npm start, then Ctrl-C): no prober or scraper
+    // waits to see the window. Asked once the sessions are closed, so a probe
+    // during the drain counts.
+    const graceMs = this.options.shutdownGraceMs;
+    const idle = !standby && graceMs > 0 && !this.hadSession && !this.ops.called;
+    if (standby) log.info("shutdown.grace_skipped", "a standby served no sessions: stopping without the grace period", { graceMs, why: "standby" });
+    else if (idle) log.info("shutdown.grace_skipped", "no lock session and no ops request since start: stopping without the grace period", { graceMs, why: "idle" });
+    else log.info("shutdown.grace", "sessions closed; ops server stays up for the grace period", { graceMs });
     this.resolveGrace();
-    if (!this.closing && !standby) {
+    if (!this.closing && !standby && !idle) {
       await new Promise<void>((resolve) => {
         this.endGrace = resolve;
         this.graceTimer = setTimeout(resolve, this.options.shutdownGraceMs);
@@ -398,10 +409,12 @@ const PROTOCOL_ENDS = new Set<number>([ErrorCode.PROTOCOL_ERROR, ErrorCode.BAD_R
 
 /**
  * Session lifecycle logging. At the default level this does one comparison
- * per session end and nothing else; debug lines are built only when debug is
- * on; client-caused warnings pass a rate limit first.
+ * per session end and nothing else (and tells `onOpened` of each session
+ * opened: the shutdown keeps its grace once there was one); debug lines are
+ * built only when debug is on; client-caused warnings pass a rate limit
+ * first.
  */
-function sessionLog(log: Logger): ServerEvents {
+function sessionLog(log: Logger, onOpened: () => void): ServerEvents {
   const debug = log.enabled("debug");
   const ioTimeouts = new RateLimit(10, 1000);
   const protocolErrors = new RateLimit(10, 1000);
@@ -414,6 +427,7 @@ function sessionLog(log: Logger): ServerEvents {
   });
   return {
     opened(session) {
+      onOpened();
       if (debug) log.debug("session.opened", "session opened", { session: session.id, remote: remoteOf(session.conn) });
     },
     ended(session) {

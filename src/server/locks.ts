@@ -8,7 +8,7 @@
 import type { Engine } from "../core/engine.ts";
 import { type Lock, type Session, SessionState } from "../core/session.ts";
 import { peerOf } from "../net/peer.ts";
-import type { ForceReleased, HolderLabels, HolderView, KickResult, LockCounters, LockSource, LockView, SessionView, TableRow, WaiterView } from "../ops/sources.ts";
+import type { ForceReleased, HolderLabels, HolderView, KickResult, LockCounters, LockSource, LockView, QueueWalk, SessionView, TableRow, WaiterView } from "../ops/sources.ts";
 import type { Conn } from "./conn.ts";
 
 /** A session's peer as HOST:PORT ([HOST]:PORT for IPv6); "" once its socket is gone. */
@@ -53,6 +53,43 @@ function positionOf(session: Session<Conn>): number {
     if (s === session) return position;
   }
   return 0;
+}
+
+/**
+ * A walk of a lock's queue that may span turns: before each step it checks
+ * that the waiter it stands on is still in this lock's queue (a session
+ * leaves it only by being granted, ending or being kicked, and never comes
+ * back: one ACQUIRE per session), else it starts again at the head.
+ */
+class Walk implements QueueWalk {
+  /** The waiter stepped to (null before the first step and after the last). */
+  private at: Session<Conn> | null = null;
+  private ended = false;
+  restarted = false;
+
+  constructor(private readonly lock: Lock<Conn>) {}
+
+  next(): boolean {
+    if (this.ended) return false;
+    const at = this.at;
+    this.restarted = at !== null && !(at.state === SessionState.WAITING && at.lock === this.lock);
+    const step = at === null || this.restarted ? this.lock.head : at.queueNext;
+    this.at = step;
+    this.ended = step === null;
+    return step !== null;
+  }
+
+  get session(): number {
+    return this.at?.id ?? 0;
+  }
+
+  get queuedAt(): number {
+    return this.at?.acquiredAt ?? 0;
+  }
+
+  view(position: number, now: number): WaiterView {
+    return waiterView(this.at!, position, now);
+  }
 }
 
 /** One lock of a /ui snapshot: sort keys at the snapshot's moment, the holder then, its labels read once when shown. */
@@ -149,6 +186,11 @@ export class EngineLocks implements LockSource {
     return lock === undefined ? null : lockView(lock, now, maxWaiters);
   }
 
+  queue(name: string): QueueWalk | null {
+    const lock = this.engine.locks.get(name);
+    return lock === undefined ? null : new Walk(lock);
+  }
+
   rows(now: number): Iterator<TableRow> {
     const locks = this.engine.locks.values();
     return {
@@ -168,14 +210,16 @@ export class EngineLocks implements LockSource {
     return { released, promoted: next === null ? null : holderView(next, performance.now()) };
   }
 
-  kick(id: number, now: number): KickResult {
+  kick(id: number, now: number, lock?: string): KickResult {
     const session = this.engine.sessions.get(id);
     if (session === undefined) return { refused: "unknown" };
+    // The lock the caller named is not this session's: it is not the session meant (an id of another server?).
+    if (lock !== undefined && session.state === SessionState.WAITING && session.lock!.name !== lock) return { refused: "elsewhere", lock: session.lock!.name };
     if (session.state === SessionState.OWNER) return { refused: "owner", lock: session.lock!.name };
     if (session.state !== SessionState.WAITING) return { refused: "connected" };
     const kicked = waiterView(session, positionOf(session), now);
-    const lock = session.lock!.name;
+    const waited = session.lock!.name;
     this.shell.kick(id, now);
-    return { kicked, lock };
+    return { kicked, lock: waited };
   }
 }

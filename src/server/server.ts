@@ -154,6 +154,8 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
         ...(options.delay === undefined ? {} : { delay: options.delay }),
         ...(options.maxLeaseMs === undefined ? {} : { maxLeaseMs: options.maxLeaseMs }),
         ...(options.words === undefined ? {} : { words: options.words }),
+        // A run of shared waiters longer than one step's budget goes on in the next loop turn.
+        onResumeNeeded: () => server.queueResume(),
       },
       performance.now(),
     );
@@ -258,14 +260,18 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
     const promoted = this.engine.stats.grantsPromoted;
     const more = this.engine.resume(now);
     this.handedOver(promoted, now);
-    if (more && !this.resumeQueued) {
-      this.resumeQueued = true;
-      setImmediate(() => {
-        this.resumeQueued = false;
-        this.resume();
-      });
-    }
+    if (more) this.queueResume();
     this.armDelay(now);
+  }
+
+  /** `resume` again in the next loop turn (once, however often asked before it runs). */
+  private queueResume(): void {
+    if (this.resumeQueued || this.stopping !== null) return;
+    this.resumeQueued = true;
+    setImmediate(() => {
+      this.resumeQueued = false;
+      this.resume();
+    });
   }
 
   /** The timer for the next end of a delay (none when no delay runs). */

@@ -7,7 +7,8 @@
 import type { ShardIdentity } from "./identity.ts";
 import { encodeError } from "../protocol/frames.ts";
 import { ErrorCode } from "../protocol/constants.ts";
-import { describeShards, Placement } from "./placement.ts";
+import { wrongShardMessage } from "./mismatch.ts";
+import { Placement } from "./placement.ts";
 
 /**
  * The guard for `settings.shard`: null when every name is ours (no shard,
@@ -18,13 +19,11 @@ export function shardGuard(settings: ShardIdentity): ((name: string) => Uint8Arr
   if (settings.shard === null || settings.shards.length < 2) return null;
   const placement = new Placement(settings.shards);
   const self = settings.shard;
-  const map = describeShards(settings.shards, settings.generation);
+  // One message per other shard, made once.
+  const messages = new Map(settings.shards.map((owner) => [owner, wrongShardMessage({ shard: self, shards: settings.shards, generation: settings.generation, owner })]));
   return (name) => {
     const owner = placement.shardOf(name);
     if (owner === self) return null;
-    return encodeError(
-      ErrorCode.WRONG_SHARD,
-      `this server is shard ${self} of ${map}, where this lock belongs to shard ${owner}: the client's server map differs from the servers'; fix the map (LOCKD_SERVER) and claim again`,
-    );
+    return encodeError(ErrorCode.WRONG_SHARD, messages.get(owner)!);
   };
 }

@@ -18,6 +18,9 @@ describe("bench:abuse command line", () => {
     expect(options.leasesMs).toEqual([1000, 1000, 5000, 5000]);
     expect(options.ulimit).toBe(4096);
     expect(options.serverArgs).toEqual([]);
+    // n, o and p: the lock-view flood, the keep-alive probes and the crowd expiry of issue 20.
+    expect([options.waiters, options.viewers, options.keepalive, options.expirers]).toEqual([1000, 64, 64, 15_360]);
+    expect(ATTACK_IDS.slice(-3)).toEqual(["n", "o", "p"]);
   });
 
   test("--only keeps the attacks in their order; everything after -- goes to the server", () => {

@@ -41,10 +41,38 @@ test("SIGTERM: readyz 503 and metrics up during the grace, every session got SHU
 
 test("a second signal exits at once with 70, long before the grace ends", async () => {
   await using child = ChildServer.spawn([...SERVE, "--shutdown-grace", "10m"]);
-  await child.addresses();
+  const { opsPort } = await child.addresses();
+  expect((await get(opsPort, "/livez")).status).toBe(200); // someone called: the grace is kept
   child.proc.kill("SIGTERM");
   await child.event("shutdown.grace");
   child.proc.kill("SIGINT");
   expect(await child.exit(10_000)).toBe(70);
   expect(child.logged("shutdown.forced")).toBe(true);
 });
+
+test("SIGTERM to a lockd serve nobody called since start: it stops at once, whatever --shutdown-grace (npm start, then Ctrl-C)", async () => {
+  // Ten minutes of grace: kept, it would outlast the test.
+  await using child = ChildServer.spawn([...SERVE, "--shutdown-grace", "10m"]);
+  await child.addresses();
+  child.proc.kill("SIGTERM");
+  expect(await child.exit(15_000)).toBe(0);
+  const shutdown = child.lines.filter((l) => String(l.event).startsWith("shutdown."));
+  expect(shutdown.map((l) => l.event)).toEqual(["shutdown.begins", "shutdown.grace_skipped", "shutdown.stopped"]);
+  expect(shutdown[1]).toMatchObject({ why: "idle", graceMs: 600_000 });
+}, 30_000);
+
+test("SIGTERM to a lockd serve that had a lock session (ended before the stop): it keeps the grace, its ops server answers in it", async () => {
+  await using child = ChildServer.spawn([...SERVE, "--shutdown-grace", "10m"]);
+  const { listenPort, opsPort } = await child.addresses();
+  const peer = await WirePeer.claim(listenPort, "before-stop", 10_000);
+  peer.end();
+  await peer.closed();
+  child.proc.kill("SIGTERM");
+  expect((await child.event("shutdown.grace")).graceMs).toBe(600_000);
+  expect(child.logged("shutdown.grace_skipped")).toBe(false);
+  expect((await get(opsPort, "/readyz")).status).toBe(503);
+  expect(child.exitCode).toBeNull();
+  // A different signal ends the grace (the forced exit).
+  child.proc.kill("SIGINT");
+  expect(await child.exit(10_000)).toBe(70);
+}, 30_000);

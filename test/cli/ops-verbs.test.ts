@@ -122,6 +122,59 @@ describe("lockd force-release and lockd kick", () => {
     a.end();
   });
 
+  test("force-release --token/--session name the holder meant: a changed holder is exit 1 with nothing released; the right one is released", async () => {
+    await using ops = startDaemon({ adminToken: TOKEN });
+    const opsAddr = `127.0.0.1:${ops.daemon.ops.port}`;
+    const env = { LOCKD_ADMIN_TOKEN: TOKEN };
+    const a = await claim(ops.port, "jobs/nightly", "first");
+    const b = await claim(ops.port, "jobs/nightly", "second");
+    const lock = engineOf(ops.daemon.server).locks.get("jobs/nightly")!;
+    const [seenId, seenToken] = [lock.owner!.id, a.frames[0]!.token!.toString()];
+    a.end();
+    expect((await b.frame(1)).type).toBe(FrameType.ACQUIRED);
+    const [nowId, nowToken] = [lock.owner!.id, b.frames[1]!.token!.toString()];
+
+    for (const precondition of [["--token", seenToken], ["--session", String(seenId)], ["--session", String(nowId), "--token", seenToken]]) {
+      const refused = await runCli(["force-release", "--ops", opsAddr, ...precondition, "jobs/nightly"], env);
+      expect(refused.code, precondition.join(" ")).toBe(1);
+      expect(refused.out).toBe("");
+      expect(refused.err).toContain(`"jobs/nightly" is held by session ${nowId} (owner "second") with token ${nowToken}`);
+      expect(refused.err).toContain("nothing was released");
+    }
+    expect(b.frames).toHaveLength(2); // still the holder, no ERROR
+    for (const bad of [["--token", TOKEN], ["--token", "0"], ["--session", "x"], ["--lock", "jobs/nightly"]]) {
+      const usage = await runCli(["force-release", "--ops", opsAddr, ...bad, "jobs/nightly"], env);
+      expect(usage.code, bad.join(" ")).toBe(64);
+      expect(usage.err).not.toContain(TOKEN);
+    }
+    expect(b.frames).toHaveLength(2);
+
+    const done = await runCli(["force-release", "--ops", opsAddr, "--session", String(nowId), `--token=${nowToken}`, "jobs/nightly"], env);
+    expect(done.err).toBe("");
+    expect(done.code).toBe(0);
+    expect(done.out).toStartWith(`released "jobs/nightly" from session ${nowId} (second), token ${nowToken}`);
+    expect((await b.frame(2)).code).toBe(ErrorCode.FORCE_RELEASED);
+  });
+
+  test("kick --lock: a session waiting for another lock is exit 1 with nothing kicked; the right lock kicks", async () => {
+    await using ops = startDaemon({ adminToken: TOKEN });
+    const opsAddr = `127.0.0.1:${ops.daemon.ops.port}`;
+    const env = { LOCKD_ADMIN_TOKEN: TOKEN };
+    const a = await claim(ops.port, "k k", "holder");
+    const b = await claim(ops.port, "k k", "waiter");
+    const waiterId = engineOf(ops.daemon.server).locks.get("k k")!.head!.id;
+    const refused = await runCli(["kick", "--ops", opsAddr, "--lock", "k", String(waiterId)], env);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain(`session ${waiterId} waits for "k k", not for "k" as asked`);
+    expect(b.frames).toHaveLength(1);
+    expect((await runCli(["kick", "--ops", opsAddr, "--token", "5", String(waiterId)], env)).code).toBe(64);
+    const kicked = await runCli(["kick", "--ops", opsAddr, "--lock", "k k", String(waiterId)], env);
+    expect(kicked.err).toBe("");
+    expect(kicked.code).toBe(0);
+    expect((await b.frame(1)).code).toBe(ErrorCode.KICKED);
+    a.end();
+  });
+
   test("a server without an admin token: exit 77 and the hint how to set one", async () => {
     await using ops = startDaemon({ adminToken: null });
     const result = await runCli(["force-release", "--ops", `127.0.0.1:${ops.daemon.ops.port}`, "--admin-token", "x", "some"]);

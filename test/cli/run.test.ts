@@ -85,7 +85,7 @@ class Proc {
   }
 
   /** The child's first line: its pid and LOCKD_* environment. */
-  async child(): Promise<{ pid: number; token: string | null; lock: string | null }> {
+  async child(): Promise<{ pid: number; token: string | null; lock: string | null; slot: string | null }> {
     return JSON.parse(await this.line((l) => l.startsWith("{")));
   }
 
@@ -489,7 +489,7 @@ test("--server takes a list: the first address refuses, the second grants", asyn
   expect(bad.stderr).toContain(`element 2 of "127.0.0.1:${server.port},nope" ("nope") is not HOST:PORT`);
 });
 
-test("every address of the list dead within -w: one retry line once the claim waits, then the complete final error (with a map, naming the shard)", async () => {
+test("every address of the list dead within -w: one retry line once the claim waits, then the complete final error (with a map, naming the shard), each saying 'connection refused' and the address", async () => {
   const [p1, p2] = await freePorts(2);
   for (const [server, what] of [
     [`127.0.0.1:${p1},127.0.0.1:${p2}`, "lock server"],
@@ -499,9 +499,9 @@ test("every address of the list dead within -w: one retry line once the claim wa
     expect({ server, code: await run.exit() }).toEqual({ server, code: 69 });
     expect(run.lines).toEqual([]);
     const lines = run.stderr.trimEnd().split("\n");
-    expect(lines[0]).toMatch(/^lockd run: cannot connect to 127\.0\.0\.1:\d+: .+; retrying \(within --wait\)$/);
+    expect(lines[0]).toMatch(/^lockd run: cannot connect to 127\.0\.0\.1:\d+: connection refused \(ECONNREFUSED\); retrying \(within --wait\)$/);
     expect(lines.filter((l) => l.includes("retrying"))).toHaveLength(1);
-    expect(lines.at(-1)).toMatch(new RegExp(`^lockd run: lock "jobs/dead" was not granted within 400 ms \\(${what} unavailable: cannot connect to 127\\.0\\.0\\.1:(${p1}|${p2}): .+\\)$`));
+    expect(lines.at(-1)).toMatch(new RegExp(`^lockd run: lock "jobs/dead" was not granted within 400 ms \\(${what} unavailable: cannot connect to 127\\.0\\.0\\.1:(${p1}|${p2}): connection refused \\(ECONNREFUSED\\)\\)$`));
   }
 });
 
@@ -513,6 +513,25 @@ test("a server that is not up yet is retried within --wait (a cron job during a 
   expect((await run.child()).lock).toBe("jobs/late");
   expect(await run.exit()).toBe(6);
   expect(engineOf(server).sessions.size).toBe(0);
+});
+
+test("the clients' first-connect rule: --try, or one address without --wait, exits 69 at once; a list of two without --wait is retried", async () => {
+  const [p1, p2] = await freePorts(2);
+  for (const [server, flags] of [
+    [`127.0.0.1:${p1}`, []],
+    [`127.0.0.1:${p1},127.0.0.1:${p2}`, ["--try"]],
+  ] as const) {
+    const run = lockdRun(server, [...flags, "jobs/first", ...child("exit", "0")]);
+    expect({ server, flags, code: await run.exit() }).toEqual({ server, flags, code: 69 });
+    expect(run.lines).toEqual([]);
+    expect(run.stderr).not.toContain("retrying"); // tried once: it never waited
+    expect(run.stderr).toContain("lock server unavailable");
+  }
+  const list = lockdRun(`127.0.0.1:${p1},127.0.0.1:${p2}`, ["jobs/first", ...child("exit", "5")]);
+  await list.errContains("retrying (within 30 s)"); // both refused, and waiting to try again
+  await using server = startServer({ port: p2 });
+  expect((await list.child()).lock).toBe("jobs/first");
+  expect(await list.exit()).toBe(5);
 });
 
 test("failover: a run waiting on a server that shuts down is granted by the next server of the list", async () => {
@@ -562,4 +581,91 @@ test("--help documents every exit code", async () => {
   for (const flag of ["--lease", "--wait", "-w", "-n, --try", "-E", "--conflict-exit-code", "--owner", "--kill-after", "--server", "LOCKD_SERVER"]) {
     expect(text).toContain(flag);
   }
+});
+
+/** Wait (bounded) until the server has `n` sessions: a waiter is queued once its session exists. No event for it, so polled. */
+async function sessions(server: ReturnType<typeof startServer>, n: number): Promise<void> {
+  const deadline = performance.now() + 10_000;
+  while (engineOf(server).sessions.size < n && performance.now() < deadline) await Bun.sleep(10);
+  expect(engineOf(server).sessions.size).toBe(n);
+}
+
+test("--limit 2: two runs hold at once in slots 0 and 1 (LOCKD_SLOT; LOCKD_LIMIT the env form), a third waits and gets the freed slot", async () => {
+  await using server = startServer();
+  const a = lockdRun(server.port, ["--limit", "2", "jobs/sem", ...child("hold")]);
+  const seenA = await a.child();
+  childPids.push(seenA.pid);
+  const b = lockdRun(server.port, ["jobs/sem", ...child("hold")], { LOCKD_LIMIT: "2" });
+  const seenB = await b.child();
+  childPids.push(seenB.pid);
+  expect([seenA.slot, seenB.slot]).toEqual(["0", "1"]);
+  expect(BigInt(seenB.token!)).toBeGreaterThan(BigInt(seenA.token!));
+  const busy = lockdRun(server.port, ["--limit", "2", "--try", "jobs/sem", ...child("exit", "0")]);
+  expect(await busy.exit()).toBe(1);
+  expect(busy.lines).toEqual([]);
+  const third = lockdRun(server.port, ["--limit", "2", "--wait", "20s", "jobs/sem", ...child("exit", "5")]);
+  await sessions(server, 3);
+  expect(third.lines).toEqual([]);
+  a.proc.kill("SIGTERM"); // forwarded: the child prints SIGTERM and exits 42
+  expect(await a.exit()).toBe(42);
+  const seenThird = await third.child();
+  expect(seenThird.slot).toBe("0");
+  expect(BigInt(seenThird.token!)).toBeGreaterThan(BigInt(seenB.token!));
+  expect(await third.exit()).toBe(5);
+  b.proc.kill("SIGTERM");
+  expect(await b.exit()).toBe(42);
+});
+
+test("--shared: two runs hold at once, without LOCKD_SLOT; an exclusive run waits for both", async () => {
+  await using server = startServer();
+  const r1 = lockdRun(server.port, ["--shared", "jobs/rw", ...child("hold")]);
+  const seen1 = await r1.child();
+  childPids.push(seen1.pid);
+  const r2 = lockdRun(server.port, ["--shared", "jobs/rw", ...child("hold")]);
+  const seen2 = await r2.child();
+  childPids.push(seen2.pid);
+  expect([seen1.slot, seen2.slot]).toEqual([null, null]);
+  const busy = lockdRun(server.port, ["--try", "jobs/rw", ...child("exit", "0")]);
+  expect(await busy.exit()).toBe(1);
+  const writer = lockdRun(server.port, ["--wait", "20s", "jobs/rw", ...child("exit", "6")]);
+  await sessions(server, 3);
+  r1.proc.kill("SIGTERM");
+  expect(await r1.exit()).toBe(42);
+  expect(writer.lines).toEqual([]); // r2 still holds
+  r2.proc.kill("SIGTERM");
+  expect(await r2.exit()).toBe(42);
+  const seenWriter = await writer.child();
+  expect(BigInt(seenWriter.token!)).toBeGreaterThan(BigInt(seen2.token!));
+  expect(await writer.exit()).toBe(6);
+});
+
+test("LOCKD_SLOT is unset for an exclusive run, even when lockd run's own environment has one", async () => {
+  await using server = startServer();
+  const run = lockdRun(server.port, ["jobs/no-slot", ...child("exit", "0")], { LOCKD_SLOT: "7" });
+  expect((await run.child()).slot).toBeNull();
+  expect(await run.exit()).toBe(0);
+});
+
+test("a --limit other than the holders' exits 64 naming both limits; --shared with --limit 2, or --limit 0, is bad usage before any connection", async () => {
+  await using server = startServer();
+  const holder = lockdRun(server.port, ["--limit", "2", "jobs/mismatch", ...child("hold")]);
+  childPids.push((await holder.child()).pid);
+  for (const args of [["--limit", "3"], [], ["--shared"]]) {
+    const run = lockdRun(server.port, [...args, "jobs/mismatch", ...child("exit", "0")]);
+    expect(await run.exit()).toBe(64);
+    expect(run.lines).toEqual([]); // COMMAND never ran
+    expect(run.stderr).toContain("live sessions claim it with limit 2");
+    expect(run.stderr).toContain(`asked for limit ${args[0] === "--limit" ? 3 : 1}`);
+    expect(run.stderr).toContain('every run of "jobs/mismatch" must use the same --limit');
+  }
+  using never = new FakeServer(() => {});
+  const shared = lockdRun(never.port, ["--shared", "--limit", "2", "jobs/x", ...child("exit", "0")]);
+  expect(await shared.exit()).toBe(64);
+  expect(shared.stderr).toContain("--shared is a claim of limit 1, not --limit 2");
+  const zero = lockdRun(never.port, ["--limit", "0", "jobs/x", ...child("exit", "0")]);
+  expect(await zero.exit()).toBe(64);
+  expect(zero.stderr).toContain("--limit");
+  expect(never.conns).toHaveLength(0);
+  holder.proc.kill("SIGTERM");
+  expect(await holder.exit()).toBe(42);
 });

@@ -60,8 +60,13 @@ function closure(chunks: Map<string, Chunk>, start: string): Chunk[] {
 
 const HEAVY_BUILTINS = ["net", "tls", "crypto", "tty", "node:net", "node:tls", "node:crypto", "node:tty"];
 const SERVER_ROOMS = /^src\/(server|ops|core|failover|tokens)\/|^src\/cli\/(serve|serving|coordinator|words|config)\.ts$|^node_modules\/zod\//;
-/** Server-side modules a client command may load: status words the coordinator's replication report as the server does (a pure function). */
-const SHARED = new Set(["src/failover/replication.ts"]);
+/**
+ * Server-side modules a client command may load, pure functions both sides
+ * share: status words the coordinator's replication report as the server
+ * does; the admin verbs read a fencing token and a session id as the ops
+ * server does.
+ */
+const SHARED = new Set(["src/failover/replication.ts", "src/ops/admin.ts"]);
 
 test("a client command loads no zod, no server and no node:net, node:tls, node:crypto or node:tty", async () => {
   const chunks = await bundle();

@@ -109,10 +109,13 @@ test("a held lock whose server shuts down is lost, and the client does not re-ac
   }
 });
 
-test("retryFirstConnect: a server that is not up yet is waited for; without it, ServerUnavailableError", async () => {
+test("retryFirstConnect: a server that is not up yet is waited for; one address without a wait, a TRY, or false: ServerUnavailableError at once", async () => {
   const port = await freePort();
   const plain = new LockClient({ servers: `127.0.0.1:${port}` });
   expect(await plain.acquire("f/late").then(() => null, (e: unknown) => e)).toBeInstanceOf(ServerUnavailableError);
+  expect(await plain.acquire("f/late", { wait: 20_000, try: true }).then(() => null, (e: unknown) => e)).toBeInstanceOf(ServerUnavailableError);
+  const optOut = new LockClient({ servers: `127.0.0.1:${port}`, retryFirstConnect: false });
+  expect(await optOut.acquire("f/late", { wait: 20_000 }).then(() => null, (e: unknown) => e)).toBeInstanceOf(ServerUnavailableError);
 
   const tap = recorder();
   const client = new LockClient({ servers: `127.0.0.1:${port}`, retryFirstConnect: true, reconnectMs: 15_000, connect: tap.connect });
@@ -125,9 +128,22 @@ test("retryFirstConnect: a server that is not up yet is waited for; without it, 
   expect(retries[0]).toContain(`cannot connect to 127.0.0.1:${port}`);
 });
 
+test("by default a claim with a wait waits out a server that refuses connections (a restart, a failover)", async () => {
+  const port = await freePort();
+  const tap = recorder();
+  const client = new LockClient({ servers: `127.0.0.1:${port}`, connect: tap.connect });
+  const backoffs: number[] = [];
+  const pending = client.acquire("f/late-default", { lease: 5000, wait: 20_000, onRetry: (_detail, delay, backoff) => backoff && backoffs.push(delay) });
+  await tap.connects(2); // refused at least once, and trying again
+  await using server = startServer({ port });
+  await using lock = await pending;
+  expect(lock.token).toBeGreaterThan(0n);
+  expect(backoffs.length).toBeGreaterThan(0);
+});
+
 test("a wait that runs out while no server answers says the servers were unavailable", async () => {
   const port = await freePort();
-  const client = new LockClient({ servers: `127.0.0.1:${port}`, retryFirstConnect: true });
+  const client = new LockClient({ servers: `127.0.0.1:${port}` }); // a wait: retried by default
   const error = await client.acquire("f/down", { wait: 200 }).then(() => null, (e: unknown) => e);
   expect(error).toBeInstanceOf(WaitTimeoutError);
   expect((error as WaitTimeoutError).unavailable).toContain(`cannot connect to 127.0.0.1:${port}`);

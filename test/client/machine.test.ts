@@ -10,6 +10,7 @@ import { describe, expect, test } from "bun:test";
 import { LockAbortedError, LockBusyError, LockDelayedError, LockError, LockLostError, LockRequestError, ServerUnavailableError, WaitTimeoutError } from "../../src/client/errors.ts";
 import { heartbeatInterval, reconnectPause, smoothRtt } from "../../src/client/schedule.ts";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
+import { firstConnectRetried } from "../../src/client/machine.ts";
 import { ManualClaim } from "./manual-claim.ts";
 
 const LEASE = 1000;
@@ -102,7 +103,7 @@ describe("the heartbeat schedule", () => {
     const m = waiting(); // WAITING reply at 5 for ACQUIRE at 0: next heartbeat at 5 + 250 - 10 = 245
     m.advance(100);
     m.pushGranted(9);
-    expect(m.of("granted")).toEqual([{ at: 100, kind: "granted", token: 9n }]);
+    expect(m.of("granted")).toEqual([{ at: 100, kind: "granted", token: 9n, slot: -1 }]);
     expect(m.machine.confirmedAt).toBe(0);
     m.advance(245);
     expect(m.sends()).toEqual([245]);
@@ -376,6 +377,41 @@ describe("before the grant", () => {
     r.machine.connectFailed(r.now, new Error("ECONNREFUSED"));
     expect(r.of("retry").map((x) => x.backoff)).toEqual([false, true]);
     expect(r.ending).toBeUndefined();
+  });
+
+  test("the default first-connect rule: a claim that may wait retries (a wait, or two or more addresses); a TRY, or one address without a wait, fails at once; a setting wins", () => {
+    // setting, try, wait, addresses -> retried (docs/clients.md, "Retrying the first connect").
+    const table: [boolean | undefined, boolean, number | undefined, number, boolean][] = [
+      [undefined, false, 20_000, 1, true],
+      [undefined, false, undefined, 2, true],
+      [undefined, false, 20_000, 2, true],
+      [undefined, false, undefined, 1, false],
+      [undefined, false, 0, 1, false],
+      [undefined, true, undefined, 2, false],
+      [undefined, true, 20_000, 1, false],
+      [true, true, undefined, 1, true],
+      [true, false, undefined, 1, true],
+      [false, false, 20_000, 2, false],
+    ];
+    for (const [setting, tryOnly, wait, addresses, retried] of table) {
+      expect({ setting, tryOnly, wait, addresses, retried: firstConnectRetried(setting, tryOnly, wait, addresses) }).toEqual({ setting, tryOnly, wait, addresses, retried });
+    }
+    // The machine follows it: a claim with a wait backs off and keeps trying one refusing address...
+    const w = new ManualClaim({ retryFirstConnect: undefined, waitMs: 20_000 });
+    w.machine.start(w.now);
+    w.machine.connectFailed(w.now, new Error("ECONNREFUSED"));
+    expect(w.of("retry").map((r) => r.backoff)).toEqual([true]);
+    w.advance(w.now + w.of("retry")[0]!.delay);
+    expect(w.of("connect")).toHaveLength(2);
+    expect(w.ending).toBeUndefined();
+    // ...and a TRY claim, or one without a wait, gives up after it.
+    for (const rules of [{ waitMs: 20_000, try: true }, { waitMs: undefined, try: false }]) {
+      const m = new ManualClaim({ retryFirstConnect: undefined, ...rules });
+      m.machine.start(m.now);
+      m.machine.connectFailed(m.now, new Error("ECONNREFUSED"));
+      expect(m.of("connect")).toHaveLength(1);
+      expect((m.ending as { error: unknown }).error).toBeInstanceOf(ServerUnavailableError);
+    }
   });
 
   test("backoff: 50 ms doubling per failed round to 2 s, half fixed and half random, over the whole list", () => {

@@ -5,7 +5,7 @@
  */
 import { ClaimMachine, type ClaimEffects, type ClaimRules } from "../../src/client/machine.ts";
 import type { LockLostError } from "../../src/client/errors.ts";
-import { FLAG_REPLY, FrameType, encodeAcquire, encodeAcquired, encodeError, WAITING_REPLY_FRAME } from "../../src/protocol/index.ts";
+import { FLAG_REPLY, FrameType, encodeAcquire, encodeAcquired, encodeAcquiredSlot, encodeError, WAITING_REPLY_FRAME } from "../../src/protocol/index.ts";
 
 export const ACQUIRE = encodeAcquire({ name: "m/lock", leaseMs: 1000, owner: "test", try: false });
 
@@ -14,7 +14,7 @@ export type Effect =
   | { readonly at: number; readonly kind: "connect"; readonly index: number }
   | { readonly at: number; readonly kind: "send"; readonly type: number }
   | { readonly at: number; readonly kind: "disconnect" }
-  | { readonly at: number; readonly kind: "granted"; readonly token: bigint }
+  | { readonly at: number; readonly kind: "granted"; readonly token: bigint; readonly slot: number }
   | { readonly at: number; readonly kind: "failed"; readonly error: unknown }
   | { readonly at: number; readonly kind: "lost"; readonly error: LockLostError }
   | { readonly at: number; readonly kind: "retry"; readonly detail: string; readonly delay: number; readonly backoff: boolean };
@@ -34,12 +34,15 @@ export class ManualClaim implements ClaimEffects {
         name: "m/lock",
         leaseMs: 1000,
         acquireFrame: ACQUIRE,
+        limit: 1,
+        shared: false,
         waitMs: undefined,
         addresses: [{ host: "127.0.0.1", port: 7700 }],
         shard: undefined,
         secure: false,
         reconnectMs: 30_000,
         retryFirstConnect: false,
+        try: false,
         minHeartbeatIntervalMs: 1,
         random: () => this.randomValue,
         ...rules,
@@ -61,8 +64,8 @@ export class ManualClaim implements ClaimEffects {
   arm(at: number): void {
     this.armedAt = at;
   }
-  granted(token: bigint): void {
-    this.effects.push({ at: this.now, kind: "granted", token });
+  granted(token: bigint, slot: number): void {
+    this.effects.push({ at: this.now, kind: "granted", token, slot });
   }
   failed(error: unknown): void {
     this.effects.push({ at: this.now, kind: "failed", error });
@@ -112,6 +115,13 @@ export class ManualClaim implements ClaimEffects {
   }
   pushGranted(token = 7): void {
     this.read(encodeAcquired(token, 0));
+  }
+  /** A semaphore's grant: ACQUIRED with FLAG_SLOT, as a reply or (push) not. */
+  replySlot(token: number, slot: number): void {
+    this.read(encodeAcquiredSlot(token, slot, FLAG_REPLY));
+  }
+  pushSlot(token: number, slot: number): void {
+    this.read(encodeAcquiredSlot(token, slot, 0));
   }
   replyWaiting(): void {
     this.read(WAITING_REPLY_FRAME);

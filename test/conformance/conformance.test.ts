@@ -14,6 +14,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { Wakeup } from "../helpers/events.ts";
+import { freePorts } from "../helpers/ports.ts";
 import { CLIENTS, Driver, WAIT_MS, warnSkips, type ClientKind, type DriverEvent } from "./clients.ts";
 
 const TOKEN = "conformance-admin";
@@ -74,11 +75,12 @@ class Proxy {
   readonly conns: ProxyConn[] = [];
   readonly wakeup = new Wakeup();
   private readonly listener: TCPSocketListener<ProxyConn>;
-  constructor(upstreamPort: number) {
+  /** `port`: 0 for any, or the port a server that was not up yet comes up on (`come-up`). */
+  constructor(upstreamPort: number, port = 0) {
     const proxy = this;
     this.listener = Bun.listen<ProxyConn>({
       hostname: "127.0.0.1",
-      port: 0,
+      port,
       socket: {
         binaryType: "uint8array",
         open(client) {
@@ -131,9 +133,11 @@ class Proxy {
           for (const f of list) {
             if (conn.inFlight) conn.violations.push(`frame 0x${f.type.toString(16)} sent while one was in flight`);
             conn.inFlight = true;
-            if (f.type === 0x01 && f.body.length >= 8) {
-              const nameLength = (f.body[6]! << 8) | f.body[7]!;
-              conn.owner = new TextDecoder().decode(f.body.subarray(8 + nameLength));
+            // name_length follows the fixed fields: at body offset 8 when the LIMIT option (0x04) put a u16 limit before it, else 6.
+            const fixed = f.type === 0x01 && f.body.length >= 2 && (f.body[1]! & 0x04) !== 0 ? 10 : 8;
+            if (f.type === 0x01 && f.body.length >= fixed) {
+              const nameLength = (f.body[fixed - 2]! << 8) | f.body[fixed - 1]!;
+              conn.owner = new TextDecoder().decode(f.body.subarray(fixed + nameLength));
             } else if (f.type === 0x02) conn.heartbeats++;
           }
           proxy.wakeup.wake();
@@ -193,8 +197,11 @@ const LOCK_DELAYED = (() => {
 })();
 const FAKE_TOKEN = 9;
 const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
+/** ACQUIRED (reply) with FLAG_SLOT (0x02): token 9 and that slot, the 10-byte body of a semaphore's grant. */
+const slotReply = (slot: number) => new Uint8Array([0x81, 0x03, 0, 10, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN, slot >> 8, slot & 0xff]);
+const FAKE_SLOT = 2;
 
-const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero", "lock-delayed"] as const;
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero", "lock-delayed", "slot-grant", "slot-change"] as const;
 type FakeMode = (typeof FAKE_MODES)[number];
 
 /**
@@ -212,7 +219,10 @@ type FakeMode = (typeof FAKE_MODES)[number];
  * - waiting-then-close: answers the ACQUIRE with WAITING, then closes (an answer, then trouble);
  * - token-zero: answers the ACQUIRE with ACQUIRED token 0, which no server issues (a broken server);
  * - lock-delayed: a server inside a lock-delay: a TRY ACQUIRE gets ERROR LOCK_DELAYED (0x14) and the
- *   close, an ACQUIRE without TRY gets WAITING (queued until the delay ends, which it never does here).
+ *   close, an ACQUIRE without TRY gets WAITING (queued until the delay ends, which it never does here);
+ * - slot-grant: ACQUIRED with FLAG_SLOT (token 9, slot 2) to the ACQUIRE and every HEARTBEAT: a semaphore's
+ *   grant, right for a claim with limit 3 or more, a protocol violation for limit 2 (slot >= limit) or 1;
+ * - slot-change: grants token 9 in slot 0, answers every HEARTBEAT with token 9 in slot 1.
  */
 class FakeServer {
   readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
@@ -280,6 +290,12 @@ class FakeServer {
                 break;
               case "token-zero":
                 socket.write(new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0]));
+                break;
+              case "slot-grant":
+                socket.write(slotReply(FAKE_SLOT));
+                break;
+              case "slot-change":
+                socket.write(slotReply(n === 0 ? 0 : 1));
                 break;
               case "lock-delayed":
                 if (frame.type === 0x01 && (frame.body[1]! & 0x01) !== 0) {
@@ -410,9 +426,14 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
   const proxy = new Proxy(listenPort);
   const fakes = new Map(FAKE_MODES.map((mode) => [mode, new FakeServer(mode)] as const));
   const driver = await Driver.start(kind);
-  const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port };
+  // `late`: nothing listens there (a connect is refused) until `come-up` starts a recording
+  // proxy to the real server on it; `dead`: nothing ever listens there.
+  const [latePort, deadPort] = await freePorts(2);
+  let late: Proxy | null = null;
+  const addressOf: Record<string, number> = { server: listenPort, proxy: proxy.port, late: latePort!, dead: deadPort! };
   for (const [mode, fake] of fakes) addressOf[`fake-${mode}`] = fake.port;
   const tokens = new Map<string, bigint>();
+  const limits = new Map<string, number>();
   const witnessWakeup = new Wakeup();
   const witness = new Witness(witnessWakeup);
   const outcome = (id: string, ...kinds: string[]) => (e: DriverEvent) => e.id === id && kinds.includes(e.event);
@@ -443,7 +464,8 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
             while (placement.shardOf(`${lock}/${id}/${k}`) !== step.onShard) if (++k > 1000) throw new Error(`no name on ${step.onShard} in ${where}`);
             name = `${lock}/${id}/${k}`;
           }
-          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? false });
+          limits.set(id, (step.limit as number | undefined) ?? 1);
+          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? null, limit: step.limit ?? 1, shared: step.shared ?? false });
           break;
         }
         case "release":
@@ -507,6 +529,15 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
           const token = BigInt(e.token as string);
           expect(token > 0n, where).toBe(true);
           tokens.set(id, token);
+          // The slot: the step's when it names one (null: none); else a number below the limit for a
+          // semaphore, and none (null, or a driver that does not report it) for a limit of 1.
+          const limit = limits.get(id) ?? 1;
+          if (step.slot !== undefined) expect(e.slot ?? null, `${where}: the grant's slot`).toBe(step.slot);
+          else if (limit === 1) expect(e.slot ?? null, `${where}: the grant's slot`).toBeNull();
+          else {
+            expect(typeof e.slot, `${where}: the grant's slot`).toBe("number");
+            expect(e.slot as number, `${where}: the grant's slot`).toBeLessThan(limit);
+          }
           break;
         }
         case "expect error": {
@@ -561,11 +592,32 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "expect no-connection":
           expect(proxy.conn(id), where).toBeUndefined();
           break;
+        case "come-up":
+          late = new Proxy(listenPort, latePort);
+          break;
+        case "expect backoffs-at-least": {
+          // The driver's `retry` events with backoff: every address failed and the claim waits to try again.
+          const count = step.count as number;
+          const backoffs = () => driver.events.filter((e) => e.id === id && e.event === "retry" && e.backoff === true).length;
+          await driver.until(() => backoffs() >= count, `${id}: ${count} backoffs`);
+          expect(driver.find(outcome(id, "acquired", "error")), `${where}: the claim ended before it waited`).toBeUndefined();
+          break;
+        }
+        case "expect no-backoff": {
+          // After the claim's end (an expect acquired/error step before this one): it never waited to retry.
+          expect(driver.find(outcome(id, "acquired", "error")), `${where}: the claim has not ended yet`).toBeDefined();
+          expect(driver.events.filter((e) => e.id === id && e.event === "retry" && e.backoff === true), where).toEqual([]);
+          break;
+        }
+        case "expect reached-late":
+          // The claim's connection arrived through the server that came up.
+          await late!.wakeup.until(() => late!.conn(id), WAIT_MS, () => `${id} connecting to the server that came up`);
+          break;
         default:
           throw new Error(`unknown step ${JSON.stringify(step)}`);
       }
     }
-    for (const c of proxy.conns) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
+    for (const c of [...proxy.conns, ...(late?.conns ?? [])]) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
     await driver.stop();
     // A crash, an uncaught exception or (with LOCKD_GO_RACE=1) a data race in the driver fails the scenario.
     expect(driver.stderr.join("\n"), `${scenario.name}: the driver's stderr`).not.toMatch(/DATA RACE|panic:|Traceback|Unhandled|error:/);
@@ -573,6 +625,7 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
     await driver.stop();
     witness.stop();
     proxy.stop();
+    late?.stop();
     for (const fake of fakes.values()) fake.stop();
   }
 }

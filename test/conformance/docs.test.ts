@@ -35,9 +35,9 @@ async function run(cmd: string[], cwd: string): Promise<{ code: number; out: str
   return { code, out: out + err };
 }
 
-test("docs/clients.md has one Go and two Python examples", () => {
+test("docs/clients.md has one Go and three Python examples", () => {
   expect(blocks("go").length).toBe(1);
-  expect(blocks("python").length).toBe(2);
+  expect(blocks("python").length).toBe(3);
 });
 
 test.skipIf(!goBin)("docs/clients.md: the Go example runs and holds the lock", async () => {
@@ -60,4 +60,10 @@ test.skipIf(!python)("docs/clients.md: the Python examples run and hold the lock
   const two = await run([python!, "-c", asyncio!], join(ROOT, "clients/python"));
   expect(two.out).toMatch(/^holding with fencing token [1-9]\d*\n$/);
   expect(two.code).toBe(0);
+}, 60_000);
+
+test.skipIf(!python)("docs/clients.md: the Python semaphore and shared example runs and holds both", async () => {
+  const { code, out } = await run([python!, "-c", blocks("python")[2]!], join(ROOT, "clients/python"));
+  expect(out).toMatch(/^holding jobs\/render slots 0 1 with fencing tokens [1-9]\d* [1-9]\d*\nreading config with fencing tokens [1-9]\d* [1-9]\d*\n$/);
+  expect(code).toBe(0);
 }, 60_000);

@@ -28,14 +28,21 @@ async function acquire(cmd: Record<string, any>): Promise<void> {
     owner: cmd.owner ?? id,
     ...(tls ? { tls } : {}),
     ...(cmd.reconnect != null ? { reconnectMs: cmd.reconnect } : {}),
-    ...(cmd.retryFirstConnect ? { retryFirstConnect: true } : {}),
+    ...(cmd.retryFirstConnect != null ? { retryFirstConnect: cmd.retryFirstConnect as boolean } : {}),
   });
   const startedAt = performance.now();
   try {
-    const lock = await client.acquire(cmd.name, { lease: cmd.lease, try: cmd.try ?? false, ...(cmd.wait != null ? { wait: cmd.wait } : {}) });
+    const lock = await client.acquire(cmd.name, {
+      lease: cmd.lease,
+      try: cmd.try ?? false,
+      ...(cmd.wait != null ? { wait: cmd.wait } : {}),
+      ...(cmd.limit != null ? { limit: cmd.limit } : {}),
+      ...(cmd.shared != null ? { shared: cmd.shared } : {}),
+      onRetry: (detail, _delayMs, backoff) => out({ id, event: "retry", backoff, detail }),
+    });
     const at = performance.now();
     locks.set(id, lock);
-    out({ id, event: "acquired", token: lock.token.toString(), startedAt, at });
+    out({ id, event: "acquired", token: lock.token.toString(), slot: lock.slot, startedAt, at });
     const onAbort = () => {
       const reason = lock.signal.reason;
       if (reason instanceof LockLostError && reason.why === "released") return;

@@ -1,6 +1,7 @@
 /**
  * What a server must answer to one connection's byte stream, by protocol.md,
- * while another session holds the lock "control" and nothing else is held:
+ * while another session holds the lock "control" (exclusively, limit 1) and
+ * nothing else is held:
  * the reply to each complete frame, and the ERROR (one of a set of codes)
  * that ends the session, if one does.
  */
@@ -8,8 +9,8 @@ import { CLIENT_FRAMES, ErrorCode, FrameType } from "../../src/protocol/index.ts
 import { referenceAcquire, referenceParse } from "./reference.ts";
 
 export type Expected =
-  /** ACQUIRED, REPLY set, a token above every earlier one. */
-  | { readonly kind: "grant" }
+  /** ACQUIRED, REPLY set, a token above every earlier one; `slotted`: with FLAG_SLOT and slot 0 (a limit above 1). */
+  | { readonly kind: "grant"; readonly slotted: boolean }
   /** WAITING, REPLY set. */
   | { readonly kind: "wait" }
   /** ACQUIRED, REPLY set, the grant's token again. */
@@ -53,10 +54,11 @@ export function predict(stream: Uint8Array): Prediction {
     const acquire = referenceAcquire(frame.body);
     if (!acquire.ok) return end(acquire.codes);
     const held = acquire.nameKey === CONTROL_KEY;
+    if (held && acquire.limit !== 1) return end(only(ErrorCode.LIMIT_MISMATCH));
     if (held && acquire.try) return end(only(ErrorCode.LOCK_BUSY));
     leaseMs = acquire.leaseMs;
     state = held ? "waiting" : "owner";
-    replies.push({ kind: held ? "wait" : "grant" });
+    replies.push(held ? { kind: "wait" } : { kind: "grant", slotted: acquire.limit > 1 });
   }
   if (ref.badHeaderAt >= 0 && ref.badHeaderAt + 4 <= stream.length) return end(only(ErrorCode.PROTOCOL_ERROR));
   const consumed = ref.frames.length === 0 ? 0 : ref.frames[ref.frames.length - 1]!.end;
@@ -93,6 +95,7 @@ export function judge(received: readonly Received[], closed: boolean, p: Predict
     `got [${received.map((f) => `${f.type.toString(16)}/${f.flags}${f.type === FrameType.ERROR ? `/0x${f.body[0]!.toString(16)}` : ""}`).join(", ")}] closed=${closed}, ` +
     `expected ${JSON.stringify(p.replies.map((r) => (r.kind === "end" ? `end(${[...r.codes].map((c) => c.toString(16))})` : r.kind)))}`;
   let token = 0;
+  let slotted = false;
   const accepted = p.replies.findIndex((r) => r.kind === "grant" || r.kind === "wait");
   for (let i = 0; i < received.length; i++) {
     const f = received[i]!;
@@ -105,13 +108,17 @@ export function judge(received: readonly Received[], closed: boolean, p: Predict
     const reply = (f.flags & 1) === 1;
     switch (want.kind) {
       case "grant": {
-        if (f.type !== FrameType.ACQUIRED || !reply || f.body.length !== 8) throw new Error(`frame #${i} is not a grant: ${describe()}`);
+        const shape = want.slotted ? f.flags === 0x03 && f.body.length === 10 && f.body[8] === 0 && f.body[9] === 0 : f.flags === 0x01 && f.body.length === 8;
+        if (f.type !== FrameType.ACQUIRED || !shape) throw new Error(`frame #${i} is not a grant: ${describe()}`);
         token = tokenOf(f.body);
+        slotted = want.slotted;
         if (!(token > lastToken)) throw new Error(`token ${token} is not above ${lastToken}: ${describe()}`);
         break;
       }
       case "ack":
-        if (f.type !== FrameType.ACQUIRED || !reply || tokenOf(f.body) !== token) throw new Error(`frame #${i} is not the owner's ack: ${describe()}`);
+        if (f.type !== FrameType.ACQUIRED || !reply || tokenOf(f.body) !== token || f.body.length !== (slotted ? 10 : 8)) {
+          throw new Error(`frame #${i} is not the owner's ack: ${describe()}`);
+        }
         break;
       case "wait":
       case "ack-wait":

@@ -41,7 +41,7 @@ export function referenceParse(stream: Uint8Array, ranges: ReadonlyMap<number, B
 }
 
 export type RefAcquire =
-  | { readonly ok: true; readonly nameKey: string; readonly leaseMs: number; readonly try: boolean }
+  | { readonly ok: true; readonly nameKey: string; readonly leaseMs: number; readonly try: boolean; readonly limit: number; readonly shared: boolean }
   | { readonly ok: false; readonly codes: ReadonlySet<number> };
 
 const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -58,27 +58,40 @@ function validText(bytes: Uint8Array): boolean {
 }
 
 /**
- * Every ERROR code an ACQUIRE body earns by protocol.md sections 3 and 4.
- * With several defects the spec does not say which is reported, so any of
- * them is accepted. `nameKey` identifies the lock by its bytes.
+ * Every ERROR code an ACQUIRE body earns by protocol.md sections 3, 4 and
+ * 13. With several defects the spec does not say which is reported, so any
+ * of them is accepted. `nameKey` identifies the lock by its bytes.
  */
 export function referenceAcquire(body: Uint8Array): RefAcquire {
   const codes = new Set<number>();
+  const options = body[1]!;
   if (body[0] !== 1) codes.add(ErrorCode.UNSUPPORTED_VERSION);
-  if ((body[1]! & 0xfe) !== 0) codes.add(ErrorCode.BAD_REQUEST);
+  if ((options & 0xf8) !== 0) codes.add(ErrorCode.BAD_REQUEST); // bits 0 TRY, 1 SHARED, 2 LIMIT are defined
   const leaseMs = ((body[2]! * 256 + body[3]!) * 256 + body[4]!) * 256 + body[5]!;
   if (leaseMs === 0) codes.add(ErrorCode.BAD_REQUEST);
-  const nameLength = body[6]! * 256 + body[7]!;
+  const fixed = (options & 0x04) !== 0 ? 10 : 8;
+  const shared = (options & 0x02) !== 0;
   let nameKey = "";
-  if (8 + nameLength > body.length) {
+  let limit = 1;
+  if (fixed > body.length) {
+    codes.add(ErrorCode.PROTOCOL_ERROR);
+    return { ok: false, codes };
+  }
+  if (fixed === 10) {
+    limit = body[6]! * 256 + body[7]!;
+    if (limit === 0) codes.add(ErrorCode.BAD_REQUEST);
+  }
+  if (shared && limit > 1) codes.add(ErrorCode.BAD_REQUEST);
+  const nameLength = body[fixed - 2]! * 256 + body[fixed - 1]!;
+  if (fixed + nameLength > body.length) {
     codes.add(ErrorCode.PROTOCOL_ERROR);
   } else {
-    const name = body.subarray(8, 8 + nameLength);
-    const owner = body.subarray(8 + nameLength);
+    const name = body.subarray(fixed, fixed + nameLength);
+    const owner = body.subarray(fixed + nameLength);
     if (nameLength === 0 || nameLength > 512 || owner.length > 256) codes.add(ErrorCode.BAD_REQUEST);
     if (!validText(name) || !validText(owner)) codes.add(ErrorCode.BAD_REQUEST);
     nameKey = Array.from(name, (b) => b.toString(16).padStart(2, "0")).join("");
   }
   if (codes.size > 0) return { ok: false, codes };
-  return { ok: true, nameKey, leaseMs, try: (body[1]! & 1) === 1 };
+  return { ok: true, nameKey, leaseMs, try: (options & 1) === 1, limit, shared };
 }

@@ -42,6 +42,8 @@ export function goodAcquire(rng: Rng): Uint8Array {
     leaseMs: rng.chance(0.1) ? 2 ** 32 - 1 : rng.range(1, 60_000),
     owner: rng.pick(["", "fuzz", "\u00e9".repeat(128)]),
     try: rng.chance(0.3),
+    // Semaphores and shared claims too; "control" is held with limit 1, so a limit there is LIMIT_MISMATCH.
+    ...(rng.chance(0.15) ? { limit: rng.chance(0.5) ? rng.range(2, 5) : 65_535 } : rng.chance(0.15) ? { shared: true } : {}),
   });
   if (rng.chance(0.2)) frame[1] = rng.u32() & 0xff;
   return frame;
@@ -55,7 +57,7 @@ export function clientFrame(rng: Rng): Uint8Array {
     case 1:
       return badAcquire(rng).frame;
     case 2: {
-      const body = rng.bytes(rng.range(9, 776));
+      const body = rng.bytes(rng.range(9, 778));
       if (rng.chance(0.5)) body[0] = 1;
       return frameOf(FrameType.ACQUIRE, 0, body);
     }
@@ -68,7 +70,7 @@ export function clientFrame(rng: Rng): Uint8Array {
 export function serverFrame(rng: Rng): Uint8Array {
   switch (rng.int(3)) {
     case 0:
-      return frameOf(FrameType.ACQUIRED, rng.int(2), rng.bytes(8));
+      return rng.chance(0.8) ? frameOf(FrameType.ACQUIRED, rng.int(2), rng.bytes(8)) : frameOf(FrameType.ACQUIRED, 0x02 | rng.int(2), rng.bytes(10));
     case 1:
       return frameOf(FrameType.WAITING, rng.int(2), new Uint8Array(0));
     default:

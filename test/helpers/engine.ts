@@ -4,7 +4,7 @@
  * whether (and with what last frame) the engine closed it.
  */
 import { Engine, type EngineOptions, type Session, type EngineOutput } from "../../src/core/index.ts";
-import { FrameType, HEARTBEAT_FRAME, decodeAcquired, encodeAcquire } from "../../src/protocol/index.ts";
+import { FrameType, HEARTBEAT_FRAME, decodeAcquired, decodeSlot, encodeAcquire, decodeError } from "../../src/protocol/index.ts";
 import type { Conn } from "../../src/server/conn.ts";
 import type { LockServer } from "../../src/server/server.ts";
 
@@ -12,6 +12,8 @@ export interface Sent {
   type: number;
   flags: number;
   token?: bigint;
+  /** ACQUIRED with FLAG_SLOT: its slot. */
+  slot?: number;
   code?: number;
 }
 
@@ -19,6 +21,8 @@ export class FakeConn {
   sent: Sent[] = [];
   closed = false;
   closeFrame: Sent | null = null;
+  /** The message of the ERROR the connection was closed with, else "". */
+  closeText = "";
   session: Session<FakeConn> | null = null;
   constructor(readonly name: string) {}
   get last(): Sent | undefined {
@@ -28,9 +32,20 @@ export class FakeConn {
 
 function parse(frame: Uint8Array): Sent {
   const sent: Sent = { type: frame[0]!, flags: frame[1]! };
-  if (sent.type === FrameType.ACQUIRED) sent.token = decodeAcquired(frame, 4);
+  if (sent.type === FrameType.ACQUIRED) {
+    sent.token = decodeAcquired(frame, 4);
+    const slot = decodeSlot(frame, 4, frame.length - 4);
+    if (slot >= 0) sent.slot = slot;
+  }
   if (sent.type === FrameType.ERROR) sent.code = frame[4]!;
   return sent;
+}
+
+export interface ClaimOptions {
+  try?: boolean;
+  owner?: string;
+  limit?: number;
+  shared?: boolean;
 }
 
 export class Harness implements EngineOutput<FakeConn> {
@@ -50,6 +65,7 @@ export class Harness implements EngineOutput<FakeConn> {
     if (conn.closed) throw new Error(`double close of ${conn.name}`);
     conn.closed = true;
     conn.closeFrame = frame === null ? null : parse(frame);
+    if (frame !== null && frame[0] === FrameType.ERROR) conn.closeText = decodeError(frame, 4, frame.length - 4).message;
   }
 
   open(name = "c"): FakeConn {
@@ -63,8 +79,18 @@ export class Harness implements EngineOutput<FakeConn> {
     return this.engine.frame(conn.session!, bytes[0]!, bytes, 4, bytes.length - 4, this.now);
   }
 
-  acquire(conn: FakeConn, lock: string, leaseMs: number, options: { try?: boolean; owner?: string } = {}): boolean {
-    return this.frame(conn, encodeAcquire({ name: lock, leaseMs, owner: options.owner ?? "", try: options.try ?? false }));
+  acquire(conn: FakeConn, lock: string, leaseMs: number, options: ClaimOptions = {}): boolean {
+    return this.frame(
+      conn,
+      encodeAcquire({ name: lock, leaseMs, owner: options.owner ?? "", try: options.try ?? false, limit: options.limit ?? 1, shared: options.shared ?? false }),
+    );
+  }
+
+  /** A connection that has sent ACQUIRE with `options` (limit, shared, try). */
+  claim(lock: string, leaseMs: number, options: ClaimOptions = {}, name = lock): FakeConn {
+    const conn = this.open(name);
+    this.acquire(conn, lock, leaseMs, options);
+    return conn;
   }
 
   /** A connection that has sent ACQUIRE. */

@@ -94,7 +94,7 @@ export class WirePeer implements FrameSink {
     port: number,
     name: string,
     leaseMs = 60_000,
-    options: { owner?: string; try?: boolean; hostname?: string; tls?: Bun.TLSOptions } = {},
+    options: { owner?: string; try?: boolean; limit?: number; shared?: boolean; hostname?: string; tls?: Bun.TLSOptions } = {},
   ): Promise<WirePeer> {
     const peer = await WirePeer.connect(port, options.hostname, options.tls);
     peer.acquire(name, leaseMs, options);
@@ -138,8 +138,8 @@ export class WirePeer implements FrameSink {
     return this.socket!.write(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
   }
 
-  acquire(name: string, leaseMs: number, options: { owner?: string; try?: boolean } = {}): void {
-    this.write(encodeAcquire({ name, leaseMs, owner: options.owner ?? "", try: options.try ?? false }));
+  acquire(name: string, leaseMs: number, options: { owner?: string; try?: boolean; limit?: number; shared?: boolean } = {}): void {
+    this.write(encodeAcquire({ name, leaseMs, owner: options.owner ?? "", try: options.try ?? false, limit: options.limit ?? 1, shared: options.shared ?? false }));
   }
 
   heartbeat(): void {

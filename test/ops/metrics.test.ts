@@ -97,6 +97,34 @@ describe("exposition format", () => {
   });
 });
 
+describe("metrics by kind of claim", () => {
+  test("holders and waiters by kind; lockd_locks_held counts locks, not holders; LIMIT_MISMATCH ends are counted", async () => {
+    await using ops = startDaemon({ adminToken: "t" });
+    const peers = [
+      await WirePeer.claim(ops.port, "pool", 5000, { limit: 3 }),
+      await WirePeer.claim(ops.port, "pool", 5000, { limit: 3 }),
+      await WirePeer.claim(ops.port, "pool", 5000, { limit: 3 }),
+      await WirePeer.claim(ops.port, "pool", 5000, { limit: 3 }),
+      await WirePeer.claim(ops.port, "rw", 5000, { shared: true }),
+      await WirePeer.claim(ops.port, "rw", 5000, { shared: true }),
+      await WirePeer.claim(ops.port, "rw", 5000),
+      await WirePeer.claim(ops.port, "x", 5000),
+    ];
+    const bad = await WirePeer.claim(ops.port, "pool", 5000, { limit: 2 });
+    expect(bad.frames[0]!.code).toBe(0x25);
+    const m = await scrape(ops);
+    expect(gauge(m, "lockd_holders", { kind: "semaphore" })).toBe(3);
+    expect(gauge(m, "lockd_holders", { kind: "shared" })).toBe(2);
+    expect(gauge(m, "lockd_holders", { kind: "exclusive" })).toBe(1);
+    expect(gauge(m, "lockd_waiters_by_kind", { kind: "semaphore" })).toBe(1);
+    expect(gauge(m, "lockd_waiters_by_kind", { kind: "exclusive" })).toBe(1);
+    expect(gauge(m, "lockd_waiters_by_kind", { kind: "shared" })).toBe(0);
+    expect(gauge(m, "lockd_locks_held")).toBe(3);
+    expect(gauge(m, "lockd_session_ends_total", { reason: "limit_mismatch" })).toBe(1);
+    for (const p of peers) p.end();
+  });
+});
+
 describe("metrics move with sessions", () => {
   test("session counts, grants by path, ends by reason, a handover in the histogram, heartbeats, the last token", async () => {
     await using ops = startDaemon({ adminToken: "t" });

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { WirePeer } from "../helpers/wire.ts";
-import { body, startDaemon } from "./harness.ts";
+import { body, startDaemon, type TestDaemon } from "./harness.ts";
 import { parseExposition, valueOf } from "./promtext.ts";
 import { engineOf } from "../helpers/engine.ts";
 
@@ -51,11 +51,49 @@ describe("controlled shutdown, in process", () => {
 
   test("the grace period ends by itself and the daemon stops", async () => {
     await using ops = startDaemon({ shutdownGraceMs: 50 });
+    expect((await ops.get("/livez")).status).toBe(200); // someone called: the grace is kept
     const started = performance.now();
     await ops.daemon.shutdown("test");
     expect(performance.now() - started).toBeGreaterThanOrEqual(45);
     expect(ops.daemon.phase).toBe("stopped");
   });
+
+  test("a daemon nobody called since start (no lock session, no ops request) stops at once, without its grace", async () => {
+    // An hour of grace: kept, it would outlast the test.
+    await using ops = startDaemon({ shutdownGraceMs: 3_600_000 });
+    await ops.daemon.shutdown("test");
+    expect(ops.daemon.phase).toBe("stopped");
+    const shutdown = ops.logs.filter((l) => String(l.event).startsWith("shutdown."));
+    expect(shutdown.map((l) => l.event)).toEqual(["shutdown.begins", "shutdown.grace_skipped", "shutdown.stopped"]);
+    expect(shutdown[1]).toMatchObject({ why: "idle", graceMs: 3_600_000 });
+    await expect(fetch(ops.url("/livez"), { signal: AbortSignal.timeout(5000) })).rejects.toThrow();
+  });
+
+  for (const [what, call] of [
+    ["a probe of /readyz", async (ops: TestDaemon) => expect((await ops.get("/readyz")).status).toBe(200)],
+    ["a scrape of /metrics", async (ops: TestDaemon) => expect((await ops.get("/metrics")).status).toBe(200)],
+    [
+      "a lock session (ended before the stop)",
+      async (ops: TestDaemon) => {
+        const peer = await WirePeer.claim(ops.port, "called", 5000);
+        peer.end();
+        await peer.closed();
+      },
+    ],
+  ] as const) {
+    test(`after ${what} since start, the stop keeps its grace: the ops server answers in it until it ends`, async () => {
+      await using ops = startDaemon({ shutdownGraceMs: 3_600_000 });
+      await call(ops);
+      const done = ops.daemon.shutdown("test");
+      await ops.daemon.graceStarted;
+      expect(ops.logs.filter((l) => String(l.event).startsWith("shutdown.")).map((l) => l.event)).toEqual(["shutdown.begins", "shutdown.grace"]);
+      expect((await ops.get("/readyz")).status).toBe(503);
+      expect(ops.daemon.phase).toBe("grace");
+      await ops.daemon.close(); // ends the grace early
+      await done;
+      expect(ops.daemon.phase).toBe("stopped");
+    });
+  }
 
   test("the first signal starts the shutdown, a second one after the repeat window forces the exit at once", async () => {
     await using ops = startDaemon({ shutdownGraceMs: 60_000, signalRepeatWindowMs: 1000 });
@@ -70,6 +108,7 @@ describe("controlled shutdown, in process", () => {
 
   test("the same signal again within the repeat window is the same stop request: the shutdown goes on, no forced exit", async () => {
     await using ops = startDaemon({ shutdownGraceMs: 60_000, signalRepeatWindowMs: 1000 });
+    expect((await ops.get("/livez")).status).toBe(200); // someone called: the grace is kept
     let forced = 0;
     // A process-group SIGINT: once directly, once relayed by the shim, once more by npm.
     ops.daemon.signal("SIGINT", () => forced++, 5000);

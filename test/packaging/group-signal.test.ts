@@ -24,6 +24,8 @@ interface Served {
   readonly exited: Promise<number>;
   /** Event codes logged so far, in order. */
   readonly events: string[];
+  /** The ops server's HOST:PORT, from the server.listening line ("" before it). */
+  readonly ops: string;
   /** Resolves when a line with this event code has been logged (or the process exited). */
   logged(event: LogEvent): Promise<void>;
   stderr(): string;
@@ -50,12 +52,15 @@ function serveInOwnGroup(graceSeconds: number): Served {
   });
   const guard = setTimeout(() => killGroup(proc.pid, "SIGKILL"), 25_000);
   const events: string[] = [];
+  let ops = "";
   let text = "";
   const waiters: { event: string; resolve: () => void }[] = [];
   const reading = forEachLine(proc.stderr, (line) => {
     text += `${line}\n`;
     if (!line.startsWith("{")) return;
-    const event = (JSON.parse(line) as { event?: string }).event ?? "";
+    const entry = JSON.parse(line) as { event?: string; ops?: string };
+    const event = entry.event ?? "";
+    if (event === "server.listening") ops = entry.ops ?? "";
     events.push(event);
     for (const w of waiters) if (w.event === event) w.resolve();
   });
@@ -64,6 +69,9 @@ function serveInOwnGroup(graceSeconds: number): Served {
     pgid: proc.pid,
     exited,
     events,
+    get ops() {
+      return ops;
+    },
     logged: (event) =>
       events.includes(event)
         ? Promise.resolve()
@@ -105,6 +113,8 @@ test.skipIf(NODE === null)(`a second SIGINT to the group after the repeat window
   await using served = serveInOwnGroup(60);
   await served.logged("server.listening");
   expect(served.events).toContain("server.listening");
+  // A probe: a server someone called keeps its grace (one nobody called stops at once).
+  expect((await fetch(`http://${served.ops}/livez`, { signal: AbortSignal.timeout(5000) })).status).toBe(200);
   process.kill(-served.pgid, "SIGINT");
   await served.logged("shutdown.begins");
   expect(served.events).toContain("shutdown.begins");

@@ -5,17 +5,21 @@
  * the one dependency, comes packed from this repository's node_modules).
  * Plain `node` imports "lockd/client" and holds a lock; the `lockd` bin runs
  * with the `bun` npm package installed and says in one line what it needs
- * without it. Also: package-lock.json matches package.json (an install in
- * a fresh clone leaves the tree clean).
+ * without it. The packaged declarations compile in a TypeScript project
+ * under `tsc --target es2022` and `esnext` without skipLibCheck, and
+ * `await using` compiled for es2022 runs under plain node. Also:
+ * package-lock.json matches package.json (an install in a fresh clone
+ * leaves the tree clean).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { startServer } from "../helpers/wire.ts";
 import { sigtermOutcome } from "./sigterm.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
+const TSC = join(ROOT, "node_modules/.bin/tsc");
 const NODE = Bun.which("node");
 const NPM = Bun.which("npm");
 const pkg = (await Bun.file(join(ROOT, "package.json")).json()) as { version: string; bin: Record<string, string>; exports: Record<string, Record<string, string> | string> };
@@ -71,12 +75,39 @@ beforeAll(async () => {
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "consumer", version: "1.0.0", private: true, type: "module" }));
   await ok(npm("install", "--ignore-scripts", tarball, zod), project);
   copyFileSync(join(ROOT, "test/fixtures/client-node-consumer.mjs"), join(project, "consumer.mjs"));
+  copyFileSync(join(ROOT, "test/fixtures/client-node-consumer.ts"), join(project, "consumer-types.ts"));
+  writeFileSync(join(project, "consumer-using.ts"), USING_CONSUMER);
 
   const nodeBin = join(dir, "node-only");
   mkdirSync(nodeBin);
   symlinkSync(NODE, join(nodeBin, "node"));
   nodeOnlyPath = nodeBin;
 }, 180_000);
+
+/**
+ * A TypeScript consumer that relies on `await using`: compiled for es2022
+ * (tsc lowers the syntax Node.js 20 cannot parse) and run by plain node.
+ */
+const USING_CONSUMER = `import { LockClient, LockLostError, type Lock } from "lockd/client";
+declare const process: { argv: string[]; stdout: { write(text: string): boolean } }; // no @types/node here
+const client = new LockClient({ servers: "127.0.0.1:" + process.argv[2], owner: "ts-consumer" });
+let kept: Lock | undefined;
+const out: Record<string, unknown> = {};
+{
+  await using lock = await client.acquire("ts/await-using", { lease: 5000 });
+  kept = lock;
+  out.heldInScope = lock.held;
+}
+const reason: unknown = kept.signal.reason;
+out.releasedWhy = reason instanceof LockLostError ? reason.why : String(reason);
+out.again = await client.withLock("ts/await-using", () => "free", { try: true });
+process.stdout.write(JSON.stringify(out) + "\\n");
+`;
+
+/** tsc in the consumer project, with no tsconfig and no skipLibCheck: what a user's build checks. */
+function tsc(...args: string[]): string[] {
+  return [TSC, "--strict", "--module", "nodenext", "--moduleResolution", "nodenext", ...args];
+}
 
 afterAll(() => {
   if (dir !== "") rmSync(dir, { recursive: true, force: true });
@@ -130,6 +161,38 @@ test("with the bun npm package installed, the lockd bin runs from a Node project
     rmSync(join(project, "node_modules/bun"));
   }
 }, 30_000);
+
+for (const target of ["es2022", "esnext"]) {
+  test(`the packaged declarations compile under tsc --target ${target} (default libs, no @types/node, no skipLibCheck)`, async () => {
+    expect(existsSync(join(project, "node_modules/@types"))).toBe(false);
+    const result = await run(tsc("--target", target, "--noEmit", "consumer-types.ts"), project);
+    expect(result.out + result.err).toBe("");
+    expect(result.code).toBe(0);
+  }, 60_000);
+}
+
+test("the packaged declarations compile in a Node.js project with @types/node and lib es2022 (no DOM)", async () => {
+  mkdirSync(join(project, "node_modules/@types"));
+  symlinkSync(join(ROOT, "node_modules/@types/node"), join(project, "node_modules/@types/node"));
+  try {
+    const result = await run(tsc("--target", "es2022", "--lib", "es2022", "--types", "node", "--noEmit", "consumer-types.ts"), project);
+    expect(result.out + result.err).toBe("");
+    expect(result.code).toBe(0);
+  } finally {
+    rmSync(join(project, "node_modules/@types"), { recursive: true });
+  }
+}, 60_000);
+
+test("`await using` compiled for es2022 type-checks against the package and releases at the end of the scope under plain node", async () => {
+  const built = await run(tsc("--target", "es2022", "--outDir", "built", "consumer-using.ts"), project);
+  expect(built.out + built.err).toBe("");
+  expect(built.code).toBe(0);
+  await using server = startServer();
+  const result = await run([NODE!, "built/consumer-using.js", String(server.port)], project, { ...process.env, PATH: nodeOnlyPath });
+  expect(result.err).toBe("");
+  expect(result.code).toBe(0);
+  expect(JSON.parse(result.out)).toEqual({ heldInScope: true, releasedWhy: "released", again: "free" });
+}, 60_000);
 
 test("package-lock.json matches package.json: an install in a fresh clone rewrites nothing", async () => {
   const clone = join(dir, "lock");

@@ -15,7 +15,7 @@ describe("decodeAcquire", () => {
     const frame = encodeAcquire({ name: "db/primary", leaseMs: 30000, owner: "host-12/pid-4411", try: true });
     expect(decodeAcquire(frame, 4, frame.length - 4)).toEqual({
       ok: true,
-      request: { name: "db/primary", leaseMs: 30000, owner: "host-12/pid-4411", try: true },
+      request: { name: "db/primary", leaseMs: 30000, owner: "host-12/pid-4411", try: true, limit: 1, shared: false },
     });
   });
   test("version other than 1: UNSUPPORTED_VERSION naming the versions spoken", () => {
@@ -27,8 +27,8 @@ describe("decodeAcquire", () => {
     }
   });
   test("undefined option bits: BAD_REQUEST", () => {
-    expect(codeOf(body({ options: 0x02 }))).toBe(ErrorCode.BAD_REQUEST);
-    expect(codeOf(body({ options: 0x80 }))).toBe(ErrorCode.BAD_REQUEST);
+    for (const bit of [0x08, 0x10, 0x20, 0x40, 0x80]) expect(codeOf(body({ options: bit }))).toBe(ErrorCode.BAD_REQUEST);
+    expect(codeOf(body({ options: 0x02 }))).toBe("ok"); // SHARED
     expect(codeOf(body({ options: 0x01 }))).toBe("ok");
   });
   test("lease 0: BAD_REQUEST; lease 1 and 2^32-1 accepted", () => {

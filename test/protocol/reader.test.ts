@@ -110,9 +110,10 @@ describe("FrameReader", () => {
     expect(results).toEqual([ReadResult.OK, ReadResult.OK, ReadResult.ERROR]);
   });
 
-  test("ACQUIRE body length out of 9..776 is refused", () => {
+  test("ACQUIRE body length out of 9..778 is refused", () => {
     expect(feed([new Uint8Array([0x01, 0x00, 0x00, 0x08])]).results).toEqual([ReadResult.ERROR]);
-    expect(feed([new Uint8Array([0x01, 0x00, 0x03, 0x09])]).results).toEqual([ReadResult.ERROR]); // 777
+    expect(feed([new Uint8Array([0x01, 0x00, 0x03, 0x0b])]).results).toEqual([ReadResult.ERROR]); // 779
+    expect(feed([new Uint8Array([0x01, 0x00, 0x03, 0x0a])]).results).toEqual([ReadResult.OK]); // 778: awaits its body
   });
 
   test("frames after a bad header are not delivered", () => {

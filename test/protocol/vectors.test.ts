@@ -72,7 +72,7 @@ describe("decoders read the vectors", () => {
     const [frame] = read(clientLimits, ACQUIRE_VECTOR);
     expect(frame!.type).toBe(FrameType.ACQUIRE);
     const decoded = decodeAcquire(frame!.body, 0, frame!.body.length);
-    expect(decoded).toEqual({ ok: true, request: { name: "jobs/nightly", leaseMs: 5000, owner: "", try: false } });
+    expect(decoded).toEqual({ ok: true, request: { name: "jobs/nightly", leaseMs: 5000, owner: "", try: false, limit: 1, shared: false } });
   });
   test("HEARTBEAT", () => {
     expect(read(clientLimits, HEARTBEAT_VECTOR)).toEqual([{ type: FrameType.HEARTBEAT, flags: 0, body: new Uint8Array(0) }]);

@@ -18,7 +18,7 @@ const cases: { name: string; bytes: number[]; code: number }[] = [
   { name: "a 513-byte name", bytes: acquireBody({ name: new Array(513).fill(0x61) }), code: ErrorCode.BAD_REQUEST },
   { name: "invalid UTF-8 in the name", bytes: acquireBody({ name: [0x61, 0xff, 0x62] }), code: ErrorCode.BAD_REQUEST },
   { name: "a control character in the name", bytes: acquireBody({ name: ascii("a\nb") }), code: ErrorCode.BAD_REQUEST },
-  { name: "an undefined option bit", bytes: acquireBody({ options: 0x04, name: ascii("x") }), code: ErrorCode.BAD_REQUEST },
+  { name: "an undefined option bit", bytes: acquireBody({ options: 0x08, name: ascii("x") }), code: ErrorCode.BAD_REQUEST },
   { name: "version 2", bytes: acquireBody({ version: 2, name: ascii("x") }), code: ErrorCode.UNSUPPORTED_VERSION },
   { name: "name_length past the end of the body", bytes: acquireBody({ name: ascii("abc"), nameLength: 40 }), code: ErrorCode.PROTOCOL_ERROR },
   { name: "HEARTBEAT before ACQUIRE", bytes: HEARTBEAT, code: ErrorCode.PROTOCOL_ERROR },

@@ -12,6 +12,8 @@ const two = new Placement(["alpha", "beta"]);
 const ADMIN = "shards-cli-admin";
 const servers: ChildServer[] = [];
 let lockMap = "";
+/** The two shards' lock addresses swapped. */
+let swappedLocks = "";
 let opsMap = "";
 /** The two shards' ops addresses swapped: the map's labels are wrong. */
 let swappedOps = "";
@@ -30,6 +32,7 @@ beforeAll(async () => {
   plainOps = `127.0.0.1:${(await plain.addresses()).opsPort}`;
   lockMap = `alpha=127.0.0.1:${ports[0]!.listenPort};beta=127.0.0.1:${ports[1]!.listenPort}`;
   opsMap = `alpha=127.0.0.1:${ports[0]!.opsPort};beta=127.0.0.1:${ports[1]!.opsPort}`;
+  swappedLocks = `gen=1;alpha=127.0.0.1:${ports[1]!.listenPort};beta=127.0.0.1:${ports[0]!.listenPort}`;
   swappedOps = `alpha=127.0.0.1:${ports[1]!.opsPort};beta=127.0.0.1:${ports[0]!.opsPort}`;
 });
 
@@ -54,6 +57,18 @@ test("lockd run with a map runs COMMAND holding the lock on the name's shard", a
   expect(err).toBe("");
   expect(code).toBe(0);
   expect(Number(out.trim())).toBeGreaterThan(0);
+});
+
+test("lockd run with the shards' addresses swapped: exit 64, COMMAND never runs, and the line names the address under the wrong shard", async () => {
+  const name = nameOn("beta");
+  const underBeta = swappedLocks.slice(swappedLocks.indexOf("beta=") + 5); // alpha's server
+  const { code, out, err } = await runCli(["run", "--server", swappedLocks, name, "--", "sh", "-c", "echo ran"]);
+  expect({ code, out }).toEqual({ code: 64, out: "" });
+  expect(err).toBe(
+    `lockd run: lock ${JSON.stringify(name)}: the client's map alpha,beta (generation 1) places it on shard beta and sent it to ${underBeta}, ` +
+      `but the server there is shard alpha of the same shards and generation: what differs is the addresses: ` +
+      `the client's map lists ${underBeta}, a server of shard alpha, under shard beta; fix the map (LOCKD_SERVER) and claim again\n`,
+  );
 });
 
 test("lockd status with a map of ops servers: a name on its shard, and every shard", async () => {

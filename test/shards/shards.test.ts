@@ -141,13 +141,51 @@ describe("shards", () => {
     expect(error.class).toBe("client");
     expect(error.clientShard).toBe("alpha");
     expect(error.clientMap).toBe("alpha,beta (generation 0)");
-    expect(error.message).toContain("alpha,beta (generation 0) places it on shard alpha");
-    expect(error.message).toContain("this server is shard alpha of alpha,beta,gamma (generation 1), where this lock belongs to shard gamma");
+    expect(error.serverMessage).toContain("this server is shard alpha of alpha,beta,gamma (generation 1), where this lock belongs to shard gamma");
+    expect({ server: error.server, serverShard: error.serverShard, serverMap: error.serverMap }).toEqual({
+      server: `127.0.0.1:${alpha.port}`,
+      serverShard: "alpha",
+      serverMap: "alpha,beta,gamma (generation 1)",
+    });
+    // What differs, named: the shards (and how many) and the generation; the address is right.
+    expect(error.message).toBe(
+      `lock ${JSON.stringify(moved)}: the client's map alpha,beta (generation 0) places it on shard alpha and sent it to 127.0.0.1:${alpha.port}, ` +
+        `but the server there is shard alpha of alpha,beta,gamma (generation 1), where it belongs to shard gamma: ` +
+        `what differs is the shards (2 in the client's map, 3 in the server's; gamma only in the server's), and the generation (0 in the client's map, 1 in the server's); ` +
+        `fix the map (LOCKD_SERVER) and claim again`,
+    );
     expect(await holderToken(alpha, moved!)).toBeNull();
     // Names that did not move still work with the old map.
     const [stayed] = namesOn(two, "beta", 1, (name) => three.shardOf(name) === "beta");
     await using lock = await client.acquire(stayed!, { lease: 5000 });
     expect(await holderToken(beta, stayed!)).toBe(String(lock.token));
+  });
+
+  test("a map with the two shards' addresses swapped: the refusal names the address listed under the wrong shard, not two identical maps", async () => {
+    const alpha = await shard(["--shard", "alpha", "--shards", "alpha,beta", "--shards-generation", "1"]);
+    const beta = await shard(["--shard", "beta", "--shards", "alpha,beta", "--shards-generation", "1"]);
+    const client = new LockClient({ servers: `gen=1;alpha=127.0.0.1:${beta.port};beta=127.0.0.1:${alpha.port}` });
+    const [name] = namesOn(two, "alpha", 1);
+    const error = (await client.acquire(name!, { lease: 5000 }).then(
+      () => null,
+      (e: LockError) => e,
+    )) as WrongShardError;
+    expect(error).toBeInstanceOf(WrongShardError);
+    expect({ clientShard: error.clientShard, clientMap: error.clientMap, server: error.server, serverShard: error.serverShard, serverMap: error.serverMap }).toEqual({
+      clientShard: "alpha",
+      clientMap: "alpha,beta (generation 1)",
+      server: `127.0.0.1:${beta.port}`,
+      serverShard: "beta",
+      serverMap: "alpha,beta (generation 1)",
+    });
+    expect(error.message).toBe(
+      `lock ${JSON.stringify(name)}: the client's map alpha,beta (generation 1) places it on shard alpha and sent it to 127.0.0.1:${beta.port}, ` +
+        `but the server there is shard beta of the same shards and generation: ` +
+        `what differs is the addresses: the client's map lists 127.0.0.1:${beta.port}, a server of shard beta, under shard alpha; ` +
+        `fix the map (LOCKD_SERVER) and claim again`,
+    );
+    expect(error.message).not.toContain("differs from the servers'");
+    expect(await holderToken(beta, name!)).toBeNull();
   });
 
   test("after a map change with a higher generation every token is above every token before it", async () => {

@@ -6,7 +6,7 @@
  * to the model's, a wheel whose next tick is never after a deadline, and,
  * after a tick, no session alive more than one tick past its deadline.
  */
-import { type Engine, SessionState } from "../../src/core/index.ts";
+import { ClaimKind, type Engine, SessionState } from "../../src/core/index.ts";
 import { ErrorCode } from "../../src/protocol/index.ts";
 import { fail, type Model, short, STATE_NAMES } from "./model.ts";
 import type { SimConn } from "./transport.ts";
@@ -33,19 +33,35 @@ export function check(model: Model, engine: Engine<SimConn>): void {
     fail(`engine has locks [${[...engine.locks.keys()].map(short)}], model [${[...model.locks.keys()].map(short)}]`);
   }
   for (const [name, lock] of engine.locks) {
-    if (lock.owner === null && lock.head === null) fail(`engine keeps the empty lock "${short(name)}"`);
+    if (lock.holders === 0 && lock.head === null) fail(`engine keeps the empty lock "${short(name)}"`);
     const mine = model.locks.get(name);
     if (mine === undefined) fail(`engine has lock "${short(name)}" that the model does not`);
-    if (lock.owner !== (mine.owner?.conn.session ?? null)) {
-      fail(`"${short(name)}": engine owner ${lock.owner?.id ?? "none"}, model ${mine.owner?.describe() ?? "none"}`);
+    if (lock.limit !== mine.limit) fail(`"${short(name)}": engine limit ${lock.limit}, model ${mine.limit}`);
+    const holders = lock.holderList();
+    if (holders.length !== lock.holders || holders.length !== mine.holders.length || holders.some((s, i) => s !== mine.holders[i]!.conn.session)) {
+      fail(`"${short(name)}": engine holders [${holders.map((s) => s.id)}], model [${mine.holders.map((c) => c.describe())}]`);
     }
-    if (lock.owner !== null && lock.owner.state !== SessionState.OWNER) fail(`"${short(name)}": owner session ${lock.owner.id} is not OWNER`);
+    for (const [i, h] of holders.entries()) {
+      if (h.state !== SessionState.OWNER) fail(`"${short(name)}": holder session ${h.id} is not OWNER`);
+      if (mine.limit > 1 && h.slot !== mine.holders[i]!.slot) fail(`"${short(name)}": session ${h.id} has slot ${h.slot}, the model ${mine.holders[i]!.slot}`);
+    }
     const waiters = lock.waiters();
     if (waiters.length !== mine.queue.length || lock.waiting !== mine.queue.length || waiters.some((s, i) => s !== mine.queue[i]!.conn.session)) {
       fail(`"${short(name)}": engine queue [${waiters.map((s) => s.id)}], model [${mine.queue.map((c) => c.conn.session!.id)}]`);
     }
   }
   checkStats(model, engine);
+  const holdersByKind = [0, 0, 0];
+  const waitersByKind = [0, 0, 0];
+  for (const c of live) {
+    if (!c.accepted) continue;
+    const kind = c.shared ? ClaimKind.SHARED : c.limit > 1 ? ClaimKind.SEMAPHORE : ClaimKind.EXCLUSIVE;
+    (c.state === 2 ? holdersByKind : waitersByKind)[kind]!++;
+  }
+  for (let k = 0; k < 3; k++) {
+    same(`holdersByKind[${k}]`, engine.stats.holdersByKind[k]!, holdersByKind[k]!);
+    same(`waitersByKind[${k}]`, engine.stats.waitersByKind[k]!, waitersByKind[k]!);
+  }
   if (engine.tokens.last !== model.maxToken) fail(`engine issued token ${engine.tokens.last}, the last the model saw is ${model.maxToken}`);
   const next = engine.wheel.nextTick();
   if (live.length === 0) {
@@ -67,6 +83,7 @@ function checkStats(model: Model, engine: Engine<SimConn>): void {
   same("holdSeconds.count", st.holdSeconds.count, c.ownerEnds);
   same("queued", st.queued, c.queued);
   same("busy", st.busy, c.ends.get(ErrorCode.LOCK_BUSY) ?? 0);
+  same("mismatched", st.mismatched, c.mismatches);
   same("heartbeats", st.heartbeats, c.heartbeats);
   for (const reason of END_REASONS) {
     same(`ends[0x${reason.toString(16)}]`, st.ends[reason]!, (c.ends.get(reason) ?? 0) + (c.refused.get(reason) ?? 0));

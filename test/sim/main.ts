@@ -8,7 +8,8 @@
  *   --far       clock jumps of hours to months in every seed (slow: the wheel walks 2^33 ms in about 1 s)
  *   --near      in no seed (the bun test's mix)
  *   By default every 20th seed (seed % 20 == 0) gets the far jumps, so a seed replays the same way.
- *   --break B   run against a deliberately broken engine (repeat-tokens, late-driver, lifo)
+ *   --break B   run against a deliberately broken engine (repeat-tokens, late-driver, lifo,
+ *               overtake: readers jump ahead of a queued writer, no-share: shared claims never share)
  *               to see what a failure looks like
  *   --coordinator  the failover simulations instead: coordinator.ts (two or three instances of a
  *               service, a coordinator row, pauses, kills, outages; grants checked against the row)
@@ -21,8 +22,9 @@
  *               default 1; 2 shows the lock-delay's margin exceeded now and then) and --steps N
  *               (events per seed, default 20000); every fifth seed is a single server restarted on
  *               its data directory instead of a coordinated service
- *   After the core's seeds, a plain run (no --seed, no --break) also runs as many coordinator seeds
- *   and a tenth as many believers seeds (each costs about ten coordinator seeds).
+ *   After the core's seeds, a plain run (no --seed, no --break, no --core) also runs as many
+ *   coordinator seeds and a tenth as many believers seeds (each costs about ten coordinator seeds).
+ *   --core      the core's seeds only
  *
  * Exits 1 if any seed fails; each failure prints its seed, step and replay command.
  */
@@ -30,7 +32,7 @@ import { BELIEVER_BREAKS, type BelieverSelfTest, runBelieverSeeds, simulateBelie
 import { type CoordinatorSelfTest, runCoordinatorSeeds, simulateCoordinator } from "./coordinator.ts";
 import { type SelfTest, simulate, type SimResult } from "./simulate.ts";
 
-const BREAKS: readonly SelfTest[] = ["repeat-tokens", "late-driver", "lifo"];
+const BREAKS: readonly SelfTest[] = ["repeat-tokens", "late-driver", "lifo", "overtake", "no-share"];
 
 function parse(argv: readonly string[]): Map<string, string> {
   const args = new Map<string, string>();
@@ -141,6 +143,9 @@ async function main(): Promise<number> {
   let totalSteps = 0;
   let maxQueue = 0;
   let drivenLateness = 0;
+  let semaphoreGrants = 0;
+  let sharedGrants = 0;
+  let mismatches = 0;
   const ends = new Map<number, number>();
   for (let seed = from; seed < from + count; seed++) {
     const result = simulate({ seed, steps, farJumps: far(seed), ...selfTest });
@@ -148,6 +153,9 @@ async function main(): Promise<number> {
     grants += result.counters.grants;
     promotions += result.counters.promotions;
     maxQueue = Math.max(maxQueue, result.counters.maxQueue);
+    semaphoreGrants += result.counters.semaphoreGrants;
+    sharedGrants += result.counters.sharedGrants;
+    mismatches += result.counters.mismatches;
     if (result.driven) drivenLateness = Math.max(drivenLateness, result.counters.maxLateness);
     for (const [reason, n] of result.counters.ends) ends.set(reason, (ends.get(reason) ?? 0) + n);
     if (result.failure !== null) {
@@ -169,10 +177,10 @@ async function main(): Promise<number> {
   const endList = [...ends].sort((a, b) => a[0] - b[0]).map(([r, n]) => `${r === 0 ? "peer" : `0x${r.toString(16)}`}:${n}`);
   console.log(
     `sim: seeds ${from}..${from + count - 1}, ${failed} failed, ${totalSteps} steps in ${seconds.toFixed(1)} s; ` +
-      `${grants} grants (${promotions} by promotion), longest queue ${maxQueue}, ` +
+      `${grants} grants (${promotions} by promotion; ${semaphoreGrants} of semaphore permits, ${sharedGrants} shared; ${mismatches} mismatched limits), longest queue ${maxQueue}, ` +
       `worst expiry lateness with a driven timer ${drivenLateness.toFixed(3)} ms; session ends ${endList.join(" ")}`,
   );
-  if (broken !== undefined) return failed === 0 ? 0 : 1;
+  if (broken !== undefined || args.has("core")) return failed === 0 ? 0 : 1;
   const coordinatorFailed = await runCoordinatorSeeds(from, count, console.log);
   const believersFailed = runBelieverSeeds(from, Math.max(1, Math.floor(count / 10)), console.log);
   return failed === 0 && coordinatorFailed === 0 && believersFailed === 0 ? 0 : 1;

@@ -7,9 +7,18 @@
  * - a reply must be the one the step asked for (ACQUIRED with REPLY and a
  *   fresh token for a free lock, WAITING for a held one, the grant's own
  *   token for an owner's heartbeat);
- * - a push (ACQUIRED, REPLY clear) must go to the head of its lock's queue,
- *   carry a token above every token before it, and replace an owner that
- *   then ends within the same step (its ERROR follows the push);
+ * - a push (ACQUIRED, REPLY clear) must carry a token above every token
+ *   before it, go to the head of its lock's queue and fit beside the
+ *   holders left (protocol.md section 13: a semaphore's free permit, with
+ *   the lowest free slot; a shared claim beside shared holders; anything
+ *   when nobody holds). The engine forgets a session before it writes the
+ *   session's ERROR, so the departure that made room is logged after the
+ *   push: the model looks ahead in the step's log for the close of a
+ *   holder (or of a waiter ahead) of that lock and replays it first; a
+ *   session whose peer closed is gone before anything of its step;
+ * - at the end of every step no queue's head fits (the push came in the
+ *   same step the capacity freed), at most `limit` hold a name, an
+ *   exclusive holder holds alone, and slots are distinct;
  * - a close must carry an ERROR whose reason the step allows: the code the
  *   step expects, LEASE_EXPIRED only during a tick and only once
  *   `now - lastSeen >= lease`, IO_TIMEOUT only when a read or write deadline
@@ -17,7 +26,7 @@
  *
  * After each step checks.ts compares the model with the engine.
  */
-import { ErrorCode, FLAG_REPLY, FrameType, errorCodeName } from "../../src/protocol/index.ts";
+import { ErrorCode, FLAG_REPLY, FLAG_SLOT, FrameType, errorCodeName } from "../../src/protocol/index.ts";
 import type { SimConn, SimEvent } from "./transport.ts";
 
 export class SimFailure extends Error {
@@ -43,14 +52,16 @@ export class Client {
   /** When output stopped draining, else null. */
   blockedSince: number | null = null;
   token = 0;
+  /** The claim's limit (1: exclusive or shared), whether it is shared, and its slot once a semaphore's holder (else -1). */
+  limit = 1;
+  shared = false;
+  slot = -1;
   /** 0 closed by the peer, else the ERROR code; null while live. */
   endReason: number | null = null;
   /** The ERROR code this step must end the client with. */
   expectEnd: number | null = null;
   /** The shell cut it this step (timeOut): IO_TIMEOUT expected. */
   cut = false;
-  /** Replaced as owner by a push this step: must end within the step. */
-  replaced = false;
   /** Closed by its peer this step: ends without a frame. */
   peerClosing = false;
   /** Heartbeats on schedule (lease / 4) in heartbeat rounds. */
@@ -76,15 +87,35 @@ export class Client {
   }
 
   describe(): string {
-    return `client ${this.index} (session ${this.conn.session?.id ?? "-"}, ${STATE_NAMES[this.state]}, "${this.name}")`;
+    const kind = this.limit > 1 ? ` limit ${this.limit}${this.slot >= 0 ? ` slot ${this.slot}` : ""}` : this.shared ? " shared" : "";
+    return `client ${this.index} (session ${this.conn.session?.id ?? "-"}, ${STATE_NAMES[this.state]}, "${short(this.name)}"${kind})`;
   }
 }
 
 export interface ModelLock {
-  owner: Client | null;
+  /** Holders, oldest first. */
+  readonly holders: Client[];
   /** Waiters in the order their ACQUIREs were accepted. */
   readonly queue: Client[];
+  readonly limit: number;
 }
+
+/** Whether `c` may hold `lock` beside its holders now (queue order aside): protocol.md section 13.2. */
+export function fits(lock: ModelLock, c: Client): boolean {
+  if (lock.holders.length === 0) return true;
+  if (lock.limit > 1) return lock.holders.length < lock.limit;
+  return c.shared && lock.holders[0]!.shared;
+}
+
+/** The lowest slot no holder of `lock` has. */
+function lowestFree(lock: ModelLock): number {
+  const used = new Set(lock.holders.map((h) => h.slot));
+  let slot = 0;
+  while (used.has(slot)) slot++;
+  return slot;
+}
+
+
 
 export interface ModelCounters {
   grants: number;
@@ -101,6 +132,12 @@ export interface ModelCounters {
   maxQueue: number;
   /** Largest (end time - lease deadline) seen for LEASE_EXPIRED, in ms. */
   maxLateness: number;
+  /** Grants of a semaphore's permit, grants of a shared claim, and the most holders one name had at once. */
+  semaphoreGrants: number;
+  sharedGrants: number;
+  maxHolders: number;
+  /** Claims refused with LIMIT_MISMATCH. */
+  mismatches: number;
 }
 
 export class Model {
@@ -124,7 +161,12 @@ export class Model {
     ends: new Map(),
     maxQueue: 0,
     maxLateness: 0,
+    semaphoreGrants: 0,
+    sharedGrants: 0,
+    maxHolders: 0,
+    mismatches: 0,
   };
+
 
   constructor(
     readonly ioTimeoutMs: number,
@@ -165,11 +207,16 @@ export class Model {
   // --- replaying the log -----------------------------------------------------------
 
   consume(events: readonly SimEvent[]): void {
-    for (const event of events) {
+    // The engine forgets a session whose peer closed before it does anything else in that call.
+    for (const c of this.clients) if (c.peerClosing && c.live) this.end(c, 0);
+    const done = new Set<number>();
+    for (let i = 0; i < events.length; i++) {
+      if (done.has(i)) continue;
+      const event = events[i]!;
       const c = this.clients[event.conn.client]!;
       switch (event.kind) {
         case "send":
-          this.onSend(c, event.frame);
+          this.onSend(c, event.frame, events, i, done);
           break;
         case "close":
           this.onClose(c, event.frame);
@@ -186,11 +233,11 @@ export class Model {
     }
   }
 
-  private onSend(c: Client, frame: Uint8Array): void {
+  private onSend(c: Client, frame: Uint8Array, events: readonly SimEvent[], at: number, done: Set<number>): void {
     if (!c.live) fail(`a frame was sent to ${c.describe()}, which has ended`);
     const { type, flags } = header(frame);
     if (type === FrameType.ACQUIRED && (flags & FLAG_REPLY) === 0) {
-      this.onPush(c, tokenOf(frame));
+      this.onPush(c, frame, events, at, done);
       return;
     }
     const expected = this.reply;
@@ -199,14 +246,20 @@ export class Model {
     if ((flags & FLAG_REPLY) === 0) fail(`a reply to ${c.describe()} has REPLY clear: ${hex(frame)}`);
     switch (expected.kind) {
       case "grant": {
-        if (type !== FrameType.ACQUIRED) fail(`${c.describe()} asked for a free lock and got ${hex(frame)}`);
-        if (this.locks.has(c.name)) fail(`${c.describe()} was granted "${short(c.name)}", which the model says is held`);
-        this.grant(c, tokenOf(frame));
-        this.locks.set(c.name, { owner: c, queue: [] });
+        if (type !== FrameType.ACQUIRED) fail(`${c.describe()} asked for a lock it fits and got ${hex(frame)}`);
+        let lock = this.locks.get(c.name);
+        if (lock !== undefined && (lock.queue.length > 0 || !fits(lock, c))) {
+          fail(`${c.describe()} was granted "${short(c.name)}", where the model says it does not fit or others are queued`);
+        }
+        if (lock === undefined) {
+          lock = { holders: [], queue: [], limit: c.limit };
+          this.locks.set(c.name, lock);
+        }
+        this.hold(lock, c, tokenOf(frame), slotOf(frame, c));
         break;
       }
       case "wait": {
-        if (type !== FrameType.WAITING || frame.length !== 4) fail(`${c.describe()} asked for a held lock and got ${hex(frame)}`);
+        if (type !== FrameType.WAITING || frame.length !== 4) fail(`${c.describe()} asked for a lock it must queue for and got ${hex(frame)}`);
         const lock = this.locks.get(c.name);
         if (lock === undefined) fail(`${c.describe()} was queued on "${short(c.name)}", which the model says is free`);
         c.state = ClientState.WAITING;
@@ -216,8 +269,8 @@ export class Model {
         break;
       }
       case "ack-owner":
-        if (type !== FrameType.ACQUIRED || tokenOf(frame) !== c.token) {
-          fail(`heartbeat of owner ${c.describe()} (token ${c.token}) answered with ${hex(frame)}`);
+        if (type !== FrameType.ACQUIRED || tokenOf(frame) !== c.token || slotOf(frame, c) !== c.slot) {
+          fail(`heartbeat of owner ${c.describe()} (token ${c.token}, slot ${c.slot}) answered with ${hex(frame)}`);
         }
         this.counters.heartbeats++;
         break;
@@ -230,28 +283,45 @@ export class Model {
     }
   }
 
-  private onPush(c: Client, token: number): void {
+  private onPush(c: Client, frame: Uint8Array, events: readonly SimEvent[], at: number, done: Set<number>): void {
     if (this.draining) fail(`ACQUIRED pushed to ${c.describe()} during shutdown`);
     if (c.state !== ClientState.WAITING) fail(`ACQUIRED pushed to ${c.describe()}, which is not waiting`);
     const lock = this.locks.get(c.name)!;
-    if (lock.queue[0] !== c) {
-      fail(`FIFO: ACQUIRED pushed to ${c.describe()} but the head of "${short(c.name)}" is ${lock.queue[0]?.describe()}`);
+    // Replay first the departures, later in this step's log, that the engine made before this push.
+    for (let j = at + 1; lock.queue[0] !== c || !fits(lock, c); j++) {
+      if (j >= events.length) {
+        const head = lock.queue[0];
+        if (head !== c) fail(`FIFO: ACQUIRED pushed to ${c.describe()} but the head of "${short(c.name)}" is ${head?.describe()}`);
+        fail(`ACQUIRED pushed to ${c.describe()}, which does not fit beside the holders of "${short(c.name)}" [${lock.holders.map((h) => h.describe())}]`);
+      }
+      const later = events[j]!;
+      if (later.kind !== "close" || done.has(j)) continue;
+      const x = this.clients[later.conn.client]!;
+      const ahead = lock.queue.indexOf(x);
+      if (x.name !== c.name || !x.live || !(lock.holders.includes(x) || (ahead >= 0 && ahead < lock.queue.indexOf(c)))) continue;
+      done.add(j);
+      this.onClose(x, later.frame);
     }
-    const previous = lock.owner;
-    if (previous === null) fail(`ACQUIRED pushed to ${c.describe()} while "${short(c.name)}" had no owner`);
-    previous.replaced = true;
     lock.queue.shift();
-    this.grant(c, token);
-    lock.owner = c;
     this.counters.promotions++;
+    this.hold(lock, c, tokenOf(frame), slotOf(frame, c));
   }
 
-  private grant(c: Client, token: number): void {
+  private hold(lock: ModelLock, c: Client, token: number, slot: number): void {
     if (!(token > this.maxToken)) fail(`token ${token} granted to ${c.describe()} is not above the last token ${this.maxToken}`);
     this.maxToken = token;
+    if (lock.limit > 1) {
+      const want = lowestFree(lock);
+      if (slot !== want) fail(`${c.describe()} was granted slot ${slot} of "${short(c.name)}"; the lowest free slot is ${want}`);
+      this.counters.semaphoreGrants++;
+    }
+    if (c.shared) this.counters.sharedGrants++;
     c.state = ClientState.OWNER;
     c.token = token;
+    c.slot = slot;
+    lock.holders.push(c);
     this.counters.grants++;
+    this.counters.maxHolders = Math.max(this.counters.maxHolders, lock.holders.length);
   }
 
   private onClose(c: Client, frame: Uint8Array | null): void {
@@ -294,24 +364,21 @@ export class Model {
   /** The client's session is over (reason 0: its peer closed). */
   end(c: Client, reason: number): void {
     const lock = c.name === "" ? undefined : this.locks.get(c.name);
-    if (c.state === ClientState.OWNER) this.counters.ownerEnds++;
-    if (c.state === ClientState.OWNER && !c.replaced) {
-      if (lock === undefined || lock.owner !== c) fail(`model: owner ${c.describe()} is not its lock's owner`);
-      if (lock.queue.length > 0 && !this.draining) {
-        fail(`owner ${c.describe()} ended but the head ${lock.queue[0]!.describe()} was not promoted`);
-      }
-      lock.owner = null;
+    if (c.state === ClientState.OWNER) {
+      this.counters.ownerEnds++;
+      const at = lock === undefined ? -1 : lock.holders.indexOf(c);
+      if (at < 0) fail(`model: owner ${c.describe()} is not among its lock's holders`);
+      lock!.holders.splice(at, 1);
     } else if (c.state === ClientState.WAITING) {
       const at = lock!.queue.indexOf(c);
       if (at < 0) fail(`model: waiter ${c.describe()} is not in its queue`);
       lock!.queue.splice(at, 1);
     }
-    if (lock !== undefined && lock.owner === null && lock.queue.length === 0) this.locks.delete(c.name);
+    if (lock !== undefined && lock.holders.length === 0 && lock.queue.length === 0) this.locks.delete(c.name);
     c.state = ClientState.ENDED;
     c.endReason = reason;
     c.expectEnd = null;
     c.cut = false;
-    c.replaced = false;
     c.peerClosing = false;
     this.counters.ends.set(reason, (this.counters.ends.get(reason) ?? 0) + 1);
     const session = c.conn.session!;
@@ -325,7 +392,24 @@ export class Model {
       if (c.peerClosing) this.end(c, 0);
       if (c.expectEnd !== null) fail(`${c.describe()} should have ended with ${errorCodeName(c.expectEnd)}`);
       if (c.cut) fail(`${c.describe()} was cut by the shell but did not end with IO_TIMEOUT`);
-      if (c.replaced) fail(`${c.describe()} lost its lock to a push but its session did not end`);
+    }
+    if (!this.draining) {
+      for (const [name, lock] of this.locks) {
+        const head = lock.queue[0];
+        if (head !== undefined && fits(lock, head)) {
+          fail(`"${short(name)}": the head ${head.describe()} fits beside [${lock.holders.map((h) => h.describe())}] but was not granted in this step`);
+        }
+      }
+    }
+    for (const [name, lock] of this.locks) {
+      if (lock.holders.length > lock.limit && lock.limit > 1) fail(`"${short(name)}" has ${lock.holders.length} holders, above its limit ${lock.limit}`);
+      if (lock.holders.length > 1 && lock.limit === 1 && lock.holders.some((h) => !h.shared)) {
+        fail(`"${short(name)}": an exclusive holder beside others [${lock.holders.map((h) => h.describe())}]`);
+      }
+      if (new Set(lock.holders.map((h) => h.slot)).size !== lock.holders.length && lock.limit > 1) fail(`"${short(name)}": two holders in one slot`);
+      for (const c of [...lock.holders, ...lock.queue]) {
+        if (c.limit !== lock.limit) fail(`"${short(name)}" (limit ${lock.limit}) has ${c.describe()} with limit ${c.limit}`);
+      }
     }
     this.inTick = false;
   }
@@ -340,8 +424,18 @@ function header(frame: Uint8Array): { type: number; flags: number } {
   return { type: frame[0]!, flags: frame[1]! };
 }
 
+/** The slot of an ACQUIRED to `c`, -1 without one; the flag and the length must match the claim's limit. */
+function slotOf(frame: Uint8Array, c: Client): number {
+  const slotted = (frame[1]! & FLAG_SLOT) !== 0;
+  if (slotted !== c.limit > 1 || frame.length !== (slotted ? 14 : 12)) fail(`ACQUIRED ${hex(frame)} to ${c.describe()} (limit ${c.limit}): SLOT flag or length wrong`);
+  if (!slotted) return -1;
+  const slot = (frame[12]! << 8) | frame[13]!;
+  if (slot >= c.limit) fail(`slot ${slot} to ${c.describe()} is not below its limit ${c.limit}`);
+  return slot;
+}
+
 function tokenOf(frame: Uint8Array): number {
-  if (frame[0] !== FrameType.ACQUIRED || frame.length !== 12) fail(`not an ACQUIRED frame: ${hex(frame)}`);
+  if (frame[0] !== FrameType.ACQUIRED || (frame.length !== 12 && frame.length !== 14)) fail(`not an ACQUIRED frame: ${hex(frame)}`);
   const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
   const token = view.getUint32(4) * 0x1_0000_0000 + view.getUint32(8);
   if (token === 0) fail("token 0 on the wire");

@@ -24,7 +24,15 @@ describe("simulation of the core", () => {
     let expiries = 0;
     let maxQueue = 0;
     let drivenLateness = 0;
+    let semaphoreGrants = 0;
+    let sharedGrants = 0;
+    let maxHolders = 0;
+    let mismatches = 0;
     for (const r of results) {
+      semaphoreGrants += r.counters.semaphoreGrants;
+      sharedGrants += r.counters.sharedGrants;
+      maxHolders = Math.max(maxHolders, r.counters.maxHolders);
+      mismatches += r.counters.mismatches;
       promotions += r.counters.promotions;
       expiries += r.counters.ends.get(0x10) ?? 0;
       maxQueue = Math.max(maxQueue, r.counters.maxQueue);
@@ -33,6 +41,11 @@ describe("simulation of the core", () => {
     expect(promotions).toBeGreaterThan(SEEDS / 2);
     expect(expiries).toBeGreaterThan(SEEDS);
     expect(maxQueue).toBeGreaterThanOrEqual(4);
+    // Semaphores and read/write locks are exercised too: permits, shared runs, several holders, mismatched limits.
+    expect(semaphoreGrants).toBeGreaterThan(SEEDS);
+    expect(sharedGrants).toBeGreaterThan(SEEDS);
+    expect(maxHolders).toBeGreaterThanOrEqual(4);
+    expect(mismatches).toBeGreaterThan(SEEDS / 10);
     // A timer fired at every armed tick expires a lease within one tick of its end.
     expect(drivenLateness).toBeLessThan(1);
   }, 60_000); // about 2 s of CPU; generous for a loaded 2-core machine
@@ -54,6 +67,8 @@ describe("simulation of the core", () => {
     ["repeat-tokens", "is not above the last token"],
     ["late-driver", "past its deadline"],
     ["lifo", "queue"],
+    ["overtake", "queue"],
+    ["no-share", "fits"],
   ] as const)("self-test %s: a broken engine is caught", (selfTest, symptom) => {
     let caught: SimResult | undefined;
     for (let seed = 1; seed <= 300 && caught === undefined; seed++) {

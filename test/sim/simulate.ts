@@ -8,6 +8,8 @@
  * leases from 1 ms to 49 days and TRY now and then, heartbeats on schedule
  * and off it, silences past the lease, peer closes, operator force-release
  * and kick, partial reads, blocked and drained writes, malformed frames,
+ * semaphores (a limit per name, now and then a claim with another) and
+ * read/write locks (shared and exclusive claims of one name),
  * stale calls for sessions that already ended, clock jumps from a fraction
  * of a millisecond to days, ticks at random moments, and sometimes shutdown.
  * After every step the World checks the model's invariants; the first
@@ -19,7 +21,7 @@ import { type Client, ClientState, fail, type ModelCounters, SimFailure } from "
 import { Rng } from "./prng.ts";
 import { World, type WorldConfig } from "./world.ts";
 
-export type SelfTest = "repeat-tokens" | "late-driver" | "lifo";
+export type SelfTest = "repeat-tokens" | "late-driver" | "lifo" | "overtake" | "no-share";
 
 export interface SimOptions {
   readonly seed: number;
@@ -63,10 +65,25 @@ export function simulate(options: SimOptions): SimResult {
     cutChance: rng.chance(0.2) ? 0.02 : 0,
     repeatTokens: options.selfTest === "repeat-tokens",
     lifo: options.selfTest === "lifo",
+    overtake: options.selfTest === "overtake",
+    noShare: options.selfTest === "no-share",
   };
   const names = NAME_POOL.slice(0, rng.range(1, 4));
   if (rng.chance(0.1)) names.push(NAME_POOL[5]!);
   const maxLive = rng.range(2, 12);
+  // What each name is in this schedule: an exclusive lock, a read/write lock, or a semaphore.
+  const kinds = new Map<string, { limit: number; readers: number }>();
+  for (const name of names) {
+    const kind = options.selfTest === "overtake" || options.selfTest === "no-share" ? 1 : rng.weighted([4, 3, 3]);
+    kinds.set(name, kind === 0 ? { limit: 1, readers: 0 } : kind === 1 ? { limit: 1, readers: 0.6 } : { limit: rng.chance(0.1) ? 65_535 : rng.range(2, 4), readers: 0 });
+  }
+  /** The claim a client makes on `name`: the name's kind, or now and then another limit (LIMIT_MISMATCH). */
+  const claimOf = (name: string): { limit: number; shared: boolean } => {
+    const kind = kinds.get(name)!;
+    if (rng.chance(0.04)) return { limit: rng.pick([1, 2, 3, 65_535]), shared: false };
+    return { limit: kind.limit, shared: rng.chance(kind.readers) };
+  };
+  const claimText = (claim: { limit: number; shared: boolean }): string => (claim.limit > 1 ? ` limit ${claim.limit}` : claim.shared ? " SHARED" : "");
   const steps = options.steps ?? 200;
   const trace = options.trace;
   const far = options.farJumps === true;
@@ -131,8 +148,9 @@ export function simulate(options: SimOptions): SimResult {
         const name = rng.pick(names);
         const l = lease();
         const tryOnly = rng.chance(0.1);
-        note(`acquire ${c.describe()} "${name.slice(0, 20)}" lease ${l}${tryOnly ? " TRY" : ""}`);
-        world.acquire(c, name, l, tryOnly, rng.pick(OWNERS));
+        const claim = claimOf(name);
+        note(`acquire ${c.describe()} "${name.slice(0, 20)}" lease ${l}${tryOnly ? " TRY" : ""}${claimText(claim)}`);
+        world.acquire(c, name, l, tryOnly, rng.pick(OWNERS), claim.limit, claim.shared);
       }
       return true;
     }],
@@ -142,8 +160,9 @@ export function simulate(options: SimOptions): SimResult {
       const name = rng.pick(names);
       const l = lease();
       const tryOnly = rng.chance(0.2);
-      note(`acquire ${c.describe()} "${name.slice(0, 20)}" lease ${l}${tryOnly ? " TRY" : ""}`);
-      world.acquire(c, name, l, tryOnly, rng.pick(OWNERS));
+      const claim = claimOf(name);
+      note(`acquire ${c.describe()} "${name.slice(0, 20)}" lease ${l}${tryOnly ? " TRY" : ""}${claimText(claim)}`);
+      world.acquire(c, name, l, tryOnly, rng.pick(OWNERS), claim.limit, claim.shared);
       return true;
     }],
     ["heartbeat", 14, () => {
@@ -180,8 +199,11 @@ export function simulate(options: SimOptions): SimResult {
     }],
     ["force-release", 2, () => {
       const name = rng.chance(0.9) ? rng.pick(names) : "no-such-lock";
-      note(`force-release "${name.slice(0, 20)}"`);
-      world.forceRelease(name);
+      // The oldest holder, a chosen holder (any session: one of another name, or a waiter, must not end), or no such session.
+      const pick = rng.weighted([4, 4, 1]);
+      const target = pick === 0 ? "oldest" : pick === 1 ? (withSession() ?? "oldest") : 1_000_000;
+      note(`force-release "${name.slice(0, 20)}" ${typeof target === "object" ? target.describe() : target}`);
+      world.forceRelease(name, target);
       return true;
     }],
     ["kick", 2, () => {

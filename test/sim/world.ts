@@ -5,10 +5,10 @@
  * replays the transport log into the model, and checks the invariants.
  * The schedule generator (simulate.ts) only decides what happens when.
  */
-import { Engine, type Session, type TokenSource, type WheelDriver } from "../../src/core/index.ts";
+import { Engine, SHARED_CLAIM, type Session, type TokenSource, type WheelDriver } from "../../src/core/index.ts";
 import { encodeAcquire, ErrorCode, FrameType } from "../../src/protocol/index.ts";
 import { check, checkOverdue } from "./checks.ts";
-import { Client, ClientState, fail, Model, type ExpectedReply } from "./model.ts";
+import { Client, ClientState, fail, fits, Model, type ExpectedReply } from "./model.ts";
 import type { Rng } from "./prng.ts";
 import { type SimConn, SimTransport } from "./transport.ts";
 
@@ -46,6 +46,10 @@ export interface WorldConfig {
   readonly repeatTokens: boolean;
   /** Self-test: the engine's queues become LIFO. */
   readonly lifo: boolean;
+  /** Self-test: a shared claim arriving while shared claims hold jumps to the head of the queue (ahead of a writer). */
+  readonly overtake?: boolean;
+  /** Self-test: shared claims never hold together. */
+  readonly noShare?: boolean;
 }
 
 export class World implements WheelDriver {
@@ -69,6 +73,8 @@ export class World implements WheelDriver {
     this.engine.setDriver(this);
     this.model = new Model(config.ioTimeoutMs, config.maxSessions, config.tokenFloor, config.start);
     if (config.lifo) makeQueuesLifo(this.engine);
+    if (config.overtake === true) makeReadersOvertake(this.engine);
+    if (config.noShare === true) makeSharingFail(this.engine);
   }
 
   get now(): number {
@@ -139,15 +145,20 @@ export class World implements WheelDriver {
   }
 
   /** A chunk holding one complete ACQUIRE frame (its body at a random place in the chunk). */
-  acquire(c: Client, name: string, lease: number, tryOnly: boolean, owner: string): void {
-    const frame = encodeAcquire({ name, leaseMs: lease, owner, try: tryOnly });
+  acquire(c: Client, name: string, lease: number, tryOnly: boolean, owner: string, limit = 1, shared = false): void {
+    const frame = encodeAcquire({ name, leaseMs: lease, owner, try: tryOnly, limit, shared });
     if (!c.live) {
       // A stale frame for an ended session: nothing may happen.
     } else if (c.state === ClientState.CONNECTED) {
       c.name = name;
       c.lease = lease;
+      c.limit = limit;
+      c.shared = shared;
       const lock = this.model.lockOf(name);
-      if (lock === undefined) this.expectReply(c, "grant");
+      if (lock !== undefined && lock.limit !== limit) {
+        c.expectEnd = ErrorCode.LIMIT_MISMATCH;
+        this.model.counters.mismatches++;
+      } else if (lock === undefined || (lock.queue.length === 0 && fits(lock, c))) this.expectReply(c, "grant");
       else if (tryOnly) c.expectEnd = ErrorCode.LOCK_BUSY;
       else this.expectReply(c, "wait");
     } else {
@@ -254,11 +265,25 @@ export class World implements WheelDriver {
 
   // --- operators -------------------------------------------------------------------
 
-  forceRelease(name: string): void {
-    const owner = this.model.lockOf(name)?.owner ?? null;
-    if (owner !== null) owner.expectEnd = ErrorCode.FORCE_RELEASED;
-    const ended = this.engine.forceRelease(name, this.now);
-    if (ended !== (owner?.conn.session ?? null)) fail(`forceRelease("${name}") returned session ${ended?.id ?? "null"}`);
+  /**
+   * Force-release `name`: its oldest holder, or the session of `target`
+   * (which ends only if it holds `name`), or session `target` by number.
+   */
+  forceRelease(name: string, target: Client | number | "oldest" = "oldest"): void {
+    const holders = this.model.lockOf(name)?.holders ?? [];
+    let expected: Client | null;
+    let ended: Session<SimConn> | null;
+    if (target === "oldest") {
+      expected = holders[0] ?? null;
+      if (expected !== null) expected.expectEnd = ErrorCode.FORCE_RELEASED;
+      ended = this.engine.forceRelease(name, this.now);
+    } else {
+      const id = typeof target === "number" ? target : (target.conn.session?.id ?? 1_000_000);
+      expected = holders.find((h) => h.conn.session?.id === id) ?? null;
+      if (expected !== null) expected.expectEnd = ErrorCode.FORCE_RELEASED;
+      ended = this.engine.forceRelease(name, this.now, id);
+    }
+    if (ended !== (expected?.conn.session ?? null)) fail(`forceRelease("${name}", ${typeof target === "object" ? target.describe() : target}) returned session ${ended?.id ?? "null"}`);
     this.settle();
   }
 
@@ -294,6 +319,35 @@ function makeQueuesLifo(engine: Engine<SimConn>): void {
       lock.head = session;
       lock.waiting++;
     };
+    return set(name, lock);
+  };
+}
+
+/** Self-test mutant: a shared claim that arrives while shared claims hold is queued at the head, ahead of any writer. */
+function makeReadersOvertake(engine: Engine<SimConn>): void {
+  const locks = engine.locks;
+  const set = locks.set.bind(locks);
+  locks.set = (name, lock) => {
+    const enqueue = lock.enqueue.bind(lock);
+    lock.enqueue = (session) => {
+      if (session.slot !== SHARED_CLAIM || !lock.sharedHeld || lock.head === null) return enqueue(session);
+      session.queuePrev = null;
+      session.queueNext = lock.head;
+      lock.head.queuePrev = session;
+      lock.head = session;
+      lock.waiting++;
+    };
+    return set(name, lock);
+  };
+}
+
+/** Self-test mutant: shared claims never hold together (a read/write lock that is only a lock). */
+function makeSharingFail(engine: Engine<SimConn>): void {
+  const locks = engine.locks;
+  const set = locks.set.bind(locks);
+  locks.set = (name, lock) => {
+    const admits = lock.admits.bind(lock);
+    lock.admits = (session) => (lock.limit === 1 ? lock.holders === 0 : admits(session));
     return set(name, lock);
   };
 }

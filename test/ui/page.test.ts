@@ -24,9 +24,14 @@ const TOKEN = "ui-test-token-0123456789";
 /** playwright's bound on each wait for the page: generous, for a loaded machine. */
 const WAIT = 15_000;
 
-/** What the page shows for a name or label: bidi controls and invisible characters as visible ⟨U+XXXX⟩ markers. */
-const shown = (text: string) =>
-  text.replace(/[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g, (c) => `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}⟩`);
+/** What the page shows for a lock name: printable ASCII as sent (a backslash doubled), a space as ␣, anything else as \u{XXXX}. */
+const nameShown = (name: string) =>
+  Array.from(name, (c) => {
+    const code = c.codePointAt(0)!;
+    if (code === 0x20) return "␣";
+    if (code === 0x5c) return "\\\\";
+    return code > 0x20 && code < 0x7f ? c : `\\u{${code.toString(16).toUpperCase().padStart(4, "0")}}`;
+  }).join("");
 
 describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () => {
   let server: ChildServer;
@@ -254,21 +259,21 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page in chromium", () =>
     const { page, dialogs, errors } = await open();
     for (const name of hostile) {
       const row = await rowOf(page, name);
-      expect(row[0]).toBe(shown(name));
+      expect(row[0]).toBe(nameShown(name));
       expect(row[1]).toBe(owner);
     }
-    // As sent, except that the bidi override cannot disguise the name: "rtl\u202eevil" would read "rtllive".
-    expect(shown(hostile[2]!)).toBe("rtl⟨U+202E⟩evil⟨U+202C⟩ ⟨U+200F⟩mark");
-    expect(shown(hostile[0]!)).toBe(hostile[0]!);
-    expect(shown(hostile[3]!)).toBe(hostile[3]!);
+    // Printable ASCII as sent, spaces visible, and the bidi override cannot disguise the name: "rtl\u202eevil" would read "rtllive".
+    expect(nameShown(hostile[2]!)).toBe("rtl\\u{202E}evil\\u{202C}␣\\u{200F}mark");
+    expect(nameShown(hostile[0]!)).toBe("<img␣src=x␣onerror=alert(1)>");
+    expect(nameShown(hostile[3]!)).toBe("\\u{00E9}".repeat(256));
     await selectLock(page, hostile[0]!);
     await page.waitForFunction(() => document.querySelectorAll("#d-queue tr").length === 1);
     expect((await queueRows(page))[0]![2]).toBe(`"><svg onload=alert(5)>`);
     await page.click("#d-holder button.danger");
-    expect(await page.textContent("#confirm-text")).toContain(JSON.stringify(hostile[0]));
+    expect(await page.textContent("#confirm-text")).toContain(`"${nameShown(hostile[0]!)}"`);
     await page.click("#confirm-no");
     await selectLock(page, hostile[2]!);
-    expect(await page.textContent("#d-name")).toBe("rtl⟨U+202E⟩evil⟨U+202C⟩ ⟨U+200F⟩mark");
+    expect(await page.textContent("#d-name")).toBe("rtl\\u{202E}evil\\u{202C}␣\\u{200F}mark");
     await page.screenshot({ path: join(SHOTS, "hostile-names.png"), fullPage: true });
     // One more refresh of everything, then: no element came from the data, no dialog, no error.
     await page.waitForFunction(() => document.getElementById("status")?.textContent?.startsWith("live"));

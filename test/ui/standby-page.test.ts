@@ -66,7 +66,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     const errors: string[] = [];
     page.on("pageerror", (error) => errors.push(error.message));
     page.on("console", (message) => {
-      // A CSP violation is reported here (the browser's own /favicon.ico 404 is too: not ours).
+      // A CSP violation is reported here.
       if (message.type() === "error" && message.text().includes("Content Security Policy")) errors.push(message.text());
     });
     expect((await page.goto(`http://127.0.0.1:${ops.port}/ui`))?.status()).toBe(200);
@@ -76,6 +76,8 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     expect(await page.isHidden("#standby-refusal")).toBe(true);
     expect(await page.isHidden("#locks-section")).toBe(true); // no "0 locks" table posing as the service's state
     expect(await page.isHidden("#totals")).toBe(true);
+    // The admin token does nothing here (no locks to act on): no field for it.
+    expect(await page.isHidden("#token-label")).toBe(true);
     expect(await page.textContent("#shard")).toBe("shard b · generation 7");
     expect(await page.textContent("#role")).toBe(`service ${SERVICE} · standby · epoch 3`);
     expect(await page.$$("#standby b")).toEqual([]); // the name is text, not markup
@@ -99,6 +101,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     await page.waitForSelector("#locks-section", { state: "visible" });
     await page.waitForSelector('#rows tr[data-lock="held"]');
     expect(await page.isVisible("#totals")).toBe(true);
+    expect(await page.isVisible("#token")).toBe(true); // the active's page takes the token for its actions
     expect(await page.textContent('#rows tr[data-lock="held"] td:nth-child(2)')).toBe("holder-A");
     expect(await page.textContent("#role")).toBe(`service ${SERVICE} · active · epoch 4`);
     expect(await page.textContent("#shard")).toBe("shard b · generation 7");
@@ -107,6 +110,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page of a standby, in ch
     await page.waitForSelector("#standby-refusal", { state: "visible" });
     expect(await page.textContent("#standby-refusal")).toBe("It will not take over: its shard map (generation 7) differs from the active's (generation 8)");
     expect(await page.isHidden("#locks-section")).toBe(true);
+    expect(await page.isHidden("#token-label")).toBe(true);
 
     view = { role: "stopped", epoch: 5, service: SERVICE, instance: "test", active: null, activeOps: null };
     await page.waitForFunction(() => document.getElementById("standby-text")?.textContent?.includes("is stopped"));

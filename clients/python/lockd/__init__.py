@@ -7,6 +7,13 @@ Blocking::
     with client.lock("jobs/nightly", lease=5) as lock:
         do_work(fencing_token=lock.token, stop=lock.lost)
 
+A semaphore (at most three holders at once, each with its slot) and a shared claim::
+
+    with client.lock("jobs/render", limit=3) as lock:
+        render(slot=lock.slot, fencing_token=lock.token)
+    with client.lock("config", shared=True) as lock:
+        read_config(fencing_token=lock.token)
+
 asyncio::
 
     from lockd.aio import AsyncClient
@@ -19,6 +26,7 @@ from .errors import (
     LockBusyError,
     LockDelayedError,
     LockError,
+    LimitMismatchError,
     LockLostError,
     LockRequestError,
     ServerUnavailableError,
@@ -30,7 +38,7 @@ from .schedule import PAUSE_BOUNDS, PauseBounds, base_interval, client_timeout, 
 
 __all__ = [
     "Client", "Lock", "parse_addresses", "DEFAULT_LEASE", "DEFAULT_RECONNECT", "DEFAULT_SERVER",
-    "LockError", "LockBusyError", "LockDelayedError", "WaitTimeoutError", "LockLostError", "ServerUnavailableError", "LockRequestError", "LockAbortedError", "WrongShardError",
+    "LockError", "LockBusyError", "LockDelayedError", "WaitTimeoutError", "LockLostError", "ServerUnavailableError", "LockRequestError", "LockAbortedError", "WrongShardError", "LimitMismatchError",
     "ServerMap", "Shard", "parse_server_map", "place_index", "weight",
     "base_interval", "client_timeout", "heartbeat_interval", "smooth_rtt", "reconnect_pause", "PauseBounds", "PAUSE_BOUNDS",
 ]

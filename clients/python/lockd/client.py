@@ -55,11 +55,16 @@ class _Retry(Exception):
 
 class Lock:
     """A granted claim. ``lost`` is a threading.Event set the moment ownership is no
-    longer confirmed; ``error`` then says why (a LockLostError)."""
+    longer confirmed; ``error`` then says why (a LockLostError). ``slot``: the permit
+    0 .. limit - 1 of a semaphore's grant (fence each slot like a lock of its own), None
+    for limit 1; ``limit`` and ``shared`` are the claim's."""
 
-    def __init__(self, session: "_Session", token: int) -> None:
+    def __init__(self, session: "_Session", token: int, slot: int | None) -> None:
         self.name = session.name
         self.token = token
+        self.slot = slot
+        self.limit = session.limit
+        self.shared = session.shared
         self.lost = threading.Event()
         self.error: LockLostError | None = None
         self._session = session
@@ -107,12 +112,14 @@ class Lock:
 
 
 class _Session:
-    def __init__(self, client: "Client", addr: tuple[str, int], name: str, frame: bytes, lease: float) -> None:
+    def __init__(self, client: "Client", addr: tuple[str, int], name: str, frame: bytes, lease: float, limit: int = 1, shared: bool = False) -> None:
         self.client = client
         self.addr = addr
         self.name = name
         self.frame = frame
         self.lease = lease
+        self.limit = limit
+        self.shared = shared
         self.timeout = client_timeout(lease)
         self.cv = threading.Condition()
         self.done = threading.Event()
@@ -162,11 +169,28 @@ class _Session:
             if class_of_code(code) == "server" or code == 0x10:
                 self._end(_Retry(f"{code_name(code)}: {message}", self.answered))
             else:
-                self._end(server_error(self.name, code, message))
+                self._end(server_error(self.name, code, message, self.limit, self.shared))
         elif why == "violation":
             self._end(LockRequestError("PROTOCOL_VIOLATION", f"broken server at {self.addr[0]}:{self.addr[1]}: {detail}", lock=self.name))
         else:
             self._end(_Retry(detail, self.answered))
+
+    def _bad_grant(self, got_token: int, got_slot: int | None, token: int, slot: int | None) -> str:
+        """What is wrong with an ACQUIRED carrying ``got_token`` and ``got_slot`` (None: no
+        FLAG_SLOT) for this claim, which holds ``token`` and ``slot`` (token 0: not granted
+        yet); '' if nothing. A name with limit above 1 grants with a slot below the limit on
+        every ACQUIRED, limit 1 never; a held claim's token and slot never change."""
+        if got_token == 0:
+            return "ACQUIRED with token 0"
+        if self.limit == 1 and got_slot is not None:
+            return f"ACQUIRED with slot {got_slot} for a claim with limit 1"
+        if self.limit > 1 and got_slot is None:
+            return f"ACQUIRED without a slot for a claim with limit {self.limit}"
+        if got_slot is not None and got_slot >= self.limit:
+            return f"ACQUIRED with slot {got_slot}, not below the claim's limit {self.limit}"
+        if token and (got_token != token or got_slot != slot):
+            return f"ACQUIRED with token {got_token} slot {got_slot} (held token {token} slot {slot})"
+        return ""
 
     def _connect(self) -> socket.socket:
         sock = socket.create_connection(self.addr, timeout=self.timeout)
@@ -208,6 +232,7 @@ class _Session:
         in_flight = True
         rtt: float | None = None
         token = 0
+        slot: int | None = None
         next_hb: float | None = None
         reader = Reader()
         sel = selectors.DefaultSelector()
@@ -267,9 +292,11 @@ class _Session:
                     if f.type == ERROR:
                         self._fail("server-error", f"the server sent ERROR {code_name(f.code)}: {f.message}", f.code, f.message)
                         return
-                    if f.type == ACQUIRED and (f.token == 0 or (token and f.token != token)):
-                        self._fail("violation", f"ACQUIRED with token {f.token} (held {token})")
-                        return
+                    if f.type == ACQUIRED:
+                        bad = self._bad_grant(f.token, f.slot, token, slot)
+                        if bad:
+                            self._fail("violation", bad)
+                            return
                     if f.type == WAITING and (token or not f.reply):
                         self._fail("violation", "WAITING after ACQUIRED, or without REPLY")
                         return
@@ -288,19 +315,34 @@ class _Session:
                         self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
                         return
                     if f.type == ACQUIRED and not token:
-                        token = f.token
+                        token, slot = f.token, f.slot
                         with self.cv:
-                            self.lock = Lock(self, token)
+                            self.lock = Lock(self, token, slot)
                             self.cv.notify_all()
         finally:
             sel.close()
+
+
+def first_connect_retried(setting: bool | None, try_: bool, wait: float | None, addresses: int) -> bool:
+    """The rule all three clients and ``lockd run`` share (docs/clients.md, "Retrying the first
+    connect"): whether a claim retries before any server has answered it. An explicit setting
+    wins; by default a claim that may wait retries when it has a wait or two or more addresses."""
+    if setting is not None:
+        return bool(setting)
+    if try_:
+        return False
+    return (wait is not None and wait > 0) or addresses > 1
 
 
 class Client:
     """Settings shared by claims. ``servers``: an address list ('a:7700,b:7700'), or a map of
     shards ('gen=1;alpha=a:7700,b:7700;beta=c:7700': each lock name goes to its shard's
     list); default LOCKD_SERVER, else 127.0.0.1:7700. ``tls``: an ssl.SSLContext (load_cert_chain on it
-    for mutual TLS). Durations are in seconds."""
+    for mutual TLS). ``retry_first_connect``: whether a claim retries (within ``reconnect``, never
+    past its ``wait``) before any server has answered it; None (the default): a claim that may wait
+    retries when it has a ``wait`` or its list has two or more addresses, a ``try_`` claim or one
+    address without a ``wait`` fails at once; True: always; False: never (each address once).
+    Durations are in seconds."""
 
     def __init__(
         self,
@@ -309,7 +351,7 @@ class Client:
         tls: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
         reconnect: float = DEFAULT_RECONNECT,
-        retry_first_connect: bool = False,
+        retry_first_connect: bool | None = None,
         min_heartbeat_interval: float = MIN_HEARTBEAT_INTERVAL,
     ) -> None:
         from .shard import parse_server_map
@@ -331,15 +373,27 @@ class Client:
         try_: bool = False,
         owner: str | None = None,
         cancel: threading.Event | None = None,
+        limit: int = 1,
+        shared: bool = False,
+        on_retry: Callable[[str, float, bool], object] | None = None,
     ) -> Lock:
         """Claim ``name``; return the Lock once granted. ``wait``: give up after this many
         seconds (WaitTimeoutError); ``try_``: LockBusyError if held (LockDelayedError if
         held back by a lock-delay); ``cancel``: an Event that aborts the wait
         (LockAbortedError); WrongShardError if the server serves another shard than this
-        client's map says."""
+        client's map says. ``limit``: the permits of the name, 1 .. 65535 (above 1 a
+        semaphore: the first ``limit`` claims hold at once, each with its ``lock.slot``);
+        ``shared``: a shared (read) claim, holding beside other shared claims (limit 1
+        only). Every live session of a name uses the same limit, or the claim fails with
+        LimitMismatchError; a limit or ``shared`` no server accepts is LockRequestError
+        BAD_REQUEST at once, without connecting.
+        ``on_retry(detail, pause, backoff)``: called (on this thread)
+        before each reconnect while the claim is not held yet: what failed, the pause in
+        seconds, and whether it is the backoff after every address of the list failed
+        (True) or the move on to the list's next address (False); for logging."""
         shard = self.map.shard_of(name)
         try:
-            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel)
+            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel, limit, shared, on_retry)
         except LockRequestError as e:
             if e.code != "WRONG_SHARD":
                 raise
@@ -349,11 +403,12 @@ class Client:
         """The shard ``name`` belongs to in this client's map ('' for a plain address list)."""
         return self.map.shards[self.map.shard_of(name)].name
 
-    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel) -> Lock:
+    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel, limit=1, shared=False, on_retry=None) -> Lock:
         try:
-            frame = encode_acquire(name, owner or self.owner, round(lease * 1000), try_)
+            frame = encode_acquire(name, owner or self.owner, round(lease * 1000), try_, limit, shared)
         except (ValueError, UnicodeError) as e:
             raise LockRequestError("BAD_REQUEST", str(e), lock=name) from None
+        retry_first = first_connect_retried(self.retry_first_connect, try_, wait, len(addrs))
         start = time.monotonic()
         wait_until = start + wait if wait is not None else None
         idx = failures = 0
@@ -361,7 +416,7 @@ class Client:
         trouble_since: float | None = None
         last = ""
         while True:
-            session = _Session(self, addrs[idx], name, frame, lease)
+            session = _Session(self, addrs[idx], name, frame, lease, limit, shared)
             outcome = self._await(session, wait_until, cancel)
             if isinstance(outcome, Lock):
                 return outcome
@@ -379,15 +434,17 @@ class Client:
                 trouble_since = now
             failures += 1
             n = len(addrs)
-            if not answered_ever and not self.retry_first_connect and failures >= n:
+            if not answered_ever and not retry_first and failures >= n:
                 raise ServerUnavailableError(f"no server of {self._list(addrs)} took the claim: {last}", lock=name)
             if now - trouble_since >= self.reconnect:
                 raise ServerUnavailableError(f"the servers {self._list(addrs)} stayed unavailable for {self.reconnect} s: {last}", lock=name)
             idx = (idx + 1) % n
-            if not answered_ever and not self.retry_first_connect:
+            if not answered_ever and not retry_first:
                 pause = 0.0
             else:
                 pause = reconnect_pause(failures, n, random.random())
+            if on_retry is not None:
+                on_retry(last, pause, failures % n == 0)
             if wait_until is not None and now + pause >= wait_until:
                 raise WaitTimeoutError(f"lock {name!r} not granted within {wait} s; last: {last}", lock=name)
             if cancel is not None:

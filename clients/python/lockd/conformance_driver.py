@@ -39,17 +39,21 @@ def acquire(cmd: dict) -> None:
         options = {}
         if cmd.get("reconnect") is not None:
             options["reconnect"] = cmd["reconnect"] / 1000
-        client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls, retry_first_connect=bool(cmd.get("retryFirstConnect")), **options)
+        client = Client(cmd["servers"], owner=cmd.get("owner") or ident, tls=tls, retry_first_connect=cmd.get("retryFirstConnect"), **options)
         wait = cmd.get("wait")
         started_at = since()
-        lock = client.acquire(cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")))
+
+        def retried(detail: str, _pause: float, backoff: bool) -> None:
+            out({"id": ident, "event": "retry", "backoff": backoff, "detail": detail})
+
+        lock = client.acquire(cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")), limit=1 if cmd.get("limit") is None else cmd["limit"], shared=bool(cmd.get("shared")), on_retry=retried)
     except LockError as e:
         sc = code_name(e.server_code) if e.server_code is not None else None
         out({"id": ident, "event": "error", "code": e.code, "class": e.error_class, "serverCode": sc, "message": str(e)})
         return
     at = since()
     _locks[ident] = lock
-    out({"id": ident, "event": "acquired", "token": str(lock.token), "startedAt": started_at, "at": at})
+    out({"id": ident, "event": "acquired", "token": str(lock.token), "slot": lock.slot, "startedAt": started_at, "at": at})
 
     def lost(error) -> None:
         if error.why != "released":

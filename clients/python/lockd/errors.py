@@ -73,6 +73,23 @@ class WrongShardError(LockRequestError):
         self.client_map = client_map
 
 
+class LimitMismatchError(LockRequestError):
+    """ERROR LIMIT_MISMATCH (0x25): the claim's limit differs from the limit the name's live
+    sessions use (a shared or an exclusive claim counts as limit 1). A setting to fix: never
+    retried, on this address or the next. ``limit`` and ``shared`` are this claim's;
+    ``server_message`` (also in the text) names both limits."""
+
+    def __init__(self, lock: str, limit: int, shared: bool, server_message: str) -> None:
+        what = "shared claim" if shared else "claim"
+        super().__init__(
+            "LIMIT_MISMATCH",
+            f"lock {lock!r}: this {what} with limit {limit} was refused (LIMIT_MISMATCH): {server_message}",
+            lock=lock, server_code=0x25, server_message=server_message,
+        )
+        self.limit = limit
+        self.shared = shared
+
+
 class LockLostError(LockError):
     """The held lock was lost. ``why``: 'server-error' (``server_code`` set), 'closed', 'unconfirmed', 'protocol' (the server broke the protocol), 'aborted', 'released'."""
     code = "LOCK_LOST"
@@ -86,11 +103,14 @@ class LockLostError(LockError):
             self.error_class = "client" if why in ("aborted", "released") else "lock"
 
 
-def server_error(lock: str, code: int, message: str) -> LockError:
-    """The error for an ERROR frame that ended a claim before the grant."""
+def server_error(lock: str, code: int, message: str, limit: int = 1, shared: bool = False) -> LockError:
+    """The error for an ERROR frame that ended a claim before the grant (``limit`` and
+    ``shared``: the claim's, for LIMIT_MISMATCH)."""
     if code == 0x13:
         return LockBusyError(f"lock {lock!r} is held", lock=lock, server_code=code, server_message=message)
     if code == 0x14:
         text = f"lock {lock!r} is held back by a lock-delay" + (f": {message}" if message else "")
         return LockDelayedError(text, lock=lock, server_code=code, server_message=message)
+    if code == 0x25:
+        return LimitMismatchError(lock, limit, shared, message)
     return LockRequestError(code_name(code), f"server sent ERROR {code_name(code)}: {message}", lock=lock, server_code=code, server_message=message)

@@ -11,7 +11,11 @@ ACQUIRED = 0x81
 WAITING = 0x82
 ERROR = 0xFF
 FLAG_REPLY = 0x01
+FLAG_SLOT = 0x02  # ACQUIRED: a u16 slot follows the token (a body of 10 bytes); only for a name with limit above 1
 OPTION_TRY = 0x01
+OPTION_SHARED = 0x02  # a shared (read) claim; limit 1 only
+OPTION_LIMIT = 0x04  # a u16 limit follows lease_ms, and name_length moves to body offset 8
+MAX_LIMIT = 0xFFFF
 MAX_NAME_LENGTH = 512
 MAX_OWNER_LENGTH = 256
 
@@ -28,6 +32,7 @@ CODE_NAMES = {
     0x22: "UNSUPPORTED_VERSION",
     0x23: "IO_TIMEOUT",
     0x24: "WRONG_SHARD",
+    0x25: "LIMIT_MISMATCH",
 }
 
 HEARTBEAT_FRAME = bytes([HEARTBEAT, 0, 0, 0])
@@ -43,16 +48,38 @@ def class_of_code(code: int) -> str:
     return {0: "server", 1: "lock"}.get(code >> 4, "client")
 
 
-def encode_acquire(name: str, owner: str, lease_ms: int, try_: bool = False) -> bytes:
-    """The ACQUIRE frame. Refuses only what the frame cannot carry (ValueError); the server judges the rest."""
+def check_limit(limit: object, shared: object) -> None:
+    """Refuse (ValueError) a ``limit`` outside 1 .. 65535 or not a whole number, a ``shared``
+    that is not a bool, and ``shared`` with a limit above 1 (a name is a read/write lock or a
+    semaphore, not both): requests no server would accept."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValueError(f"limit must be a whole number 1 .. {MAX_LIMIT}, got {limit!r}")
+    if not isinstance(shared, bool):
+        raise ValueError(f"shared must be True or False, got {shared!r}")
+    if shared and limit != 1:
+        raise ValueError(f"a shared claim has limit 1, got limit {limit} (a name is a read/write lock or a semaphore, not both)")
+
+
+def encode_acquire(name: str, owner: str, lease_ms: int, try_: bool = False, limit: int = 1, shared: bool = False) -> bytes:
+    """The ACQUIRE frame. Refuses only what the frame cannot carry and what no server accepts
+    (ValueError: a lease or limit out of range, ``shared`` with a limit above 1); the server
+    judges the rest. A limit of 1 is sent without OPTION_LIMIT: an exclusive claim's bytes are
+    those of a server that knows no semaphores."""
     if not 1 <= lease_ms <= 0xFFFFFFFF:
         raise ValueError(f"lease must be 1 .. 4294967295 ms, got {lease_ms}")
+    check_limit(limit, shared)
     n = name.encode("utf-8")
     o = owner.encode("utf-8")
-    body_len = 8 + len(n) + len(o)
+    with_limit = limit != 1
+    body_len = (10 if with_limit else 8) + len(n) + len(o)
     if body_len > 0xFFFF:
         raise ValueError(f"name and owner are too long for one frame ({body_len} bytes)")
-    return struct.pack(">BBHBBIH", ACQUIRE, 0, body_len, PROTOCOL_VERSION, OPTION_TRY if try_ else 0, lease_ms, len(n)) + n + o
+    options = (OPTION_TRY if try_ else 0) | (OPTION_SHARED if shared else 0) | (OPTION_LIMIT if with_limit else 0)
+    if with_limit:
+        head = struct.pack(">BBHBBIHH", ACQUIRE, 0, body_len, PROTOCOL_VERSION, options, lease_ms, limit, len(n))
+    else:
+        head = struct.pack(">BBHBBIH", ACQUIRE, 0, body_len, PROTOCOL_VERSION, options, lease_ms, len(n))
+    return head + n + o
 
 
 @dataclass(frozen=True)
@@ -60,6 +87,7 @@ class Frame:
     type: int
     flags: int
     token: int = 0  # ACQUIRED
+    slot: int | None = None  # ACQUIRED with FLAG_SLOT
     code: int = 0  # ERROR
     message: str = ""  # ERROR
 
@@ -97,7 +125,10 @@ class Reader:
                 break
             body = bytes(buf[4 : 4 + n])
             if t == ACQUIRED:
-                out.append(Frame(t, flags, token=int.from_bytes(body, "big")))
+                if bool(flags & FLAG_SLOT) != (n == 10):
+                    raise ProtocolViolation(f"ACQUIRED with flags 0x{flags:02x} and a body of {n} bytes: FLAG_SLOT goes with 10 bytes (token and slot), no flag with 8")
+                slot = (body[8] << 8) | body[9] if n == 10 else None
+                out.append(Frame(t, flags, token=int.from_bytes(body[:8], "big"), slot=slot))
             elif t == ERROR:
                 out.append(Frame(t, flags, code=body[0], message=body[1:].decode("utf-8", "replace")))
             else:
@@ -107,7 +138,7 @@ class Reader:
 
 
 def _check_header(head: bytes, t: int, n: int) -> None:
-    if t == ACQUIRED and n == 8 or t == WAITING and n == 0 or t == ERROR and 1 <= n <= 1025:
+    if t == ACQUIRED and n in (8, 10) or t == WAITING and n == 0 or t == ERROR and 1 <= n <= 1025:
         return
     if t in (0x15, 0x16):
         raise SpeaksTLS("the server speaks TLS (a TLS record arrived): pass tls= to the client")

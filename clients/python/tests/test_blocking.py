@@ -5,6 +5,15 @@ import threading
 import unittest
 
 from lockd import Client, LockBusyError, LockDelayedError, LockError, LockLostError, ServerUnavailableError
+from lockd.client import first_connect_retried
+
+
+def refused_addr() -> str:
+    """An address on 127.0.0.1 where nothing listens: a connect is refused."""
+    s = socket.create_server(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"127.0.0.1:{port}"
 
 
 def silent_after_grant():
@@ -97,11 +106,75 @@ class Blocking(unittest.TestCase):
             client.with_lock("jobs/y", lambda lock: lock.lost.wait(5), lease=TEST_LEASE)
 
     def test_refused_addresses_are_unavailable(self):
-        s = socket.create_server(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        with self.assertRaises(ServerUnavailableError):
-            Client(f"127.0.0.1:{port},127.0.0.1:{port}").acquire("x")
+        # Before any server answered, a claim that may not wait (a try, or one address
+        # without a wait), or one that opted out, tries each address once.
+        addr = refused_addr()
+        for servers, setting, options in [
+            (addr, None, {}),
+            (f"{addr},{addr}", None, {"try_": True}),
+            (addr, None, {"try_": True, "wait": 20}),
+            (f"{addr},{addr}", False, {"wait": 20}),
+        ]:
+            backoffs = []
+            with self.subTest(servers=servers, setting=setting, options=options):
+                with self.assertRaises(ServerUnavailableError):
+                    Client(servers, retry_first_connect=setting).acquire("x", on_retry=lambda _d, _p, b: b and backoffs.append(b), **options)
+                self.assertEqual(backoffs, [])
+
+    def test_first_connect_rule(self):
+        # The rule of docs/clients.md, "Retrying the first connect": setting, try, wait, addresses.
+        for setting, try_, wait, addresses, want in [
+            (None, False, 20, 1, True),
+            (None, False, None, 2, True),
+            (None, False, 20, 2, True),
+            (None, False, None, 1, False),
+            (None, False, 0, 1, False),
+            (None, True, None, 2, False),
+            (None, True, 20, 1, False),
+            (True, True, None, 1, True),
+            (True, False, None, 1, True),
+            (False, False, 20, 2, False),
+        ]:
+            self.assertEqual(first_connect_retried(setting, try_, wait, addresses), want, (setting, try_, wait, addresses))
+
+    def test_a_wait_outlasts_a_refusing_server(self):
+        # By default a claim with a wait waits out a server that refuses connections
+        # (restarting, or failing over), and is granted once it listens.
+        addr = refused_addr()
+        backoff = threading.Event()
+        result: queue.Queue = queue.Queue()
+
+        def claim() -> None:
+            try:
+                result.put(Client(addr).acquire("x", lease=5, wait=20, on_retry=lambda _d, _p, b: b and backoff.set()))
+            except Exception as e:  # reported to the test thread
+                result.put(e)
+
+        threading.Thread(target=claim, daemon=True).start()
+        self.assertTrue(backoff.wait(10), "no retry within 10 s")  # refused at least once, and waiting
+        self.assertTrue(result.empty(), "ended before the server came up")
+        host, port = addr.rsplit(":", 1)
+        listener = socket.create_server((host, int(port)))
+        self.addCleanup(listener.close)
+
+        def grant() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                buf = b""
+                while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[2:4], "big"):
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        return
+                    buf += chunk
+                conn.sendall(bytes.fromhex("81 01 00 08 00 00 00 00 00 00 00 09"))
+                while conn.recv(4096):  # until the client closes (release)
+                    pass
+
+        threading.Thread(target=grant, daemon=True).start()
+        lock = result.get(timeout=10)
+        self.assertNotIsInstance(lock, Exception)
+        self.assertEqual(lock.token, 9)
+        lock.release()
 
     def test_lock_delayed_ends_a_try_claim_and_is_not_retried(self):
         message = "lock-delay: an earlier server's holder may still believe it holds this lock; no grant for another 1800 ms"

@@ -1,8 +1,8 @@
 """The codec on the test vectors of docs/protocol.md sections 9 and 10, and the schedule's worked numbers."""
 import unittest
 
-from lockd.errors import LockBusyError, LockDelayedError, LockError, LockRequestError, server_error
-from lockd.frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, Frame, ProtocolViolation, Reader, SpeaksHTTP, SpeaksTLS, class_of_code, encode_acquire
+from lockd.errors import LimitMismatchError, LockBusyError, LockDelayedError, LockError, LockRequestError, server_error
+from lockd.frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, Frame, ProtocolViolation, Reader, SpeaksHTTP, SpeaksTLS, class_of_code, code_name, encode_acquire
 from lockd.schedule import client_timeout, heartbeat_interval, smooth_rtt
 
 
@@ -53,6 +53,69 @@ class Vectors(unittest.TestCase):
             Reader().push(h("15 03 03 00 02"))
         with self.assertRaises(SpeaksHTTP):
             Reader().push(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+class SemaphoreVectors(unittest.TestCase):
+    """ACQUIRE with LIMIT (0x04: a u16 limit at body offset 6, name_length at 8) and SHARED
+    (0x02), ACQUIRED with FLAG_SLOT (0x02: token, then a u16 slot): the vectors of
+    docs/protocol.md section 9, and more whose bytes were checked against the server's own
+    encoder (src/protocol encodeAcquire, encodeAcquiredSlot)."""
+
+    def test_protocol_md_vectors(self):
+        self.assertEqual(encode_acquire("jobs/nightly", "", 5000, limit=3), h("01 00 00 16 01 04 00 00 13 88 00 03 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79"))
+        self.assertEqual(encode_acquire("jobs/nightly", "", 5000, try_=True, shared=True), h("01 00 00 14 01 03 00 00 13 88 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79"))
+        self.assertEqual(Reader().push(h("81 03 00 0a 00 00 00 00 00 00 00 01 00 00")), [Frame(ACQUIRED, 3, token=1, slot=0)])
+        self.assertEqual(Reader().push(h("81 02 00 0a 00 00 00 00 00 00 00 09 00 02")), [Frame(ACQUIRED, 2, token=9, slot=2)])
+        self.assertEqual(Reader().push(h("ff 00 00 0f 25 6c 69 6d 69 74 20 33 2c 20 6e 6f 74 20 35")), [Frame(ERROR, 0, code=0x25, message="limit 3, not 5")])
+
+    def test_encode(self):
+        self.assertEqual(
+            encode_acquire("jobs/render", "host-12/pid-4411", 5000, limit=3),
+            h("01 00 00 25 01 04 00 00 13 88 00 03 00 0b 6a 6f 62 73 2f 72 65 6e 64 65 72 68 6f 73 74 2d 31 32 2f 70 69 64 2d 34 34 31 31"),
+        )
+        self.assertEqual(encode_acquire("jobs/render", "", 5000, try_=True, limit=65535), h("01 00 00 15 01 05 00 00 13 88 ff ff 00 0b 6a 6f 62 73 2f 72 65 6e 64 65 72"))
+        self.assertEqual(encode_acquire("config", "", 5000, shared=True), h("01 00 00 0e 01 02 00 00 13 88 00 06 63 6f 6e 66 69 67"))
+        self.assertEqual(encode_acquire("config", "r", 5000, try_=True, limit=1, shared=True), h("01 00 00 0f 01 03 00 00 13 88 00 06 63 6f 6e 66 69 67 72"))
+        # limit 1 is sent without the LIMIT option: the bytes of an exclusive claim
+        self.assertEqual(encode_acquire("jobs/nightly", "", 5000, limit=1), encode_acquire("jobs/nightly", "", 5000))
+
+    def test_encode_refuses(self):
+        for limit, shared in [(0, False), (65536, False), (-1, False), (2.0, False), (True, False), (None, False), (2, True), (65535, True), (1, "yes")]:
+            with self.assertRaises(ValueError, msg=(limit, shared)):
+                encode_acquire("x", "", 5000, limit=limit, shared=shared)  # type: ignore[arg-type]
+
+    def test_decode(self):
+        cases = [
+            ("81 03 00 0a 00 00 00 00 00 00 00 07 00 02", Frame(ACQUIRED, 3, token=7, slot=2)),
+            ("81 02 00 0a 00 00 01 00 00 00 00 05 ff fe", Frame(ACQUIRED, 2, token=2**40 + 5, slot=65534)),
+            ("81 02 00 0a 00 00 00 00 00 00 00 01 00 00", Frame(ACQUIRED, 2, token=1, slot=0)),
+        ]
+        for hexa, want in cases:
+            self.assertEqual(Reader().push(h(hexa)), [want], hexa)
+        self.assertIsNone(Reader().push(h("81 01 00 08 00 00 00 00 00 00 00 01"))[0].slot)
+        stream = h("82 01 00 00 81 02 00 0a 00 00 00 00 00 00 00 04 00 01 81 03 00 0a 00 00 00 00 00 00 00 04 00 01")
+        r, got = Reader(), []
+        for i in range(len(stream)):
+            got += r.push(stream[i : i + 1])
+        self.assertEqual(got, [Frame(WAITING, 1), Frame(ACQUIRED, 2, token=4, slot=1), Frame(ACQUIRED, 3, token=4, slot=1)])
+
+    def test_rejects(self):
+        for hexa in [
+            "81 03 00 08 00 00 00 00 00 00 00 07",  # FLAG_SLOT without the slot
+            "81 01 00 0a 00 00 00 00 00 00 00 07 00 02",  # a slot without FLAG_SLOT
+            "81 03 00 09 00 00 00 00 00 00 00 07 00",
+            "81 03 00 0b",
+        ]:
+            with self.assertRaises(ProtocolViolation, msg=hexa):
+                Reader().push(h(hexa))
+
+    def test_limit_mismatch(self):
+        self.assertEqual((code_name(0x25), class_of_code(0x25)), ("LIMIT_MISMATCH", "client"))
+        e = server_error("jobs/render", 0x25, "limits 3 and 2", limit=2)
+        self.assertIsInstance(e, LimitMismatchError)
+        self.assertIsInstance(e, LockRequestError)
+        self.assertEqual((e.code, e.error_class, e.server_code, e.server_message, e.limit, e.shared), ("LIMIT_MISMATCH", "client", 0x25, "limits 3 and 2", 2, False))
+        self.assertEqual(str(e), "lock 'jobs/render': this claim with limit 2 was refused (LIMIT_MISMATCH): limits 3 and 2")
 
 
 class Schedule(unittest.TestCase):

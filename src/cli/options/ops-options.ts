@@ -1,12 +1,13 @@
 /**
  * The option tables of `lockd status` and the admin verbs (force-release,
- * kick), zod-free (text.ts) so that these commands load neither zod nor the
+ * kick, with their preconditions), zod-free (text.ts) so that these commands load neither zod nor the
  * server's tables; and the admin-token options `lockd serve` shares.
  * Entries are OptionSpecs (argv.ts); src/cli/config.ts lists every table.
  */
 import { DEFAULT_OPS_ADDRESS } from "../../net/address.ts";
+import { parseFencingToken, parseSessionId } from "../../ops/admin.ts";
 import type { OptionSpec, OptionTable } from "./argv.ts";
-import { duration, path, secret, serverMap } from "./text.ts";
+import { duration, path, secret, serverMap, textValue, ValueProblem } from "./text.ts";
 
 export const ADMIN_TOKEN = {
   flag: "--admin-token",
@@ -51,4 +52,41 @@ export const ADMIN_OPTIONS = {
   ...STATUS_OPTIONS,
   adminToken: ADMIN_TOKEN,
   adminTokenFile: ADMIN_TOKEN_FILE,
+} as const satisfies OptionTable;
+
+/** The holder force-release means (no environment variable: a precondition is for one action, never a setting). */
+export const FORCE_RELEASE_OPTIONS = {
+  ...ADMIN_OPTIONS,
+  token: {
+    flag: "--token",
+    help: "release only if the holder's fencing token is N (lockd status shows it); another holder: exit 1, nothing released",
+    value: "N",
+    schema: textValue("N", (text) => {
+      const token = parseFencingToken(text);
+      if (token === null) throw new ValueProblem("is not a fencing token (a whole number 1..2^64-1, as lockd status shows the holder's); the admin token is --admin-token-file or --admin-token");
+      return token;
+    }),
+  },
+  session: {
+    flag: "--session",
+    help: "release only if the holder is session ID (lockd status shows it); another holder: exit 1, nothing released",
+    value: "ID",
+    schema: textValue("ID", (text) => {
+      const id = parseSessionId(text);
+      if (id === null) throw new ValueProblem(`"${text.slice(0, 40)}" is not a session id (a positive whole number)`);
+      return id;
+    }),
+  },
+} as const satisfies OptionTable;
+
+/** The lock kick's session must be waiting for. */
+export const KICK_OPTIONS = {
+  ...ADMIN_OPTIONS,
+  lock: {
+    flag: "--lock",
+    help: "kick only if the session waits for lock NAME; another lock: exit 1, nothing kicked",
+    value: "NAME",
+    // Checked by the server (400, exit 64), as NAME is.
+    schema: textValue("NAME", (text) => text),
+  },
 } as const satisfies OptionTable;

@@ -5,7 +5,7 @@
  */
 import { DEFAULT_LEASE_MS } from "../../client/client.ts";
 import { DEFAULT_LOCK_ADDRESS } from "../../net/address.ts";
-import { MAX_LEASE_MS } from "../../protocol/constants.ts";
+import { MAX_LEASE_MS, MAX_LIMIT } from "../../protocol/constants.ts";
 import type { OptionTable } from "./argv.ts";
 import { count, duration, formatDuration, ownerLabel, path, serverMap } from "./text.ts";
 
@@ -29,6 +29,13 @@ export const RUN_OPTIONS = {
     flag: "--wait",
     help: "give up waiting for the lock after this long, with its unit: 30s, 500ms (default: no limit)",
     schema: duration(0, Number.MAX_SAFE_INTEGER, " (flock's -w counts seconds; lockd guesses no unit)"),
+  },
+  limit: {
+    flag: "--limit",
+    env: "LOCKD_LIMIT",
+    default: "1",
+    help: `a semaphore of N permits (1..${MAX_LIMIT}): up to N runs hold NAME at once, each in its own slot (LOCKD_SLOT); every run of NAME must use the same N. 1: an exclusive lock`,
+    schema: count(1, MAX_LIMIT),
   },
   conflictExitCode: {
     flag: "--conflict-exit-code",

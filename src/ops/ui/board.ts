@@ -1,7 +1,7 @@
 /**
  * The operator's page on the ops server: GET /ui (one HTML file, one script,
- * one stylesheet, embedded in the binary as text) and the JSON it polls,
- * GET /ui/v1/board. docs/operations.md ("The operator's page") is its
+ * one stylesheet, embedded in the binary as text, and an icon) and the JSON
+ * it polls, GET /ui/v1/board. docs/operations.md ("The operator's page") is its
  * reference.
  *
  * Cost, whatever the number of open pages:
@@ -62,7 +62,13 @@ export const UI_SECURITY_HEADERS: Readonly<Record<string, string>> = {
 };
 
 const encoder = new TextEncoder();
+/** The page's icon (a padlock): /ui/favicon.svg, and /favicon.ico for browsers that ask there whatever the page says. */
+const ICON = encoder.encode(
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><path d="M5 7V5a3 3 0 0 1 6 0v2" fill="none" stroke="#1d232b" stroke-width="1.6"/><rect x="3" y="7" width="10" height="8" rx="1.5" fill="#2557c7"/></svg>',
+);
 const ASSETS: Record<string, { type: string; body: Uint8Array }> = {
+  "/ui/favicon.svg": { type: "image/svg+xml", body: ICON },
+  "/favicon.ico": { type: "image/svg+xml", body: ICON },
   "/ui": { type: "text/html; charset=utf-8", body: encoder.encode(pageHtml as unknown as string) },
   "/ui/": { type: "text/html; charset=utf-8", body: encoder.encode(pageHtml as unknown as string) },
   "/ui/ops-ui.js": { type: "text/javascript; charset=utf-8", body: encoder.encode(pageJs) },
@@ -326,7 +332,7 @@ export class Board {
     if (this.ownsSlices) this.slices.stop();
   }
 
-  /** GET /ui, its two files, and /ui/v1/board; null for any other path. */
+  /** GET /ui, its files (script, stylesheet, icon; /favicon.ico too), and /ui/v1/board; null for any other path. */
   handle(method: string, path: string, query: string): HttpReply | Promise<HttpReply> | null {
     const asset = ASSETS[path];
     if (asset === undefined && path !== BOARD) {

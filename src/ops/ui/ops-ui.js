@@ -9,6 +9,8 @@
   const INTERVAL_MS = 1000;
   const ROWS = 200;
   const QUEUE = 100;
+  /** Owner labels up to this many characters are never wrapped in the queue table (longer ones wrap anywhere). */
+  const SHORT_OWNER = 32;
   const $ = (id) => document.getElementById(id);
 
   const state = {
@@ -48,13 +50,54 @@
   }
 
   /**
-   * Text as shown: bidirectional controls and invisible characters, which
-   * could make one name look like another ("rtl\u202Eevil" shows as
-   * "rtllive"), become visible ⟨U+202E⟩ markers. Everything else is as sent.
+   * Labels as shown (owners, service and shard names): bidirectional
+   * controls and invisible (default-ignorable) characters, which could make
+   * one label look like another ("rtl\u202Eevil" shows as "rtllive"), become
+   * visible ⟨U+202E⟩ markers. Everything else is as sent.
    */
-  const INVISIBLE = /[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+  const INVISIBLE = /[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]/gu;
   const shown = (text) => text.replace(INVISIBLE, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
   const quoted = (text) => shown(JSON.stringify(text));
+
+  /**
+   * Lock names are shown so that two different names never look alike:
+   * printable ASCII other than the space and the backslash is as sent; a space
+   * is a visible ␣ (so two never collapse into one, and a trailing one
+   * shows); a backslash is \\; every other code point (a Cyrillic і, U+180E,
+   * a variation selector, a tag character, any letter outside ASCII) is its
+   * escape \u{XXXX}. That is one-to-one: no name's text can spell another's.
+   * The pieces other than plain ASCII are marked (class "esc") so that an
+   * escape stands out from the name's own characters.
+   */
+  function namePieces(name) {
+    const pieces = [];
+    let plain = "";
+    for (const ch of name) {
+      const code = ch.codePointAt(0);
+      if (code > 0x20 && code < 0x7f && code !== 0x5c) {
+        plain += ch;
+        continue;
+      }
+      if (plain !== "") pieces.push({ text: plain, esc: false });
+      plain = "";
+      pieces.push({ text: code === 0x20 ? "␣" : code === 0x5c ? "\\\\" : `\\u{${code.toString(16).toUpperCase().padStart(4, "0")}}`, esc: true });
+    }
+    if (plain !== "") pieces.push({ text: plain, esc: false });
+    return pieces;
+  }
+
+  /** A lock name as text (the title of the page, a message). */
+  const nameText = (name) => namePieces(name).map((piece) => piece.text).join("");
+
+  /** A lock name as a node: <span class="lockname"> with its escapes marked. */
+  function nameNode(name) {
+    const node = el("span", { className: "lockname" });
+    for (const piece of namePieces(name)) node.append(piece.esc ? el("span", { className: "esc", textContent: piece.text }) : piece.text);
+    return node;
+  }
+
+  /** A lock name in quotes, for sentences. */
+  const quotedName = (name) => [`"`, nameNode(name), `"`];
 
   const number = (n) => (n === null || n === undefined ? "—" : n.toLocaleString("en-US"));
   const micros = (us) => (us === null || us === undefined ? "—" : us >= 1000 ? `${(us / 1000).toFixed(1)} ms` : `${us} µs`);
@@ -76,9 +119,10 @@
     status.classList.toggle("down", down);
   }
 
+  /** A message line: `text` is a string or pieces (strings and nodes). */
   function showMessage(text, isError) {
     const message = $("message");
-    message.textContent = text;
+    message.replaceChildren(...(typeof text === "string" ? [text] : text));
     message.classList.toggle("error", isError);
     message.hidden = false;
   }
@@ -133,6 +177,8 @@
       refusal.hidden = role.refusal === undefined;
       refusal.textContent = role.refusal === undefined ? "" : `It will not take over: ${shown(role.refusal)}`;
     }
+    // The admin token does nothing on an instance that serves no locks: its field goes with the table.
+    $("token-label").hidden = !serving;
     $("totals").hidden = !serving;
     $("locks-section").hidden = !serving;
     $("detail").hidden = !serving || state.selected === null;
@@ -245,7 +291,7 @@
     const locks = board.locks;
     const rows = [];
     for (const row of locks.rows) {
-      const name = el("button", { type: "button", className: "name", textContent: shown(row.name) });
+      const name = el("button", { type: "button", className: "name" }, nameNode(row.name));
       name.addEventListener("click", () => select(row.name));
       const held = row.session !== 0;
       const tr = el(
@@ -264,8 +310,10 @@
       rows.push(tr);
     }
     $("rows").replaceChildren(...rows);
-    const what = locks.prefix === "" ? "" : ` with names starting ${quoted(locks.prefix)}`;
-    $("counts").textContent = `showing ${number(locks.rows.length)} of ${number(locks.matched)} locks${what}; ${number(locks.total)} locks held or awaited in all`;
+    const counts = $("counts");
+    counts.replaceChildren(`showing ${number(locks.rows.length)} of ${number(locks.matched)} locks`);
+    if (locks.prefix !== "") counts.append(" with names starting ", ...quotedName(locks.prefix));
+    counts.append(`; ${number(locks.total)} locks held or awaited in all`);
     for (const button of document.querySelectorAll("th button[data-sort]")) {
       const on = button.dataset.sort === state.sort;
       button.classList.toggle("sorted", on);
@@ -336,13 +384,47 @@
 
   // ---- a lock's queue ----------------------------------------------------
 
+  /** The page's address for the lock shown (#lock=NAME), or for none: a link to a lock opens it. */
+  const LOCK_HASH = "#lock=";
+
+  function lockOfHash(hash) {
+    if (!hash.startsWith(LOCK_HASH)) return null;
+    try {
+      const name = decodeURIComponent(hash.slice(LOCK_HASH.length));
+      return name === "" ? null : name;
+    } catch {
+      return null;
+    }
+  }
+
+  function setAddress(name) {
+    const hash = name === null ? "" : LOCK_HASH + encodeURIComponent(name);
+    if (location.hash !== hash) history.replaceState(null, "", hash === "" ? location.pathname + location.search : hash);
+    document.title = name === null ? "lockd" : `${nameText(name)} · lockd`;
+  }
+
   function select(name) {
+    if (name !== state.selected) {
+      // Nothing of the last lock's stays while this one's view is on its way.
+      $("d-holder").replaceChildren();
+      $("d-count").textContent = "";
+      $("d-queue").replaceChildren();
+    }
     state.selected = name;
-    $("detail").hidden = false;
-    $("d-name").textContent = shown(name);
+    $("detail").hidden = !state.serving;
+    $("d-name").replaceChildren(nameNode(name));
     $("detail").dataset.lock = name;
     for (const tr of $("rows").children) tr.classList.toggle("selected", tr.dataset.lock === name);
+    setAddress(name);
     void refreshDetail();
+  }
+
+  function closeDetail() {
+    state.selected = null;
+    $("detail").hidden = true;
+    delete $("detail").dataset.lock;
+    for (const tr of $("rows").children) tr.classList.remove("selected");
+    setAddress(null);
   }
 
   async function refreshDetail() {
@@ -366,10 +448,11 @@
       holder.replaceChildren(el("p", { className: "none", textContent: "Free: nobody holds it (its next waiter is being granted)." }));
     } else {
       const release = el("button", { type: "button", className: "danger", textContent: "Force-release" });
+      // The action names the holder the dialog shows: if it has gone meanwhile, the server releases nobody (409).
       release.addEventListener("click", () =>
-        ask(`Force-release ${quoted(body.name)}, held by session ${h.session} (${quoted(h.owner)}, ${h.remote})? The holder gets ERROR FORCE_RELEASED and the next waiter is granted.`, {
+        ask(["Force-release ", ...quotedName(body.name), `, held by session ${h.session} with token ${h.token} (${quoted(h.owner)}, ${h.remote})? The holder gets ERROR FORCE_RELEASED and the next waiter is granted.`], {
           kind: "force-release",
-          url: `/v1/locks/force-release?name=${encodeURIComponent(body.name)}`,
+          url: `/v1/locks/force-release?name=${encodeURIComponent(body.name)}&session=${h.session}&token=${encodeURIComponent(h.token)}`,
         }),
       );
       const facts = [
@@ -390,10 +473,11 @@
     $("d-count").textContent = listed < body.waiting ? `(first ${number(listed)} of ${number(body.waiting)} waiters)` : `(${number(body.waiting)} waiting)`;
     const rows = body.waiters.map((w) => {
       const kick = el("button", { type: "button", className: "action", textContent: "Kick" });
+      // The action names the lock the dialog shows: a session of that id waiting elsewhere is not kicked (409).
       kick.addEventListener("click", () =>
-        ask(`Kick session ${w.session} (${quoted(w.owner)}, ${w.remote}), number ${w.position} in the queue of ${quoted(body.name)}? It gets ERROR KICKED.`, {
+        ask([`Kick session ${w.session} (${quoted(w.owner)}, ${w.remote}), number ${w.position} in the queue of `, ...quotedName(body.name), "? It gets ERROR KICKED."], {
           kind: "kick",
-          url: `/v1/sessions/${w.session}/kick`,
+          url: `/v1/sessions/${w.session}/kick?lock=${encodeURIComponent(body.name)}`,
         }),
       );
       const tr = el(
@@ -401,7 +485,7 @@
         null,
         el("td", { textContent: String(w.position) }),
         el("td", { textContent: String(w.session) }),
-        el("td", { textContent: shown(w.owner) }),
+        el("td", { textContent: shown(w.owner), className: w.owner.length <= SHORT_OWNER ? "label short" : "label" }),
         el("td", { textContent: w.remote, className: "addr" }),
         el("td", { textContent: duration(w.waitingForMs) }),
         el("td", { textContent: duration(w.leaseMs) }),
@@ -415,9 +499,10 @@
 
   // ---- actions -----------------------------------------------------------
 
+  /** Ask to confirm `action`; `question` is its text, in pieces (strings and nodes). */
   function ask(question, action) {
     state.pending = action;
-    $("confirm-text").textContent = question;
+    $("confirm-text").replaceChildren(...question);
     $("confirm").hidden = false;
     $("confirm-yes").focus();
   }
@@ -449,9 +534,9 @@
     if (response.ok && body !== null) {
       if (action.kind === "force-release") {
         const next = body.promoted === null ? "nobody was waiting" : `session ${body.promoted.session} (${quoted(body.promoted.owner)}) now holds it`;
-        showMessage(`Force-released ${quoted(body.lock)} from session ${body.released.session}: ${next}.`, false);
+        showMessage(["Force-released ", ...quotedName(body.lock), ` from session ${body.released.session}: ${next}.`], false);
       } else {
-        showMessage(`Kicked session ${body.kicked.session} from the queue of ${quoted(body.lock)}.`, false);
+        showMessage([`Kicked session ${body.kicked.session} from the queue of `, ...quotedName(body.lock), "."], false);
       }
     } else {
       const error = body && body.error ? `${body.error.code}: ${body.error.message}` : `HTTP ${response.status}`;
@@ -516,11 +601,18 @@
     }
     $("confirm-yes").addEventListener("click", () => void confirmAction());
     $("confirm-no").addEventListener("click", cancel);
-    $("d-close").addEventListener("click", () => {
-      state.selected = null;
-      $("detail").hidden = true;
-      for (const tr of $("rows").children) tr.classList.remove("selected");
-    });
+    $("d-close").addEventListener("click", closeDetail);
+    // A link to a lock (#lock=NAME) opens it, on load and when the address changes.
+    const follow = () => {
+      const name = lockOfHash(location.hash);
+      if (name === null) {
+        if (state.selected !== null) closeDetail();
+      } else if (name !== state.selected) {
+        select(name);
+      }
+    };
+    window.addEventListener("hashchange", follow);
+    follow();
     void tick();
   });
 })();

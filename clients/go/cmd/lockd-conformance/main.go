@@ -27,10 +27,14 @@ type command struct {
 	Try     bool   `json:"try"`
 	Wait    *int64 `json:"wait"`
 	Owner   string `json:"owner"`
-	// Reconnect (ms) and RetryFirstConnect: the claim's reconnect budget (protocol.md section 8.5).
+	// Limit (omitted: 1) and Shared: a semaphore's permits, a shared (read) claim.
+	Limit  *int `json:"limit"`
+	Shared bool `json:"shared"`
+	// Reconnect (ms) and RetryFirstConnect: the claim's reconnect budget (protocol.md section 8.5)
+	// and whether it retries before any server answered (absent or null: the client's default rule).
 	Reconnect         *int64 `json:"reconnect"`
-	RetryFirstConnect bool   `json:"retryFirstConnect"`
-	TLS     *struct {
+	RetryFirstConnect *bool  `json:"retryFirstConnect"`
+	TLS               *struct {
 		CA   string `json:"ca"`
 		Cert string `json:"cert"`
 		Key  string `json:"key"`
@@ -94,11 +98,25 @@ func acquire(c command) {
 		out(errorEvent(c.ID, err))
 		return
 	}
-	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg, RetryFirstConnect: c.RetryFirstConnect}
+	client := &lockd.Client{Servers: c.Servers, Owner: c.Owner, TLS: cfg}
+	if c.RetryFirstConnect != nil {
+		client.RetryFirstConnect = *c.RetryFirstConnect
+		client.NoRetryFirstConnect = !*c.RetryFirstConnect
+	}
 	if c.Reconnect != nil {
 		client.Reconnect = time.Duration(*c.Reconnect) * time.Millisecond
 	}
-	opts := lockd.Options{Lease: time.Duration(c.Lease) * time.Millisecond, Try: c.Try}
+	opts := lockd.Options{Lease: time.Duration(c.Lease) * time.Millisecond, Try: c.Try, Shared: c.Shared,
+		OnRetry: func(detail string, _ time.Duration, backoff bool) {
+			out(map[string]interface{}{"id": c.ID, "event": "retry", "backoff": backoff, "detail": detail})
+		}}
+	if c.Limit != nil {
+		if *c.Limit == 0 { // an explicit 0 is a bad limit (Options.Limit 0 is the default, 1)
+			out(errorEvent(c.ID, &lockd.Error{Code: "BAD_REQUEST", Class: "client", Lock: c.Name, Message: "limit must be 1 .. 65535, got 0"}))
+			return
+		}
+		opts.Limit = *c.Limit
+	}
 	if c.Wait != nil {
 		opts.Wait = time.Duration(*c.Wait) * time.Millisecond
 	}
@@ -112,7 +130,11 @@ func acquire(c command) {
 	mu.Lock()
 	locks[c.ID] = lock
 	mu.Unlock()
-	out(map[string]interface{}{"id": c.ID, "event": "acquired", "token": strconv.FormatUint(lock.Token(), 10), "startedAt": startedAt, "at": at})
+	var slot interface{}
+	if k, ok := lock.Slot(); ok {
+		slot = k
+	}
+	out(map[string]interface{}{"id": c.ID, "event": "acquired", "token": strconv.FormatUint(lock.Token(), 10), "slot": slot, "startedAt": startedAt, "at": at})
 	go func() {
 		<-lock.Context().Done()
 		var e *lockd.Error
