@@ -3,8 +3,9 @@
  * tables (lockd run, status, the admin verbs, shard-of) are built from, and
  * the parse functions of every kind of value (durations, counts, addresses,
  * files, ...), which serve's zod schemas (values.ts) wrap. Measured with the
- * compiled binary: importing zod costs `lockd run NAME -- true` about 3 ms of
- * its 13, more than everything else it loads before connecting.
+ * compiled binary (Bun 1.4): zod's classic API cost `lockd run NAME -- true`
+ * about 3 ms of its 13; zod/mini, which serve uses, still about 1 ms of a
+ * run that now takes 7.5 (docs/performance.md, Start-up).
  *
  * A schema here is anything with zod's `safeParse` shape (ValueSchema), so
  * parseOptions takes zod's and these alike.
