@@ -1,9 +1,8 @@
 /** `lockd force-release NAME` and `lockd kick ID`: the admin actions of the ops server. */
-import { z } from "zod";
 import { readOptionFile } from "./files.ts";
 import { type OptionTable, parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { ADMIN_OPTIONS } from "./config.ts";
+import { FORCE_RELEASE_OPTIONS, KICK_OPTIONS } from "./options/ops-options.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
@@ -12,44 +11,6 @@ import { errorMessage, expectOk, humanMs, isNotActive, lockQuery, opsRequest, wi
 import type { Address } from "../net/address.ts";
 import type { ServerMap } from "../shard/map.ts";
 import { placementOf } from "../shard/placement.ts";
-import { parseFencingToken, parseSessionId } from "../ops/admin.ts";
-
-/** The holder force-release means (no environment variable: a precondition is for one action, never a setting). */
-const FORCE_RELEASE_OPTIONS = {
-  ...ADMIN_OPTIONS,
-  token: {
-    flag: "--token",
-    help: "release the holder whose fencing token is N (lockd status shows it); none holds with it: exit 1, nothing released",
-    value: "N",
-    schema: z.string().transform((text, ctx) => {
-      const token = parseFencingToken(text);
-      if (token === null) ctx.addIssue({ code: "custom", message: "is not a fencing token (a whole number 1..2^64-1, as lockd status shows the holder's); the admin token is --admin-token-file or --admin-token" });
-      return token ?? z.NEVER;
-    }),
-  },
-  session: {
-    flag: "--session",
-    help: "release holder session ID (lockd status shows it); it holds NAME no more: exit 1, nothing released",
-    value: "ID",
-    schema: z.string().transform((text, ctx) => {
-      const id = parseSessionId(text);
-      if (id === null) ctx.addIssue({ code: "custom", message: `"${text.slice(0, 40)}" is not a session id (a positive whole number)` });
-      return id ?? z.NEVER;
-    }),
-  },
-} as const satisfies OptionTable;
-
-/** The lock kick's session must be waiting for. */
-const KICK_OPTIONS = {
-  ...ADMIN_OPTIONS,
-  lock: {
-    flag: "--lock",
-    help: "kick only if the session waits for lock NAME; another lock: exit 1, nothing kicked",
-    value: "NAME",
-    // Checked by the server (400, exit 64), as NAME is.
-    schema: z.string(),
-  },
-} as const satisfies OptionTable;
 
 function common(table: OptionTable, nothing: string): string {
   return `Options (flag, then environment, then default):

@@ -2,7 +2,7 @@
 import { readOptionFile } from "./files.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { STATUS_OPTIONS } from "./config.ts";
+import { STATUS_OPTIONS } from "./options/ops-options.ts";
 import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";

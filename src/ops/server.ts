@@ -28,8 +28,7 @@
  * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
  * 405 or 409.
  */
-import { isIP } from "node:net";
-import { unbracket } from "../net/address.ts";
+import { isIPv4, isIPv6, unbracket } from "../net/address.ts";
 import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
@@ -237,7 +236,7 @@ export class OpsServer {
    */
   private knowsHost(host: string): boolean {
     const name = unbracket(host.replace(/:\d*$/, "")).toLowerCase().replace(/\.$/, "");
-    if (isIP(name) !== 0 || name === "localhost" || name.endsWith(".localhost")) return true;
+    if (isIPv4(name) || isIPv6(name) || name === "localhost" || name.endsWith(".localhost")) return true;
     return this.allowedHosts.has(name);
   }
 
