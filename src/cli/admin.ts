@@ -1,9 +1,8 @@
 /** `lockd force-release NAME` and `lockd kick ID`: the admin actions of the ops server. */
-import { z } from "zod";
 import { readOptionFile } from "./files.ts";
 import { type OptionTable, parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { ADMIN_OPTIONS } from "./config.ts";
+import { FORCE_RELEASE_OPTIONS, KICK_OPTIONS } from "./options/ops-options.ts";
 import { resolveAdminToken } from "./secrets.ts";
 import type { HolderView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
@@ -12,44 +11,6 @@ import { errorMessage, expectOk, humanMs, isNotActive, lockQuery, opsRequest, wi
 import type { Address } from "../net/address.ts";
 import type { ServerMap } from "../shard/map.ts";
 import { placementOf } from "../shard/placement.ts";
-import { parseFencingToken, parseSessionId } from "../ops/admin.ts";
-
-/** The holder force-release means (no environment variable: a precondition is for one action, never a setting). */
-const FORCE_RELEASE_OPTIONS = {
-  ...ADMIN_OPTIONS,
-  token: {
-    flag: "--token",
-    help: "release only if the holder's fencing token is N (lockd status shows it); another holder: exit 1, nothing released",
-    value: "N",
-    schema: z.string().transform((text, ctx) => {
-      const token = parseFencingToken(text);
-      if (token === null) ctx.addIssue({ code: "custom", message: "is not a fencing token (a whole number 1..2^64-1, as lockd status shows the holder's); the admin token is --admin-token-file or --admin-token" });
-      return token ?? z.NEVER;
-    }),
-  },
-  session: {
-    flag: "--session",
-    help: "release only if the holder is session ID (lockd status shows it); another holder: exit 1, nothing released",
-    value: "ID",
-    schema: z.string().transform((text, ctx) => {
-      const id = parseSessionId(text);
-      if (id === null) ctx.addIssue({ code: "custom", message: `"${text.slice(0, 40)}" is not a session id (a positive whole number)` });
-      return id ?? z.NEVER;
-    }),
-  },
-} as const satisfies OptionTable;
-
-/** The lock kick's session must be waiting for. */
-const KICK_OPTIONS = {
-  ...ADMIN_OPTIONS,
-  lock: {
-    flag: "--lock",
-    help: "kick only if the session waits for lock NAME; another lock: exit 1, nothing kicked",
-    value: "NAME",
-    // Checked by the server (400, exit 64), as NAME is.
-    schema: z.string(),
-  },
-} as const satisfies OptionTable;
 
 function common(table: OptionTable, nothing: string): string {
   return `Options (flag, then environment, then default):
@@ -68,15 +29,18 @@ shard --ops names), and nothing was done.
 
 export const FORCE_RELEASE_HELP = `Usage: lockd force-release [options] NAME
 
-Ends the session that holds NAME with ERROR FORCE_RELEASED; the first
-waiter, if any, gets the lock at once with a new fencing token. With a map
-of shards in --ops, the request goes to NAME's shard.
+Ends a session that holds NAME with ERROR FORCE_RELEASED; the waiters that
+fit then (the first, or a run of shared ones) get the lock at once, each
+with a new fencing token. With a map of shards in --ops, the request goes
+to NAME's shard.
 
 Name the holder you mean with --token (its fencing token) and/or --session
-(its session id), as lockd status showed them: if it has left and another
-session holds NAME now, nothing is released (exit 1, naming the holder).
-Without them, whoever holds NAME when the request arrives is released (for
-scripts that mean exactly that).
+(its session id), as lockd status showed them: of a semaphore's or shared
+lock's holders, that one is released and no other. If it has left (and
+another session holds NAME now), nothing is released (exit 1, naming a
+holder). Without them, the oldest holder when the request arrives is
+released (the owner of an exclusive lock: for scripts that mean exactly
+that).
 
 ${common(FORCE_RELEASE_OPTIONS, "no holder, or not the one --token or --session names")}`;
 
@@ -138,8 +102,18 @@ export async function admin(verb: Verb, argv: readonly string[], env: Record<str
     out.write(`kicked session ${kicked.session}${label(kicked.owner)} from ${JSON.stringify(lock)} (it was waiter ${kicked.position}, waiting ${humanMs(kicked.waitingForMs)})\n`);
   } else {
     const { lock, released, promoted } = answer.body as { lock: string; released: HolderView; promoted: HolderView | null };
-    out.write(`released ${JSON.stringify(lock)} from session ${released.session}${label(released.owner)}, token ${released.token}, held ${humanMs(released.heldForMs)}\n`);
-    out.write(promoted === null ? "no waiters: the lock is free\n" : `promoted session ${promoted.session}${label(promoted.owner)}, token ${promoted.token}\n`);
+    const { promotedCount } = answer.body as { promotedCount?: number };
+    out.write(`released ${JSON.stringify(lock)} from session ${released.session}${label(released.owner)}${slotOf(released)}, token ${released.token}, held ${humanMs(released.heldForMs)}\n`);
+    if (promoted === null) {
+      // A semaphore's or shared lock's other holders may still hold it; a lock-delay may hold a waiter back.
+      const { holding, waiting } = answer.body as { holding?: number; waiting?: number };
+      if (typeof holding === "number" && holding > 0) out.write(`no waiter was granted: ${holding} other holder${holding === 1 ? "" : "s"} still hold${holding === 1 ? "s" : ""} it\n`);
+      else if (typeof waiting === "number" && waiting > 0) out.write(`no waiter was granted yet (${waiting} waiting)\n`);
+      else out.write("no waiters: the lock is free\n");
+    } else {
+      const others = typeof promotedCount === "number" && promotedCount > 1 ? ` (and ${promotedCount - 1} more granted with it)` : "";
+      out.write(`promoted session ${promoted.session}${label(promoted.owner)}${slotOf(promoted)}, token ${promoted.token}${others}\n`);
+    }
   }
   return ExitCode.OK;
 }
@@ -159,6 +133,11 @@ function opsFor(verb: Verb, target: string, map: ServerMap): readonly Address[] 
     );
   }
   return map.shards[placement.indexOf(target)]!.addresses;
+}
+
+/** ", slot K" for a semaphore's holder, ", shared" for a shared one; "" for an exclusive one. */
+function slotOf(holder: HolderView): string {
+  return typeof holder.slot === "number" ? `, slot ${holder.slot}` : holder.shared === true ? ", shared" : "";
 }
 
 function label(owner: string): string {

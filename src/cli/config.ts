@@ -1,36 +1,23 @@
 /**
- * The option tables of the `lockd` commands: serve, status, the admin
- * verbs, run and floor. Each entry is an OptionSpec (src/cli/options/argv.ts):
- * flag, LOCKD_* variable, default, help and the schema of its value
- * (src/cli/options/values.ts); `--help` is laid out from them
- * (src/cli/options/help.ts).
+ * The option tables of the `lockd` commands. Each entry is an OptionSpec
+ * (src/cli/options/argv.ts): flag, LOCKD_* variable, default, help and the
+ * schema of its value; `--help` is laid out from them
+ * (src/cli/options/help.ts). Here: `lockd serve`'s and `lockd floor`'s,
+ * whose values are zod schemas (src/cli/options/values.ts). The client
+ * commands' tables live beside the parser (src/cli/options/run-options.ts,
+ * ops-options.ts), zod-free, so that `lockd run` and the ops verbs load
+ * neither zod nor this file; COMMAND_OPTIONS lists every table.
  */
-import { z } from "zod";
-import { DEFAULT_LEASE_MS } from "../client/client.ts";
+import { z } from "zod/mini";
 import { DEFAULT_LOCK_ADDRESS, DEFAULT_OPS_ADDRESS } from "../net/address.ts";
-import { MAX_LEASE_MS, MAX_LIMIT } from "../protocol/constants.ts";
 import { DEFAULT_OPS_CONNECTIONS, DEFAULT_OPS_IDLE_TIMEOUT_MS, RESERVED_FDS } from "../process/limits.ts";
 import { MAX_GENERATION } from "../shard/map.ts";
 import type { OptionSpec, OptionTable } from "./options/argv.ts";
-import {
-  hostNames,
-  advertisedAddress,
-  autoOr,
-  coordinatorUrl,
-  count,
-  duration,
-  durationWithUnit,
-  formatDuration,
-  hostPortList,
-  listenAddress,
-  logLevel,
-  offOr,
-  ownerLabel,
-  path,
-  secret,
-  serverMap,
-  serviceName,
-} from "./options/values.ts";
+import { ADMIN_OPTIONS, ADMIN_TOKEN, ADMIN_TOKEN_FILE, FORCE_RELEASE_OPTIONS, KICK_OPTIONS, STATUS_OPTIONS } from "./options/ops-options.ts";
+import { RUN_OPTIONS, SHARD_OF_OPTIONS } from "./options/run-options.ts";
+import { advertisedAddress, autoOr, coordinatorUrl, count, duration, formatDuration, hostNames, listenAddress, logLevel, offOr, path, serviceName } from "./options/values.ts";
+
+export { ADMIN_OPTIONS, FORCE_RELEASE_OPTIONS, KICK_OPTIONS, RUN_OPTIONS, SHARD_OF_OPTIONS, STATUS_OPTIONS };
 
 /** Where `lockd serve` puts its ops server. */
 const OPS_LISTEN = {
@@ -39,29 +26,6 @@ const OPS_LISTEN = {
   default: DEFAULT_OPS_ADDRESS,
   help: "ops HTTP server (health, metrics, admin); port 0 picks a free one",
   schema: listenAddress,
-} as const satisfies OptionSpec;
-
-/** Where `lockd status` and the admin verbs find the ops server: one, or a list tried in order. */
-const OPS_ADDRESSES = {
-  flag: "--ops",
-  env: "LOCKD_OPS",
-  default: DEFAULT_OPS_ADDRESS,
-  help: "ops HTTP server; a list is tried in order until one answers",
-  schema: hostPortList,
-} as const satisfies OptionSpec;
-
-const ADMIN_TOKEN = {
-  flag: "--admin-token",
-  env: "LOCKD_ADMIN_TOKEN",
-  help: "bearer token for admin endpoints (prefer the file form: flags show in ps)",
-  schema: secret,
-} as const satisfies OptionSpec;
-
-const ADMIN_TOKEN_FILE = {
-  flag: "--admin-token-file",
-  env: "LOCKD_ADMIN_TOKEN_FILE",
-  help: "file holding the admin token (trailing newline ignored)",
-  schema: path,
 } as const satisfies OptionSpec;
 
 export const SERVE_OPTIONS = {
@@ -236,103 +200,18 @@ export const SERVE_OPTIONS = {
   },
 } as const satisfies OptionTable;
 
-/** `lockd status`: read-only, no token needed. `--ops` may be a map of shards' ops servers. */
-export const STATUS_OPTIONS = {
-  ops: {
-    ...OPS_ADDRESSES,
-    help: "ops HTTP server (a list is tried in order), or each shard's: alpha=HOST:PORT;beta=HOST:PORT",
-    schema: serverMap,
-  },
-  opsCa: {
-    flag: "--ops-ca",
-    env: "LOCKD_OPS_CA",
-    help: "PEM CA file to verify an HTTPS ops server; given, the verbs speak HTTPS",
-    schema: path,
-  },
-  timeout: {
-    flag: "--timeout",
-    env: "LOCKD_OPS_TIMEOUT",
-    default: "5s",
-    help: "give up on an ops server after this long (per address of a list)",
-    schema: duration(1, 3_600_000),
-  },
-} as const satisfies OptionTable;
-
-/** `lockd force-release`, `lockd kick`. `--ops` may be a map too (the one LOCKD_OPS holds for status). */
-export const ADMIN_OPTIONS = {
-  ...STATUS_OPTIONS,
-  adminToken: ADMIN_TOKEN,
-  adminTokenFile: ADMIN_TOKEN_FILE,
-} as const satisfies OptionTable;
-
-/** `lockd run`. Short flags (-w, -n, -E) are flock(1)'s, mapped onto these in src/cli/run.ts. */
-export const RUN_OPTIONS = {
-  server: {
-    flag: "--server",
-    env: "LOCKD_SERVER",
-    default: DEFAULT_LOCK_ADDRESS,
-    help: "lock server, a list of them tried in order, or a map of shards: [gen=N;]alpha=HOST:PORT,...;beta=HOST:PORT",
-    schema: serverMap,
-  },
-  lease: {
-    flag: "--lease",
-    env: "LOCKD_LEASE",
-    default: formatDuration(DEFAULT_LEASE_MS),
-    help: "lease: the server gives the lock away after this much silence",
-    schema: duration(1, MAX_LEASE_MS),
-  },
-  wait: {
-    flag: "--wait",
-    help: "give up waiting for the lock after this long, with its unit: 30s, 500ms (default: no limit)",
-    schema: durationWithUnit(0),
-  },
-  limit: {
-    flag: "--limit",
-    env: "LOCKD_LIMIT",
-    default: "1",
-    help: `a semaphore of N permits (1..${MAX_LIMIT}): up to N runs hold NAME at once, each in its own slot (LOCKD_SLOT); every run of NAME must use the same N. 1: an exclusive lock`,
-    schema: count(1, MAX_LIMIT),
-  },
-  conflictExitCode: {
-    flag: "--conflict-exit-code",
-    default: "1",
-    help: "exit code when --try finds the lock held or held back by a lock-delay",
-    schema: count(0, 255),
-  },
-  owner: {
-    flag: "--owner",
-    env: "LOCKD_OWNER",
-    help: "owner label shown to operators, default HOST/pid-PID",
-    value: "LABEL",
-    schema: ownerLabel,
-  },
-  killAfter: {
-    flag: "--kill-after",
-    default: "10s",
-    help: "on lock loss (and for processes COMMAND leaves behind): SIGTERM, then SIGKILL this long later",
-    schema: duration(0),
-  },
-  tlsCa: {
-    flag: "--tls-ca",
-    env: "LOCKD_TLS_CA",
-    help: "PEM CA file to verify the server's certificate; given, the claim uses TLS",
-    schema: path,
-  },
-  tlsCert: {
-    flag: "--tls-cert",
-    env: "LOCKD_CLIENT_TLS_CERT",
-    help: "PEM client certificate file, for servers that require mutual TLS (needs --tls-key)",
-    schema: path,
-  },
-  tlsKey: {
-    flag: "--tls-key",
-    env: "LOCKD_CLIENT_TLS_KEY",
-    help: "PEM private key file for --tls-cert",
-    schema: path,
-  },
-} as const satisfies OptionTable;
-
 /** `lockd floor`: the data directory of `lockd serve`. */
 export const FLOOR_OPTIONS = {
   dataDir: { ...SERVE_OPTIONS.dataDir, help: "the server's data directory", value: "DIR" },
 } as const satisfies OptionTable;
+
+/** Every command's table, by command (test/cli/durations.test.ts walks them). */
+export const COMMAND_OPTIONS = {
+  serve: SERVE_OPTIONS,
+  run: RUN_OPTIONS,
+  status: STATUS_OPTIONS,
+  "force-release": FORCE_RELEASE_OPTIONS,
+  kick: KICK_OPTIONS,
+  floor: FLOOR_OPTIONS,
+  "shard-of": SHARD_OF_OPTIONS,
+} as const satisfies Record<string, OptionTable>;

@@ -12,3 +12,11 @@ export class CliError extends Error {
     this.name = "CliError";
   }
 }
+
+/** Bad flags, variables or arguments: every problem, one line each; main.ts prints them and exits 64. */
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(problems.join("\n"));
+    this.name = "ConfigError";
+  }
+}

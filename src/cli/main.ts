@@ -1,15 +1,8 @@
 #!/usr/bin/env bun
 /** The `lockd` command: dispatch to a subcommand. */
-import { ConfigError } from "./options/argv.ts";
 import { VERSION } from "../version.ts";
-import { admin } from "./admin.ts";
 import { ExitCode, exitWhenDrained } from "./exit.ts";
-import { floor } from "./floor.ts";
-import { CliError } from "./errors.ts";
-import { run } from "./run.ts";
-import { serve } from "./serve.ts";
-import { shardOf } from "./shard-of.ts";
-import { status } from "./status.ts";
+import { CliError, ConfigError } from "./errors.ts";
 
 const HELP = `Usage: lockd <command> [options]
 
@@ -35,18 +28,18 @@ export async function main(argv: readonly string[], env: Record<string, string |
   try {
     switch (command) {
       case "serve":
-        return await serve(rest, env);
+        return await (await import("./serve.ts")).serve(rest, env);
       case "status":
-        return await status(rest, env);
+        return await (await import("./status.ts")).status(rest, env);
       case "force-release":
       case "kick":
-        return await admin(command, rest, env);
+        return await (await import("./admin.ts")).admin(command, rest, env);
       case "run":
-        return await run(rest, env);
+        return await (await import("./run.ts")).run(rest, env);
       case "floor":
-        return floor(rest, env);
+        return (await import("./floor.ts")).floor(rest, env);
       case "shard-of":
-        return shardOf(rest, env);
+        return (await import("./shard-of.ts")).shardOf(rest, env);
       case "--version":
       case "version":
         process.stdout.write(`lockd ${VERSION}\n`);

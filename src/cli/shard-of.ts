@@ -1,13 +1,11 @@
 /** `lockd shard-of NAME...`: the shard each lock name belongs to in a server map, for scripts. */
 import { formatAddressList } from "../net/address.ts";
-import { RUN_OPTIONS } from "./config.ts";
 import { parseOptions } from "./options/argv.ts";
+import { SHARD_OF_OPTIONS } from "./options/run-options.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
 import { placementOf } from "../shard/placement.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
-
-const SHARD_OF_OPTIONS = { server: RUN_OPTIONS.server } as const;
 
 export const SHARD_OF_HELP = `Usage: lockd shard-of [options] NAME...
 

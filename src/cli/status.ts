@@ -2,7 +2,7 @@
 import { readOptionFile } from "./files.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
-import { STATUS_OPTIONS } from "./config.ts";
+import { STATUS_OPTIONS } from "./options/ops-options.ts";
 import type { HolderView, LockView, LocksView, ShardView, WaiterView } from "../ops/views.ts";
 import { ExitCode } from "./exit.ts";
 import { CliError } from "./errors.ts";
@@ -15,11 +15,15 @@ import { describeReplication } from "../failover/replication.ts";
 
 export const STATUS_HELP = `Usage: lockd status [options] [NAME]
 
-Shows every lock that has a holder or waiters (or only NAME): the holder's
-session id, owner label, address, fencing token, how long it has held the
-lock, its lease and how long it has been silent; then the waiters in queue
-order. Asks the ops server of a running lockd serve, one page of 1000 locks
-at a time, in name order; it stops after 10 pages (10,000 locks) and says so.
+Shows every lock that has a holder or waiters (or only NAME): each holder
+(oldest first; a semaphore's with its slot) with its session id, owner
+label, address, fencing token, how long it has held the lock, its lease and
+how long it has been silent; then the waiters in queue order. MODE is each
+session's claim: exclusive, shared, or "limit N" (a semaphore of N). Asks
+the ops server of a running lockd serve, one page of 1000 locks at a time,
+in name order; it stops after 10 pages (10,000 locks) and says so. Each
+lock of the list shows its first 100 holders and 100 waiters (and how many
+more); NAME shows up to 10,000 holders and its first 1000 waiters.
 
 Options (flag, then environment, then default):
 ${optionsHelp(STATUS_OPTIONS)}
@@ -515,7 +519,10 @@ async function statusOf(
     return ExitCode.OK;
   }
   const answer = await get(`/v1/locks?${lockQuery(name)}`);
-  if (answer.status !== 404) expectOk(answer);
+  if (answer.status !== 404) {
+    expectOk(answer);
+    await moreHolders(get, name, answer.body as LockView & { holdersNext?: string | null });
+  }
   // A free NAME may still be held back by the delay: the line comes first.
   const delay = await lockDelayOf(get);
   if (!json) out.write(lockDelayText(delay.lockDelay));
@@ -525,6 +532,25 @@ async function statusOf(
   }
   out.write(json ? `${JSON.stringify({ ...label, ...(answer.body as object), ...delay }, null, 2)}\n` : table([answer.body as LockView]));
   return ExitCode.OK;
+}
+
+/**
+ * The rest of one lock's holders (a semaphore's or shared lock's may be
+ * many), following `holdersNext` for at most STATUS_MAX_PAGES pages in
+ * all, appended to `view` (its `holdersNext` then is the last page's).
+ */
+async function moreHolders(get: (path: string) => Promise<OpsAnswer>, name: string, view: LockView & { holdersNext?: string | null }): Promise<void> {
+  if (!Array.isArray(view.holders)) return; // a lockd before semaphores: its one holder
+  const holders = view.holders as HolderView[];
+  for (let n = 1; n < STATUS_MAX_PAGES && typeof view.holdersNext === "string"; n++) {
+    const answer = await get(`/v1/locks?${lockQuery(name)}&limit=1&holdersCursor=${encodeURIComponent(view.holdersNext)}`);
+    // The lock has gone meanwhile: what was read stands.
+    if (answer.status === 404) break;
+    expectOk(answer);
+    const page = answer.body as LockView & { holdersNext?: string | null };
+    holders.push(...page.holders);
+    (view as { holdersNext?: string | null }).holdersNext = page.holdersNext ?? null;
+  }
 }
 
 /** The lock-delay of /readyz as status shows it: a DelayView's fields, as far as it says them. */
@@ -689,27 +715,47 @@ export function roleText(body: RoleOf): string {
 }
 
 
-const HEADER = ["LOCK", "ROLE", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];
+const HEADER = ["LOCK", "ROLE", "MODE", "SLOT", "SESSION", "OWNER", "REMOTE", "TOKEN", "FOR", "LEASE", "SILENT"];
 
-function row(lock: string, role: string, s: HolderView | WaiterView, token: string, forMs: number): string[] {
-  return [lock, role, String(s.session), s.owner === "" ? "-" : s.owner, s.remote || "-", token, humanMs(forMs), humanMs(s.leaseMs), humanMs(s.silentForMs)];
+/** A session's claim as the MODE column shows it: exclusive, shared, or a semaphore's "limit N". */
+function claimMode(shared: boolean | undefined, limit: number): string {
+  return shared === true ? "shared" : limit > 1 ? `limit ${limit}` : "exclusive";
 }
 
-/** A plain aligned table: the holder, then the waiters in queue order, per lock. */
+function row(lock: string, role: string, mode: string, slot: string, s: HolderView | WaiterView, token: string, forMs: number): string[] {
+  return [lock, role, mode, slot, String(s.session), s.owner === "" ? "-" : s.owner, s.remote || "-", token, humanMs(forMs), humanMs(s.leaseMs), humanMs(s.silentForMs)];
+}
+
+/** A lock view's holders, as a lockd before semaphores gives them too (its `holder` alone). */
+function holdersOf(lock: LockView): readonly HolderView[] {
+  return Array.isArray(lock.holders) ? lock.holders : lock.holder === null ? [] : [lock.holder];
+}
+
+const blank = (text: string): string[] => ["", text, ...HEADER.slice(2).map(() => "")];
+
+/**
+ * A plain aligned table, per lock: every holder (oldest first; a
+ * semaphore's with its slot), then the waiters in queue order; MODE is each
+ * session's claim (exclusive, shared, or limit N of a semaphore).
+ */
 export function table(locks: readonly LockView[]): string {
   const rows: string[][] = [HEADER];
   for (const lock of locks) {
     let label = lock.name;
-    if (lock.holder !== null) {
-      rows.push(row(label, "holder", lock.holder, lock.holder.token, lock.holder.heldForMs));
-      label = "";
-    } else {
-      rows.push([label, "(free)", "", "", "", "", "", "", ""]);
+    const limit = typeof lock.limit === "number" ? lock.limit : 1;
+    const holders = holdersOf(lock);
+    if (holders.length === 0) rows.push([label, "(free)", ...HEADER.slice(2).map(() => "")]);
+    for (const h of holders) {
+      const slot = typeof h.slot === "number" ? String(h.slot) : "-";
+      rows.push(row(label, "holder", claimMode(h.shared, limit), slot, h, h.token, h.heldForMs));
       label = "";
     }
-    for (const w of lock.waiters) rows.push(row(label, `waiter ${w.position}`, w, "-", w.waitingForMs));
+    const holding = typeof lock.holding === "number" ? lock.holding : holders.length;
+    if (holding > holders.length) rows.push(blank(`(+${holding - holders.length} more holding)`));
+    label = "";
+    for (const w of lock.waiters) rows.push(row(label, `waiter ${w.position}`, claimMode(w.shared, typeof w.limit === "number" ? w.limit : limit), "-", w, "-", w.waitingForMs));
     const more = lock.waiting - lock.waiters.length;
-    if (more > 0) rows.push(["", `(+${more} more waiting)`, "", "", "", "", "", "", ""]);
+    if (more > 0) rows.push(blank(`(+${more} more waiting)`));
   }
   const widths = HEADER.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n") + "\n";

@@ -6,7 +6,6 @@ import { connectBun } from "./bun-transport.ts";
 import { Claim } from "./claim.ts";
 import { LockRequestError, ServerErrorFrame, WrongShardError } from "./errors.ts";
 import { Lock } from "./lock.ts";
-import { connectNode } from "./node-transport.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
 import { DEFAULT_LOCK_ADDRESS } from "../net/address.ts";
@@ -109,6 +108,13 @@ export interface Held {
   /** The semaphore slot (0 .. limit - 1) of a claim with limit above 1, else null (Lock.slot). */
   readonly slot: number | null;
 }
+
+/**
+ * Node.js's connector (node:net, node:tls), loaded on first use: on Bun,
+ * which connects with connectBun, loading those modules would cost every
+ * `lockd run` about 2.5 ms for nothing.
+ */
+const connectNode: Connector = async (address, tls, events) => (await import("./node-transport.ts")).connectNode(address, tls, events);
 
 /**
  * A lockd client. Connections are per claim (one TCP connection per held or

@@ -8,8 +8,9 @@
  * work that grows with sessions, locks or descriptors in one go: /metrics
  * reads counters and is built at most once per metricsMaxAgeMs, a page of
  * /v1/locks is at most MAX_PAGE locks, a lock view shows at most MAX_PAGE
- * waiters a page (`next` for more), every walk over the lock table or a
- * lock's queue (a listing, a lock view, the /ui page's snapshots and views)
+ * waiters and MAX_PAGE holders a page (`next` and `holdersNext` for more),
+ * every walk over the lock table or a lock's queue or holders (a listing,
+ * a lock view, the /ui page's snapshots and views)
  * goes through one queue doing one slice of `scanSlice` per loop turn in
  * all (slices.ts), each page or view is built in the turn its walk ends,
  * and HEAD of the lock routes builds no body.
@@ -27,13 +28,12 @@
  * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
  * 405 or 409.
  */
-import { isIP } from "node:net";
-import { unbracket } from "../net/address.ts";
+import { isIPv4, isIPv6, unbracket } from "../net/address.ts";
 import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log/logger.ts";
-import { AdminAuth, AuthResult, adminDisabled, describePrecondition, holderChanged, holderPrecondition, parseSessionId } from "./admin.ts";
+import { AdminAuth, AuthResult, adminDisabled, describePrecondition, holderChanged, holderGone, type HolderPrecondition, holderPrecondition, parseSessionId } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
 import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
@@ -42,7 +42,19 @@ import { SliceQueue } from "./slices.ts";
 import { OpsStats, renderMetrics } from "./metrics.ts";
 import type { DelayView } from "../core/delay.ts";
 import type { LockSource, RoleSource } from "./sources.ts";
-import { ascending, decodeCursor, decodeWaiterCursor, type ShardView, shardViewOf, locksPage, TopK, waitersPage } from "./views.ts";
+import {
+  ascending,
+  decodeCursor,
+  decodeHolderCursor,
+  decodeWaiterCursor,
+  holdersPage,
+  holderWithToken,
+  locksPage,
+  type ShardView,
+  shardViewOf,
+  TopK,
+  waitersPage,
+} from "./views.ts";
 import { Board } from "./ui/board.ts";
 
 /** How the ops server's answers name settings. */
@@ -174,23 +186,29 @@ function rawQueryName(query: string): string | null {
   return null;
 }
 
-const PARAMS = { limit: /(?:^|&)limit=([^&]*)/, cursor: /(?:^|&)cursor=([^&]*)/, shard: /(?:^|&)shard=([^&]*)/ } as const;
+const PARAMS = {
+  limit: /(?:^|&)limit=([^&]*)/,
+  cursor: /(?:^|&)cursor=([^&]*)/,
+  shard: /(?:^|&)shard=([^&]*)/,
+  holders: /(?:^|&)holders=([^&]*)/,
+  holdersCursor: /(?:^|&)holdersCursor=([^&]*)/,
+} as const;
 
 /** The raw value of a query parameter, or undefined. */
 function param(query: string, key: keyof typeof PARAMS): string | undefined {
   return PARAMS[key].exec(query)?.[1];
 }
 
-/** `?limit=` (default and most: MAX_PAGE), or -1 when malformed or too large. */
-function parseLimit(query: string): number {
-  const text = param(query, "limit");
+/** `?limit=` (or `?holders=`; default and most: MAX_PAGE), or -1 when malformed or too large. */
+function parseLimit(query: string, key: "limit" | "holders" = "limit"): number {
+  const text = param(query, key);
   if (text === undefined) return MAX_PAGE;
   const limit = /^\d{1,7}$/.test(text) ? Number(text) : -1;
   return limit >= 1 && limit <= MAX_PAGE ? limit : -1;
 }
 
-function badLimit(what: string): HttpReply {
-  return fail(400, "BAD_LIMIT", `limit must be a whole number in 1..${MAX_PAGE} (${what})`);
+function badLimit(what: string, key = "limit"): HttpReply {
+  return fail(400, "BAD_LIMIT", `${key} must be a whole number in 1..${MAX_PAGE} (${what})`);
 }
 
 export class OpsServer {
@@ -218,7 +236,7 @@ export class OpsServer {
    */
   private knowsHost(host: string): boolean {
     const name = unbracket(host.replace(/:\d*$/, "")).toLowerCase().replace(/\.$/, "");
-    if (isIP(name) !== 0 || name === "localhost" || name.endsWith(".localhost")) return true;
+    if (isIPv4(name) || isIPv6(name) || name === "localhost" || name.endsWith(".localhost")) return true;
     return this.allowedHosts.has(name);
   }
 
@@ -470,22 +488,30 @@ export class OpsServer {
   }
 
   /**
-   * One lock: its holder, `waiting`, and a page of its waiters, the first
-   * `limit` after `?cursor=` (a `next` of an earlier view of this lock),
-   * picked by a walk of its queue through the slice queue and built in a
-   * turn of its own, like a page of the listing. HEAD answers the status
-   * and headers only: whether the lock exists is a lookup, and no view is
-   * built.
+   * One lock: its limit and mode, a page of its holders (the first
+   * `holders` after `?holdersCursor=`, a `holdersNext` of an earlier view)
+   * and a page of its waiters (the first `limit` after `?cursor=`, a
+   * `next`), each picked by a walk through the slice queue, and the view
+   * built in a turn of its own, like a page of the listing. HEAD answers
+   * the status and headers only: whether the lock exists is a lookup, and
+   * no view is built.
    */
   private show(encoded: string, query: string, request: HttpRequest, head: boolean): HttpReply | Promise<HttpReply> {
     const idle = this.notActive();
     if (idle !== null) return idle;
     const limit = parseLimit(query);
     if (limit < 0) return badLimit("waiters shown; `waiting` counts them all; follow `next` for more");
+    const holderLimit = parseLimit(query, "holders");
+    if (holderLimit < 0) return badLimit("holders shown; `holding` counts them all; follow `holdersNext` for more", "holders");
     const cursor = param(query, "cursor");
     const after = cursor === undefined || cursor === "" ? null : decodeWaiterCursor(cursor);
     if (after === null && cursor !== undefined && cursor !== "") {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous view of this lock, or none for its first waiters");
+    }
+    const holdersCursor = param(query, "holdersCursor");
+    const holdersAfter = holdersCursor === undefined || holdersCursor === "" ? null : decodeHolderCursor(holdersCursor);
+    if (holdersAfter === null && holdersCursor !== undefined && holdersCursor !== "") {
+      return fail(400, "BAD_CURSOR", "holdersCursor is not one this server gave: pass the `holdersNext` of the previous view of this lock, or none for its first holders");
     }
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
@@ -493,14 +519,18 @@ export class OpsServer {
     // The view is of the source walked: with --coordinator a term can change mid-walk.
     const locks = this.options.locks;
     const walk = locks.queue(name);
-    if (walk === null) return this.noSuchLock(name);
+    const holderWalk = locks.holders(name);
+    if (walk === null || holderWalk === null) return this.noSuchLock(name);
     if (head) return headOnly();
-    return waitersPage(this.slices, walk, after, limit).then((page) => {
-      // A caller gone while the waiters were picked gets no view built.
+    return holdersPage(this.slices, holderWalk, holdersAfter, holderLimit).then((holders) => {
       if (request.aborted) return fail(503, "GONE", "the client went away");
-      const lock = locks.lock(name, performance.now(), 0);
-      if (lock === null) return this.noSuchLock(name);
-      return json(200, { ...lock, waiters: page.waiters, next: page.next, shard: this.shardView });
+      return waitersPage(this.slices, walk, after, limit).then((page) => {
+        // A caller gone while the waiters were picked gets no view built.
+        if (request.aborted) return fail(503, "GONE", "the client went away");
+        const lock = locks.lock(name, performance.now(), 0, 0);
+        if (lock === null) return this.noSuchLock(name);
+        return json(200, { ...lock, holders: holders.holders, holdersNext: holders.next, waiters: page.waiters, next: page.next, shard: this.shardView });
+      });
     });
   }
 
@@ -535,12 +565,15 @@ export class OpsServer {
   }
 
   /**
-   * End the holder of a lock. `?session=ID` and `?token=T` name the holder
-   * meant: another holder (the one named left, and a waiter was promoted
-   * meanwhile) is 409 HOLDER_CHANGED with nothing released. Without them,
-   * whoever holds the lock now is released.
+   * End a holder of a lock. `?session=ID` and `?token=T` name the holder
+   * meant, among all of a semaphore's or shared lock's holders: that one is
+   * released; if none holds so (it left, and a waiter may have been
+   * promoted meanwhile), 409 HOLDER_CHANGED with nothing released. Without
+   * them, the oldest holder (the owner of an exclusive lock) is released.
+   * A token alone is looked for by a walk of the holders through the slice
+   * queue; the holder found is checked again in the turn it is released.
    */
-  private forceRelease(encoded: string, query: string, request: HttpRequest): HttpReply {
+  private forceRelease(encoded: string, query: string, request: HttpRequest): HttpReply | Promise<HttpReply> {
     const denied = this.authorize("force-release", request) ?? this.notActive();
     if (denied !== null) return denied;
     const decoded = decodeLockName(encoded);
@@ -550,29 +583,50 @@ export class OpsServer {
     if ("error" in want) return fail(400, "BAD_PRECONDITION", want.error);
     const misplaced = this.otherShard(name);
     if (misplaced !== null) return misplaced;
+    if (want.session !== null || want.token === null) return this.release(name, want, want.session, request);
+    const walk = this.options.locks.holders(name);
+    if (walk === null) return this.release(name, want, null, request);
+    const token = Number(want.token);
+    // A token beyond what a holder can have is nobody's: no walk.
+    if (!Number.isSafeInteger(token)) return this.release(name, want, null, request);
+    return holderWithToken(this.slices, walk, token).then((session) => {
+      if (request.aborted) return fail(503, "GONE", "the client went away");
+      return this.release(name, want, session === 0 ? null : session, request);
+    });
+  }
+
+  /**
+   * Force-release's act, in one turn: the holder meant (session `target`;
+   * null with a precondition: none found) is checked against `want` and
+   * released, or the answer says why not.
+   */
+  private release(name: string, want: HolderPrecondition, target: number | null, request: HttpRequest): HttpReply {
     const locks = this.options.locks;
     const now = performance.now();
     const asked = describePrecondition(want);
     if (asked !== "") {
       // Looked up and acted on in the same turn of the loop: nothing changes hands in between.
-      const holder = locks.lock(name, now, 0)?.holder ?? null;
-      if (holder === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)} now (not the ${asked} asked for): nothing to release`);
-      const changed = holderChanged(name, holder, want);
+      const lock = locks.lock(name, now, 0, 0);
+      const oldest = lock?.holder ?? null;
+      if (lock === null || oldest === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)} now (not the ${asked} asked for): nothing to release`);
+      const holder = target === null ? null : locks.holderOf(name, target, now);
+      const changed = holder !== null ? holderChanged(name, holder, want) : lock.holding === 1 ? holderChanged(name, oldest, want) : holderGone(name, lock.holding, oldest, want);
       if (changed !== null) {
+        const shown = holder ?? oldest;
         this.options.log.info("admin.target_changed", "admin force-release refused: the holder changed", {
           ...this.who(request),
           action: "force-release",
           lock: name,
           asked,
-          session: holder.session,
-          token: holder.token,
+          session: shown.session,
+          token: shown.token,
         });
-        return json(409, { error: { code: "HOLDER_CHANGED", message: changed }, holder });
+        return json(409, { error: { code: "HOLDER_CHANGED", message: changed }, holder: shown });
       }
     }
-    const done = locks.forceRelease(name, now);
+    const done = locks.forceRelease(name, now, target ?? undefined);
     if (done === null) return fail(404, "NOT_HELD", `nobody holds ${JSON.stringify(name)}: nothing to release`);
-    const { released, promoted } = done;
+    const { released, promoted, promotedCount, holding, waiting } = done;
     this.stats.forceReleases++;
     this.options.log.info("admin.force_release", "admin force-release", {
       ...this.who(request),
@@ -581,8 +635,9 @@ export class OpsServer {
       owner: released.owner,
       token: released.token,
       promoted: promoted?.session ?? null,
+      ...(promotedCount > 1 ? { promotedCount } : {}),
     });
-    return json(200, { lock: name, released, promoted });
+    return json(200, { lock: name, released, promoted, promotedCount, holding, waiting });
   }
 
   private kick(idText: string, query: string, request: HttpRequest): HttpReply {

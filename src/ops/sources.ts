@@ -25,20 +25,42 @@ export interface SessionView {
   readonly silentForMs: number;
 }
 
+/**
+ * What a lock is now: "semaphore" when its limit is above 1; with limit 1,
+ * "shared" when its holders are shared claims (or, with none, its first
+ * waiter is one), else "exclusive".
+ */
+export type LockMode = "exclusive" | "shared" | "semaphore";
+
 export interface HolderView extends SessionView {
   readonly token: string;
   readonly heldForMs: number;
+  /** A semaphore holder's slot (0 .. limit - 1); null for an exclusive or shared holder. */
+  readonly slot: number | null;
+  /** A shared (read) holder. */
+  readonly shared: boolean;
 }
 
 export interface WaiterView extends SessionView {
   /** 1 is the head of the queue: the next owner. */
   readonly position: number;
   readonly waitingForMs: number;
+  /** Its claim: shared, or not; and its limit (1: exclusive or shared; above 1: a semaphore's, the lock's). */
+  readonly shared: boolean;
+  readonly limit: number;
 }
 
 export interface LockView {
   readonly name: string;
+  /** The limit every session of the name claims it with (1: an exclusive or shared lock). */
+  readonly limit: number;
+  readonly mode: LockMode;
+  /** The oldest holder (the owner of an exclusive lock), or null: the first of `holders`. */
   readonly holder: HolderView | null;
+  /** All holders of the lock. */
+  readonly holding: number;
+  /** The first holders, oldest first (at most the view's limit of holders). */
+  readonly holders: HolderView[];
   /** All waiters of the lock. */
   readonly waiting: number;
   /** The first waiters in queue order (at most the view's limit). */
@@ -66,6 +88,28 @@ export interface QueueWalk {
   view(position: number, now: number): WaiterView;
 }
 
+/**
+ * A walk of one lock's holders from the oldest, one per `next()`, for a
+ * page of them (a lock view, and finding a holder by its token). Like a
+ * QueueWalk it is live and may span turns: holders granted meanwhile are
+ * reached at the end (they are appended in grant order, so tokens rise from
+ * the oldest holder to the newest); if the holder it stands on has ended
+ * between two steps, the next step begins again at the oldest and sets
+ * `restarted`. Allocates nothing per step.
+ */
+export interface HolderWalk {
+  /** Step to the next holder; false after the newest (at once if the lock has gone). */
+  next(): boolean;
+  /** Whether the last step began again at the oldest holder (the one stood on had ended). */
+  readonly restarted: boolean;
+  /** The holder stepped to: its session id. */
+  readonly session: number;
+  /** Its fencing token: strictly rising from the oldest holder to the newest. */
+  readonly token: number;
+  /** The holder stepped to as the lock views show it, times relative to `now`. */
+  view(now: number): HolderView;
+}
+
 /** What the operator's page (/ui) sorts its table by. */
 export interface RowKeys {
   readonly name: string;
@@ -91,6 +135,11 @@ export interface HolderLabels {
  * and are the same every later time.
  */
 export interface TableRow extends RowKeys {
+  /** The lock's limit, mode and holder count at that moment. */
+  readonly limit: number;
+  readonly mode: LockMode;
+  readonly holders: number;
+  /** The oldest holder's labels. */
   holder(): HolderLabels | null;
 }
 
@@ -143,10 +192,18 @@ export type KickResult =
   /** It waits for another lock than the one the kick named (nothing was done). */
   | { readonly refused: "elsewhere"; readonly lock: string };
 
-/** A force-release done: the holder ended, and the waiter promoted in its place (null: nobody waited). */
+/**
+ * A force-release done: the holder ended, and the first waiter it let in
+ * (null: none was granted), with the count of waiters granted by it (a
+ * shared batch may be several; 0 or 1 otherwise).
+ */
 export interface ForceReleased {
   readonly released: HolderView;
   readonly promoted: HolderView | null;
+  readonly promotedCount: number;
+  /** The lock's holders and waiters just after (0 and 0: it is free). */
+  readonly holding: number;
+  readonly waiting: number;
 }
 
 /**
@@ -175,14 +232,23 @@ export interface LockSource {
    * start to end is seen once. Allocates nothing per name.
    */
   lockNames(): Iterator<string>;
-  /** One lock with its holder and first `maxWaiters` waiters; null when nobody holds or waits for it. */
-  lock(name: string, now: number, maxWaiters: number): LockView | null;
+  /** One lock with its first `maxHolders` holders and first `maxWaiters` waiters; null when nobody holds or waits for it. */
+  lock(name: string, now: number, maxWaiters: number, maxHolders: number): LockView | null;
   /** A walk of the queue of `name` (QueueWalk); null when nobody holds or waits for it. O(1): nothing is built. */
   queue(name: string): QueueWalk | null;
+  /** A walk of the holders of `name` (HolderWalk); null when nobody holds or waits for it. O(1): nothing is built. */
+  holders(name: string): HolderWalk | null;
+  /** Session `session` as a holder of `name`, or null when it does not hold `name`. O(1). */
+  holderOf(name: string, session: number, now: number): HolderView | null;
   /** The table's rows at `now`, live as lockNames: a row per lock (the /ui snapshot). */
   rows(now: number): Iterator<TableRow>;
-  /** End the holder of `name` with FORCE_RELEASED; the next waiter is promoted. Null when nobody holds it. */
-  forceRelease(name: string, now: number): ForceReleased | null;
+  /**
+   * End a holder of `name` with FORCE_RELEASED: session `session` when
+   * given (null unless it holds `name`), else the oldest holder; the
+   * waiters that fit then are granted. Null when nobody (or not that
+   * session) holds it.
+   */
+  forceRelease(name: string, now: number, session?: number): ForceReleased | null;
   /**
    * End waiting session `id` with KICKED; the others keep their order. With
    * `lock`, only if that is the lock it waits for ("elsewhere" otherwise).

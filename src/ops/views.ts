@@ -7,10 +7,10 @@
  */
 import type { ShardIdentity } from "../shard/identity.ts";
 import { SessionState } from "../core/session.ts";
-import type { HolderLabels, LockSource, LockView, QueueWalk, RowKeys, WaiterView } from "./sources.ts";
+import type { HolderLabels, HolderView, HolderWalk, LockMode, LockSource, LockView, QueueWalk, RowKeys, WaiterView } from "./sources.ts";
 import type { SliceQueue } from "./slices.ts";
 
-export type { HolderView, LockView, SessionView, WaiterView } from "./sources.ts";
+export type { HolderView, LockMode, LockView, SessionView, WaiterView } from "./sources.ts";
 
 /** Live sessions by state. */
 export interface SessionCounts {
@@ -48,8 +48,9 @@ export interface LocksView {
   /**
    * One page of the locks that have a holder or waiters, in name order:
    * the first `limit` names after the cursor. Each lock shows its first
-   * waiters, fewer once the page has shown PAGE_WAITERS of them (`waiting`
-   * always counts all).
+   * LOCK_HOLDERS holders and LOCK_WAITERS waiters, fewer once the page has
+   * shown PAGE_HOLDERS or PAGE_WAITERS of them (`holding` and `waiting`
+   * always count all).
    */
   readonly locks: LockView[];
   /** All such locks now, over every page. */
@@ -63,9 +64,11 @@ export interface LocksView {
   readonly shard?: ShardView;
 }
 
-/** Waiters shown per lock in a page of the list, and over the whole page. */
-const LOCK_WAITERS = 100;
-const PAGE_WAITERS = 1000;
+/** Waiters and holders shown per lock in a page of the list, and over the whole page. */
+export const LOCK_WAITERS = 100;
+export const PAGE_WAITERS = 1000;
+export const LOCK_HOLDERS = 100;
+export const PAGE_HOLDERS = 1000;
 
 /** The opaque cursor that resumes a listing after `name`: its UTF-8 bytes, base64url. */
 function encodeCursor(name: string): string {
@@ -135,10 +138,12 @@ export const ascending = (a: string, b: string): number => (a < b ? -1 : a > b ?
 export function locksPage(source: LockSource, picked: readonly string[], more: boolean, now: number): LocksView {
   const locks: LockView[] = [];
   let budget = PAGE_WAITERS;
+  let holders = PAGE_HOLDERS;
   for (const name of picked) {
-    const view = source.lock(name, now, Math.min(LOCK_WAITERS, budget));
+    const view = source.lock(name, now, Math.min(LOCK_WAITERS, budget), Math.min(LOCK_HOLDERS, holders));
     if (view === null) continue;
     budget -= view.waiters.length;
+    holders -= view.holders.length;
     locks.push(view);
   }
   const next = more && picked.length > 0 ? encodeCursor(picked[picked.length - 1]!) : null;
@@ -245,12 +250,107 @@ export function waitersPage(slices: SliceQueue, walk: QueueWalk, after: WaiterCu
   }));
 }
 
+/** Where a page of a lock's holders resumes: after this holder (its session, and its token). */
+export interface HolderCursor {
+  readonly session: number;
+  readonly token: number;
+}
+
+/** The opaque cursor of a lock view's next page of holders: `hSESSION:TOKEN`, base64url. */
+export function encodeHolderCursor(cursor: HolderCursor): string {
+  return Buffer.from(`h${cursor.session}:${cursor.token}`, "latin1").toString("base64url");
+}
+
+/** The holder a cursor resumes after, or null if it is not a holder cursor this server gives. */
+export function decodeHolderCursor(cursor: string): HolderCursor | null {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(cursor)) return null;
+  const match = /^h([1-9]\d{0,15}):([1-9]\d{0,15})$/.exec(Buffer.from(cursor, "base64url").toString("latin1"));
+  if (match === null) return null;
+  const decoded = { session: Number(match[1]), token: Number(match[2]) };
+  if (!Number.isSafeInteger(decoded.session) || !Number.isSafeInteger(decoded.token)) return null;
+  return encodeHolderCursor(decoded) === cursor ? decoded : null;
+}
+
+/** A page of a lock's holders, as a walk of them picked it. */
+export interface HoldersPage {
+  /** Oldest first. */
+  readonly holders: HolderView[];
+  /** The cursor of the next page, or null when the walk reached the newest holder. */
+  readonly next: string | null;
+}
+
+/**
+ * The holders after `after` (null: from the oldest), at most `limit`,
+ * picked by a walk of them through `slices` (a slice per turn, taking
+ * turns with the other walks; never in the caller's turn). Holders are
+ * kept in grant order and every grant's token is above every earlier one,
+ * so tokens rise along the walk: the page resumes at the first holder whose
+ * token is above the cursor's, and a walk that must begin again at the
+ * oldest (the holder it stood on ended) skips what it has shown by token.
+ * A holder that holds from the first page to the last is shown once.
+ */
+export function holdersPage(slices: SliceQueue, walk: HolderWalk, after: HolderCursor | null, limit: number): Promise<HoldersPage> {
+  const holders: HolderView[] = [];
+  let lastSession = after?.session ?? 0;
+  let lastToken = after?.token ?? 0;
+  let restarts = 0;
+  let more = false;
+  const steps: Iterator<null> = {
+    next(): IteratorResult<null> {
+      if (!walk.next()) return DONE;
+      if (walk.restarted && ++restarts > MAX_RESTARTS) {
+        more = true;
+        return DONE;
+      }
+      // Shown already, or at or before the cursor.
+      if (walk.token <= lastToken) return STEP;
+      if (holders.length === limit) {
+        more = true;
+        return DONE;
+      }
+      holders.push(walk.view(performance.now()));
+      lastSession = walk.session;
+      lastToken = walk.token;
+      return STEP;
+    },
+  };
+  return slices.walk(steps, () => {}).then(() => ({
+    holders,
+    next: more && lastSession !== 0 ? encodeHolderCursor({ session: lastSession, token: lastToken }) : null,
+  }));
+}
+
+/**
+ * The session of the holder whose token is `token`, found by a walk of the
+ * holders through `slices` (it stops at the first token at or above it:
+ * they rise along the walk); 0 when none holds with it. What is found is a
+ * candidate: the caller checks it again in the turn it acts.
+ */
+export function holderWithToken(slices: SliceQueue, walk: HolderWalk, token: number): Promise<number> {
+  let found = 0;
+  let restarts = 0;
+  const steps: Iterator<null> = {
+    next(): IteratorResult<null> {
+      if (!walk.next()) return DONE;
+      if (walk.restarted && ++restarts > MAX_RESTARTS) return DONE;
+      if (walk.token < token) return STEP;
+      if (walk.token === token) found = walk.session;
+      return DONE;
+    },
+  };
+  return slices.walk(steps, () => {}).then(() => found);
+}
+
 const DONE: IteratorResult<null> = { done: true, value: undefined };
 const STEP: IteratorResult<null> = { done: false, value: null };
 
 /** One lock as the page lists it. */
 export interface LockRow extends RowKeys {
-  /** The holder's session, owner label, address and token; 0, "", "", "" when nobody holds it. */
+  /** The lock's limit, mode and holder count. */
+  readonly limit: number;
+  readonly mode: LockMode;
+  readonly holders: number;
+  /** The oldest holder's session, owner label, address and token; 0, "", "", "" when nobody holds it. */
   readonly session: number;
   readonly owner: string;
   readonly remote: string;
@@ -258,10 +358,13 @@ export interface LockRow extends RowKeys {
 }
 
 /** A snapshot row as the page shows it: the same holder in every view of that snapshot (the source's row reads it once). */
-export function shownRow(row: RowKeys & { holder(): HolderLabels | null }): LockRow {
+export function shownRow(row: RowKeys & { readonly limit: number; readonly mode: LockMode; readonly holders: number; holder(): HolderLabels | null }): LockRow {
   const holder = row.holder();
   return {
     name: row.name,
+    limit: row.limit,
+    mode: row.mode,
+    holders: row.holders,
     session: holder === null ? 0 : holder.session,
     owner: holder === null ? "" : holder.owner,
     remote: holder === null ? "" : holder.remote,

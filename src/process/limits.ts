@@ -14,6 +14,7 @@
  */
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { readFileSync } from "node:fs";
+import { LIBC_NAMES } from "./libc.ts";
 
 /**
  * The descriptors kept beside sessions, so that the lock listener can
@@ -84,12 +85,6 @@ export function openFileLimit(opsConnections = DEFAULT_OPS_CONNECTIONS): OpenFil
 
 /** RLIMIT_NOFILE by platform. */
 const RLIMIT_NOFILE: Record<string, number> = { linux: 7, darwin: 8, freebsd: 8 };
-/** The C libraries tried (the list of tokens/dir-lock.ts): glibc, musl (Alpine), macOS, FreeBSD. */
-const LIBC_NAMES: Record<string, readonly string[]> = {
-  linux: ["libc.so.6", "libc.musl-x86_64.so.1", "libc.musl-aarch64.so.1", "/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1", "libc.so"],
-  darwin: ["libc.dylib", "/usr/lib/libSystem.B.dylib"],
-  freebsd: ["libc.so.7"],
-};
 /** macOS refuses a soft limit above OPEN_MAX for some callers (and RLIM_INFINITY always): the fallback there. */
 const DARWIN_OPEN_MAX = 10_240n;
 

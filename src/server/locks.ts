@@ -6,9 +6,23 @@
  * /metrics scrapes, the /ui board's snapshots and the session log call it.
  */
 import type { Engine } from "../core/engine.ts";
-import { type Lock, type Session, SessionState } from "../core/session.ts";
+import { type Lock, type Session, SessionState, SHARED_CLAIM } from "../core/session.ts";
 import { peerOf } from "../net/peer.ts";
-import type { ForceReleased, HolderLabels, HolderView, KickResult, LockCounters, LockSource, LockView, QueueWalk, SessionView, TableRow, WaiterView } from "../ops/sources.ts";
+import type {
+  ForceReleased,
+  HolderLabels,
+  HolderView,
+  HolderWalk,
+  KickResult,
+  LockCounters,
+  LockMode,
+  LockSource,
+  LockView,
+  QueueWalk,
+  SessionView,
+  TableRow,
+  WaiterView,
+} from "../ops/sources.ts";
 import type { Conn } from "./conn.ts";
 
 /** A session's peer as HOST:PORT ([HOST]:PORT for IPv6); "" once its socket is gone. */
@@ -29,19 +43,50 @@ function sessionView(session: Session<Conn>, now: number): SessionView {
 }
 
 function holderView(session: Session<Conn>, now: number): HolderView {
-  return { ...sessionView(session, now), token: String(session.token), heldForMs: ms(now - session.grantedAt) };
+  return {
+    ...sessionView(session, now),
+    token: String(session.token),
+    heldForMs: ms(now - session.grantedAt),
+    slot: session.slot >= 0 ? session.slot : null,
+    shared: session.slot === SHARED_CLAIM,
+  };
 }
 
 function waiterView(session: Session<Conn>, position: number, now: number): WaiterView {
-  return { ...sessionView(session, now), position, waitingForMs: ms(now - session.acquiredAt) };
+  return {
+    ...sessionView(session, now),
+    position,
+    waitingForMs: ms(now - session.acquiredAt),
+    shared: session.slot === SHARED_CLAIM,
+    limit: session.lock?.limit ?? 1,
+  };
 }
 
-/** A lock, its holder and its first `maxWaiters` waiters. */
-function lockView(lock: Lock<Conn>, now: number, maxWaiters: number): LockView {
+/** What a lock is now (LockMode): a semaphore by its limit; with limit 1, shared when its holders (or, with none, its first waiter) are. */
+export function modeOf(lock: Lock<Conn>): LockMode {
+  if (lock.limit > 1) return "semaphore";
+  const first = lock.holdHead ?? lock.head;
+  return first !== null && first.slot === SHARED_CLAIM ? "shared" : "exclusive";
+}
+
+/** A lock, its first `maxHolders` holders (oldest first) and its first `maxWaiters` waiters. */
+function lockView(lock: Lock<Conn>, now: number, maxWaiters: number, maxHolders: number): LockView {
+  const holders: HolderView[] = [];
+  for (let s = lock.holdHead; s !== null && holders.length < maxHolders; s = s.queueNext) holders.push(holderView(s, now));
   const waiters: WaiterView[] = [];
   let position = 0;
   for (let s = lock.head; s !== null && position < maxWaiters; s = s.queueNext) waiters.push(waiterView(s, ++position, now));
-  return { name: lock.name, holder: lock.owner === null ? null : holderView(lock.owner, now), waiting: lock.waiting, waiters };
+  const oldest = lock.holdHead;
+  return {
+    name: lock.name,
+    limit: lock.limit,
+    mode: modeOf(lock),
+    holder: oldest === null ? null : (holders[0] ?? holderView(oldest, now)),
+    holding: lock.holders,
+    holders,
+    waiting: lock.waiting,
+    waiters,
+  };
 }
 
 /** A waiting session's place in its queue (1 = head), 0 if it is not waiting. */
@@ -92,12 +137,51 @@ class Walk implements QueueWalk {
   }
 }
 
+/**
+ * A walk of a lock's holders that may span turns (HolderWalk): before each
+ * step it checks that the holder it stands on still holds this lock (a
+ * holder leaves the list only by ending, and never comes back), else it
+ * starts again at the oldest.
+ */
+class Holders implements HolderWalk {
+  private at: Session<Conn> | null = null;
+  private ended = false;
+  restarted = false;
+
+  constructor(private readonly lock: Lock<Conn>) {}
+
+  next(): boolean {
+    if (this.ended) return false;
+    const at = this.at;
+    this.restarted = at !== null && !(at.state === SessionState.OWNER && at.lock === this.lock);
+    const step = at === null || this.restarted ? this.lock.holdHead : at.queueNext;
+    this.at = step;
+    this.ended = step === null;
+    return step !== null;
+  }
+
+  get session(): number {
+    return this.at?.id ?? 0;
+  }
+
+  get token(): number {
+    return this.at?.token ?? 0;
+  }
+
+  view(now: number): HolderView {
+    return holderView(this.at!, now);
+  }
+}
+
 /** One lock of a /ui snapshot: sort keys at the snapshot's moment, the holder then, its labels read once when shown. */
 class Row implements TableRow {
   readonly name: string;
   readonly heldForMs: number;
   readonly waiting: number;
   readonly oldestWaitMs: number;
+  readonly limit: number;
+  readonly mode: LockMode;
+  readonly holders: number;
   private owner: Session<Conn> | null;
   private labels: HolderLabels | null = null;
 
@@ -109,6 +193,9 @@ class Row implements TableRow {
     this.heldForMs = owner === null ? -1 : ms(now - owner.grantedAt);
     this.waiting = lock.waiting;
     this.oldestWaitMs = head === null ? -1 : ms(now - head.acquiredAt);
+    this.limit = lock.limit;
+    this.mode = modeOf(lock);
+    this.holders = lock.holders;
   }
 
   holder(): HolderLabels | null {
@@ -124,8 +211,8 @@ class Row implements TableRow {
 /** What the lock server does beyond the engine for the two admin actions and the connection count. */
 export interface LockShell {
   readonly connectionCount: number;
-  /** End the owner of `name` (the server measures the handover); the ended session, or null. */
-  forceRelease(name: string, now: number): Session<Conn> | null;
+  /** End holder `session` of `name`, or its oldest (the server measures the handover); the ended session, or null. */
+  forceRelease(name: string, now: number, session?: number): Session<Conn> | null;
   kick(id: number, now: number): Session<Conn> | null;
 }
 
@@ -133,7 +220,7 @@ export interface LockShell {
 function bare(engine: Engine<Conn>): LockShell {
   return {
     connectionCount: 0,
-    forceRelease: (name, now) => engine.forceRelease(name, now),
+    forceRelease: (name, now, session) => engine.forceRelease(name, now, session),
     kick: (id, now) => engine.kick(id, now),
   };
 }
@@ -181,9 +268,26 @@ export class EngineLocks implements LockSource {
     return this.engine.locks.keys();
   }
 
-  lock(name: string, now: number, maxWaiters: number): LockView | null {
+  lock(name: string, now: number, maxWaiters: number, maxHolders: number): LockView | null {
     const lock = this.engine.locks.get(name);
-    return lock === undefined ? null : lockView(lock, now, maxWaiters);
+    return lock === undefined ? null : lockView(lock, now, maxWaiters, maxHolders);
+  }
+
+  holders(name: string): HolderWalk | null {
+    const lock = this.engine.locks.get(name);
+    return lock === undefined ? null : new Holders(lock);
+  }
+
+  holderOf(name: string, session: number, now: number): HolderView | null {
+    const holder = this.holding(name, session);
+    return holder === null ? null : holderView(holder, now);
+  }
+
+  /** Session `id` if it holds `name`, else null. */
+  private holding(name: string, id: number): Session<Conn> | null {
+    const session = this.engine.sessions.get(id);
+    if (session === undefined || session.state !== SessionState.OWNER || session.lock === null || session.lock.name !== name) return null;
+    return session.lock === this.engine.locks.get(name) ? session : null;
   }
 
   queue(name: string): QueueWalk | null {
@@ -201,13 +305,20 @@ export class EngineLocks implements LockSource {
     };
   }
 
-  forceRelease(name: string, now: number): ForceReleased | null {
-    const owner = this.engine.locks.get(name)?.owner ?? null;
-    if (owner === null) return null;
-    const released = holderView(owner, now);
-    this.shell.forceRelease(name, now);
-    const next = this.engine.locks.get(name)?.owner ?? null;
-    return { released, promoted: next === null ? null : holderView(next, performance.now()) };
+  forceRelease(name: string, now: number, session?: number): ForceReleased | null {
+    const lock = this.engine.locks.get(name);
+    if (lock === undefined) return null;
+    const holder = session === undefined ? lock.owner : this.holding(name, session);
+    if (holder === null) return null;
+    const released = holderView(holder, now);
+    // The queue grants from its head: if this release lets anyone in, the head now is the first.
+    const head = lock.head;
+    const stats = this.engine.stats;
+    const before = stats.grantsPromoted + stats.grantsImmediate;
+    this.shell.forceRelease(name, now, holder.id);
+    const promotedCount = stats.grantsPromoted + stats.grantsImmediate - before;
+    const promoted = head !== null && head.state === SessionState.OWNER && head.lock === lock ? holderView(head, performance.now()) : null;
+    return { released, promoted, promotedCount, holding: lock.holders, waiting: lock.waiting };
   }
 
   kick(id: number, now: number, lock?: string): KickResult {

@@ -164,7 +164,7 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
       get connectionCount() {
         return server.connections;
       },
-      forceRelease: (name, now) => this.forceRelease(name, now),
+      forceRelease: (name, now, session) => this.forceRelease(name, now, session),
       kick: (id, now) => this.engine.kick(id, now),
     });
     this.delay = options.delay ?? null;
@@ -297,10 +297,14 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
 
   // --- admin actions (the ops server's, through `locks`) -------------------------------
 
-  /** End the owner of `name` with FORCE_RELEASED at `now` (ms); the next waiter is promoted, and the handover measured. */
-  private forceRelease(name: string, now: number): Session<Conn> | null {
+  /**
+   * End holder `session` of `name` (without it, the oldest holder) with
+   * FORCE_RELEASED at `now` (ms); the waiters that fit are promoted, and the
+   * handover measured.
+   */
+  private forceRelease(name: string, now: number, session?: number): Session<Conn> | null {
     const promoted = this.engine.stats.grantsPromoted;
-    const ended = this.engine.forceRelease(name, now);
+    const ended = this.engine.forceRelease(name, now, session);
     this.handedOver(promoted, now);
     return ended;
   }

@@ -20,11 +20,24 @@
  * lexicographically is comparing the big-endian integers, so no 64-bit
  * arithmetic is needed.
  */
-import { createHash } from "node:crypto";
+import type { Hash } from "node:crypto";
+import { createRequire } from "node:module";
 import { AddressError } from "../net/address.ts";
 import { shardNameProblem, type ServerMap } from "./map.ts";
 
 const encoder = new TextEncoder();
+
+/**
+ * node:crypto's createHash, loaded on first use: importing node:crypto costs
+ * a Bun process about 2.5 ms (compiled, Bun 1.4), where `lockd run` and the
+ * server hash with Bun.SHA256 and most clients have one shard and hash
+ * nothing.
+ */
+let nodeCreateHash: ((algorithm: string) => Hash) | undefined;
+function createHash(algorithm: string): Hash {
+  nodeCreateHash ??= (createRequire(import.meta.url)("node:crypto") as typeof import("node:crypto")).createHash;
+  return nodeCreateHash(algorithm);
+}
 
 /** The 8-byte weight of `lock` on `shard` (big-endian). */
 export function weightBytes(shard: string, lock: string | Uint8Array): Uint8Array {

@@ -25,10 +25,10 @@ describe("lockd status", () => {
     expect(all.code).toBe(0);
     const lines = all.out.trimEnd().split("\n");
     expect(lines[0]).toBe("2 locks; sessions: 2 holding, 1 waiting, 0 connecting");
-    expect(lines[1]).toMatch(/^LOCK\s+ROLE\s+SESSION\s+OWNER\s+REMOTE\s+TOKEN\s+FOR\s+LEASE\s+SILENT$/);
-    expect(lines[2]).toMatch(new RegExp(`^jobs/nightly\\s+holder\\s+\\d+\\s+host-a/1\\s+127\\.0\\.0\\.1:\\d+\\s+${a.frames[0]!.token}\\s+\\S+\\s+30s\\s+\\S+$`));
-    expect(lines[3]).toMatch(/^\s+waiter 1\s+\d+\s+host-b\/2\s+127\.0\.0\.1:\d+\s+-\s/);
-    expect(lines[4]).toMatch(/^other\s+holder\s+\d+\s+host-c\/3\s/);
+    expect(lines[1]).toMatch(/^LOCK\s+ROLE\s+MODE\s+SLOT\s+SESSION\s+OWNER\s+REMOTE\s+TOKEN\s+FOR\s+LEASE\s+SILENT$/);
+    expect(lines[2]).toMatch(new RegExp(`^jobs/nightly\\s+holder\\s+exclusive\\s+-\\s+\\d+\\s+host-a/1\\s+127\\.0\\.0\\.1:\\d+\\s+${a.frames[0]!.token}\\s+\\S+\\s+30s\\s+\\S+$`));
+    expect(lines[3]).toMatch(/^\s+waiter 1\s+exclusive\s+-\s+\d+\s+host-b\/2\s+127\.0\.0\.1:\d+\s+-\s/);
+    expect(lines[4]).toMatch(/^other\s+holder\s+exclusive\s+-\s+\d+\s+host-c\/3\s/);
 
     const one = await runCli(["status", "jobs/nightly"], { LOCKD_OPS: opsAddr });
     expect(one.code).toBe(0);

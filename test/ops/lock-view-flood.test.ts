@@ -141,10 +141,19 @@ function rowsPerTurn(ops: TestDaemon): { readonly max: number; stop(): void } {
   setImmediate(tick);
   const lock = source.lock.bind(source);
   const queue = source.queue.bind(source);
-  source.lock = (name, now, maxWaiters) => {
-    const view = lock(name, now, maxWaiters);
-    if (view !== null) count(view.waiters.length + (view.holder === null ? 0 : 1));
+  const holders = source.holders.bind(source);
+  source.lock = (name, now, maxWaiters, maxHolders) => {
+    const view = lock(name, now, maxWaiters, maxHolders);
+    if (view !== null) count(view.waiters.length + Math.max(view.holders.length, view.holder === null ? 0 : 1));
     return view;
+  };
+  source.holders = (name) => {
+    const walk = holders(name);
+    if (walk !== null) {
+      const view = walk.view.bind(walk);
+      walk.view = (now) => (count(1), view(now));
+    }
+    return walk;
   };
   source.queue = (name) => {
     const walk = queue(name);

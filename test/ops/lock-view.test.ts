@@ -58,7 +58,7 @@ describe("the lock view's waiters in pages", () => {
     await using ops = startDaemon();
     const { holder, waiters } = await queue(ops, "jobs/a", 5);
     const all = await view(ops, "/v1/locks/jobs%2Fa");
-    expect(Object.keys(all).sort()).toEqual(["holder", "name", "next", "shard", "waiters", "waiting"]);
+    expect(Object.keys(all).sort()).toEqual(["holder", "holders", "holdersNext", "holding", "limit", "mode", "name", "next", "shard", "waiters", "waiting"]);
     expect(all.name).toBe("jobs/a");
     expect(all.waiting).toBe(5);
     expect(all.waiters.map((w) => w.owner)).toEqual(["w0", "w1", "w2", "w3", "w4"]);
@@ -173,7 +173,7 @@ class FakeQueue {
         return at!.queuedAt;
       },
       view(position: number): WaiterView {
-        return { session: at!.session, owner: "", remote: "", leaseMs: 0, silentForMs: 0, position, waitingForMs: 0 };
+        return { session: at!.session, owner: "", remote: "", leaseMs: 0, silentForMs: 0, position, waitingForMs: 0, shared: false, limit: 1 };
       },
     };
     return walk;
@@ -279,9 +279,9 @@ describe("HEAD of the lock routes", () => {
     // Not there, or a bad request: the same status as GET.
     expect((await fetch(ops.url("/v1/locks/none"), { method: "HEAD" })).status).toBe(404);
     expect((await fetch(ops.url("/v1/locks/h?limit=0"), { method: "HEAD" })).status).toBe(400);
-    // GET still walks.
+    // GET still walks: its holders, then its waiters.
     expect((await ops.get("/v1/locks/h")).status).toBe(200);
-    expect(walks).toBe(1);
+    expect(walks).toBe(2);
     for (const p of [holder, ...waiters]) p.end();
   });
 });

@@ -350,7 +350,7 @@ test("a row shows the holder of the snapshot's moment, in a view built after the
   expect(b.snapshotsBuilt).toBe(1);
   expect(b.viewsBuilt).toBe(2);
   for (const row of [before, after]) {
-    expect(Object.keys(row)).toEqual(["name", "session", "owner", "remote", "token", "heldForMs", "waiting", "oldestWaitMs"]);
+    expect(Object.keys(row)).toEqual(["name", "limit", "mode", "holders", "session", "owner", "remote", "token", "heldForMs", "waiting", "oldestWaitMs"]);
     expect(row).toMatchObject({ name: "busy", session: holder.session!.id, owner: "holder-1", token, heldForMs: 100, waiting: 1, oldestWaitMs: 0 });
   }
   expect(after.remote).toBe(before.remote);

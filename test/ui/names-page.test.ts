@@ -191,7 +191,7 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page: names, links, icon
     await b.until(() => b.frames[2], 10_000, "B's ERROR");
     await page.waitForFunction(() => document.getElementById("message")?.textContent?.startsWith("Force-released"));
     // Since: at most the view of the lock, free now (404), and the console's line for it.
-    for (const problem of problems.slice(2)) expect(problem).toMatch(/^404 .*\/v1\/locks\?name=deploy%2Fprod&limit=100$|status of 404/);
+    for (const problem of problems.slice(2)) expect(problem).toMatch(/^404 .*\/v1\/locks\?name=deploy%2Fprod&limit=100&holders=100$|status of 404/);
     await page.close();
   }, 60_000);
 

@@ -5,8 +5,8 @@
  * then default. Every bad value is reported, one line each, naming where it
  * came from, before anything starts.
  */
-import type { z } from "zod";
-import { placeholderOf } from "./values.ts";
+import { ConfigError } from "../errors.ts";
+import { placeholderOf, type ValueOf, type ValueSchema } from "./text.ts";
 
 export interface OptionSpec {
   /** --flag */
@@ -16,7 +16,8 @@ export interface OptionSpec {
   /** Default as the user would type it; undefined when there is none. */
   readonly default?: string;
   readonly help: string;
-  readonly schema: z.ZodType<unknown, string>;
+  /** How the text is parsed: a zod schema (serve's, values.ts) or a text.ts one (client commands'). */
+  readonly schema: ValueSchema<unknown> & object;
   /** Placeholder in --help (default: the schema's kind, e.g. DURATION). */
   readonly value?: string;
 }
@@ -25,15 +26,10 @@ export type OptionTable = Record<string, OptionSpec>;
 
 /** The parsed value of every option of a table. */
 export type Options<T extends OptionTable> = {
-  -readonly [K in keyof T]: T[K]["default"] extends string ? z.output<T[K]["schema"]> : z.output<T[K]["schema"]> | undefined;
+  -readonly [K in keyof T]: T[K]["default"] extends string ? ValueOf<T[K]["schema"]> : ValueOf<T[K]["schema"]> | undefined;
 };
 
-export class ConfigError extends Error {
-  constructor(readonly problems: readonly string[]) {
-    super(problems.join("\n"));
-    this.name = "ConfigError";
-  }
-}
+export { ConfigError };
 
 export interface Parsed<T extends OptionTable> {
   readonly options: Options<T>;

@@ -9,6 +9,8 @@
   const INTERVAL_MS = 1000;
   const ROWS = 200;
   const QUEUE = 100;
+  /** Holders listed in the detail panel (a semaphore's or shared lock's may be many; the count says how many in all). */
+  const HOLDERS = 100;
   /** Owner labels up to this many characters are never wrapped in the queue table (longer ones wrap anywhere). */
   const SHORT_OWNER = 32;
   const $ = (id) => document.getElementById(id);
@@ -287,6 +289,21 @@
     $("lock-delay-text").textContent = delayText(view, view.remainingMs - (performance.now() - state.delayAt));
   }
 
+  /**
+   * The table's Holders cell: the count and the mode in one ("1 exclusive",
+   * "3 shared", "semaphore 2/3"), the whole in words on hover.
+   */
+  function holdersCell(row, held) {
+    const count = typeof row.holders === "number" ? row.holders : held ? 1 : 0;
+    const mode = row.mode === "semaphore" || row.mode === "shared" ? row.mode : "exclusive";
+    const text = mode === "semaphore" ? `semaphore ${number(count)}/${number(row.limit)}` : `${number(count)} ${mode}`;
+    const title = mode === "semaphore" ? `a semaphore of ${number(row.limit)}: ${number(count)} holding` : `${mode === "shared" ? "a shared lock" : "an exclusive lock"}: ${number(count)} holding`;
+    const cell = el("td", { textContent: text, title, className: "mode" });
+    cell.dataset.mode = mode;
+    cell.dataset.holders = String(count);
+    return cell;
+  }
+
   function renderRows(board) {
     const locks = board.locks;
     const rows = [];
@@ -304,6 +321,7 @@
         el("td", { textContent: row.token }),
         el("td", { textContent: number(row.waiting) }),
         el("td", { textContent: duration(row.oldestWaitMs) }),
+        holdersCell(row, held),
       );
       tr.dataset.lock = row.name;
       if (row.name === state.selected) tr.classList.add("selected");
@@ -430,7 +448,7 @@
   async function refreshDetail() {
     const name = state.selected;
     if (name === null || !state.serving) return;
-    const { status, body } = await getJson(`/v1/locks?name=${encodeURIComponent(name)}&limit=${QUEUE}`);
+    const { status, body } = await getJson(`/v1/locks?name=${encodeURIComponent(name)}&limit=${QUEUE}&holders=${HOLDERS}`);
     if (name !== state.selected) return;
     const holder = $("d-holder");
     if (status === 404) {
@@ -443,32 +461,7 @@
       holder.replaceChildren(el("p", { className: "none", textContent: `Could not read the lock (HTTP ${status}).` }));
       return;
     }
-    const h = body.holder;
-    if (h === null) {
-      holder.replaceChildren(el("p", { className: "none", textContent: "Free: nobody holds it (its next waiter is being granted)." }));
-    } else {
-      const release = el("button", { type: "button", className: "danger", textContent: "Force-release" });
-      // The action names the holder the dialog shows: if it has gone meanwhile, the server releases nobody (409).
-      release.addEventListener("click", () =>
-        ask(["Force-release ", ...quotedName(body.name), `, held by session ${h.session} with token ${h.token} (${quoted(h.owner)}, ${h.remote})? The holder gets ERROR FORCE_RELEASED and the next waiter is granted.`], {
-          kind: "force-release",
-          url: `/v1/locks/force-release?name=${encodeURIComponent(body.name)}&session=${h.session}&token=${encodeURIComponent(h.token)}`,
-        }),
-      );
-      const facts = [
-        ["Holder", `session ${h.session}`],
-        ["Owner", shown(h.owner)],
-        ["Address", h.remote],
-        ["Token", h.token],
-        ["Held for", duration(h.heldForMs)],
-        ["Silent for", duration(h.silentForMs)],
-        ["Lease", duration(h.leaseMs)],
-      ];
-      const dl = el("dl", { className: "holder" });
-      for (const [term, value] of facts) dl.append(el("dt", { textContent: term }), el("dd", { textContent: value }));
-      dl.dataset.session = String(h.session);
-      holder.replaceChildren(dl, release);
-    }
+    renderHolders(body);
     const listed = body.waiters.length;
     $("d-count").textContent = listed < body.waiting ? `(first ${number(listed)} of ${number(body.waiting)} waiters)` : `(${number(body.waiting)} waiting)`;
     const rows = body.waiters.map((w) => {
@@ -489,12 +482,77 @@
         el("td", { textContent: w.remote, className: "addr" }),
         el("td", { textContent: duration(w.waitingForMs) }),
         el("td", { textContent: duration(w.leaseMs) }),
+        el("td", { textContent: claimText(w) }),
         el("td", null, kick),
       );
       tr.dataset.session = String(w.session);
+      tr.dataset.mode = claimText(w);
       return tr;
     });
     $("d-queue").replaceChildren(...rows);
+  }
+
+  /** A lock's mode as the page words it: "exclusive", "shared", "semaphore of N". */
+  function modeText(mode, limit) {
+    if (mode === "semaphore") return `semaphore of ${number(limit)}`;
+    return mode === "shared" ? "shared" : "exclusive";
+  }
+
+  /** A waiter's claim: shared, exclusive, or a semaphore's limit. */
+  const claimText = (w) => (w.shared === true ? "shared" : w.limit > 1 ? `limit ${number(w.limit)}` : "exclusive");
+
+  /** A holder's place: its slot (a semaphore's), "shared", or "—" (the exclusive holder). */
+  const placeText = (h) => (typeof h.slot === "number" ? String(h.slot) : h.shared === true ? "shared" : "—");
+
+  /**
+   * The detail panel's holders: the lock's mode and count, then a row per
+   * holder (oldest first, the first HOLDERS of them), each with its own
+   * force-release naming that holder's session and token.
+   */
+  function renderHolders(body) {
+    const holder = $("d-holder");
+    const holders = Array.isArray(body.holders) ? body.holders : body.holder === null ? [] : [body.holder];
+    const holding = typeof body.holding === "number" ? body.holding : holders.length;
+    const mode = el("p", { id: "d-mode", className: "mode" }, modeText(body.mode, body.limit));
+    if (holding === 0) {
+      holder.replaceChildren(mode, el("p", { className: "none", textContent: "Free: nobody holds it (its next waiter is being granted)." }));
+      return;
+    }
+    mode.append(holders.length < holding ? ` · first ${number(holders.length)} of ${number(holding)} holders` : ` · ${number(holding)} holding`);
+    const several = holding > 1;
+    const rows = holders.map((h) => {
+      const release = el("button", { type: "button", className: "danger", textContent: "Force-release" });
+      const place = typeof h.slot === "number" ? `, slot ${h.slot}` : h.shared === true ? ", shared" : "";
+      const after = several
+        ? "The holder gets ERROR FORCE_RELEASED; the other holders keep the lock, and the waiters that fit then are granted."
+        : "The holder gets ERROR FORCE_RELEASED and the next waiter is granted.";
+      // The action names the holder the dialog shows: if it has gone meanwhile, the server releases nobody (409).
+      release.addEventListener("click", () =>
+        ask(["Force-release ", ...quotedName(body.name), `, held by session ${h.session}${place} with token ${h.token} (${quoted(h.owner)}, ${h.remote})? ${after}`], {
+          kind: "force-release",
+          url: `/v1/locks/force-release?name=${encodeURIComponent(body.name)}&session=${h.session}&token=${encodeURIComponent(h.token)}`,
+        }),
+      );
+      const tr = el(
+        "tr",
+        null,
+        el("td", { textContent: placeText(h) }),
+        el("td", { textContent: String(h.session) }),
+        el("td", { textContent: shown(h.owner), className: h.owner.length <= SHORT_OWNER ? "label short" : "label" }),
+        el("td", { textContent: h.remote, className: "addr" }),
+        el("td", { textContent: h.token }),
+        el("td", { textContent: duration(h.heldForMs) }),
+        el("td", null, release),
+      );
+      // Its lease and silence, on hover: the row stays narrow enough for the panel.
+      tr.title = `lease ${duration(h.leaseMs)} · silent for ${duration(h.silentForMs)}`;
+      tr.dataset.session = String(h.session);
+      tr.dataset.token = h.token;
+      return tr;
+    });
+    const head = el("tr", null, ...["Slot", "Session", "Owner", "Address", "Token", "Held for", ""].map((t) => el("th", { textContent: t })));
+    const table = el("table", { id: "d-holders", className: "holders" }, el("thead", null, head), el("tbody", null, ...rows));
+    holder.replaceChildren(mode, el("div", { className: "holders-wrap" }, table));
   }
 
   // ---- actions -----------------------------------------------------------
@@ -533,7 +591,15 @@
     }
     if (response.ok && body !== null) {
       if (action.kind === "force-release") {
-        const next = body.promoted === null ? "nobody was waiting" : `session ${body.promoted.session} (${quoted(body.promoted.owner)}) now holds it`;
+        const more = body.promotedCount > 1 ? ` (and ${number(body.promotedCount - 1)} more granted with it)` : "";
+        const next =
+          body.promoted !== null
+            ? `session ${body.promoted.session} (${quoted(body.promoted.owner)}) now holds it${more}`
+            : body.holding > 0
+              ? `${number(body.holding)} other holder${body.holding === 1 ? "" : "s"} still hold${body.holding === 1 ? "s" : ""} it`
+              : body.waiting > 0
+                ? "no waiter was granted yet"
+                : "nobody was waiting";
         showMessage(["Force-released ", ...quotedName(body.lock), ` from session ${body.released.session}: ${next}.`], false);
       } else {
         showMessage([`Kicked session ${body.kicked.session} from the queue of `, ...quotedName(body.lock), "."], false);
