@@ -64,7 +64,7 @@ const USAGE =
 function wholeNumber(flag: string, raw: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const n = Number(raw);
   if (raw === undefined || raw === "" || !Number.isInteger(n) || n < min || n > max) {
-    throw new Error(`${flag} needs a whole number ${min}..${max}, got ${raw ?? "nothing"}`);
+    throw new Error(`${flag} needs a whole number ${min}..${max}, got ${raw === undefined || raw === "" ? "nothing" : raw}`);
   }
   return n;
 }
