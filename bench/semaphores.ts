@@ -14,6 +14,12 @@
  *    bench/lib/server-child.ts, so its own src/) and against the bare relay.
  *    The bytes on the wire are the same for both builds (an exclusive claim
  *    carries no LIMIT option).
+ * 1b. engine: the same exclusive claim and handover in the engine alone
+ *    (src/core of each tree, loaded side by side into this process; virtual
+ *    clock, output dropped), in batches the trees take in turn: the code
+ *    that changed, without the loopback's noise; and this build's semaphore
+ *    handover and shared batches the same way (each close must grant within
+ *    the call: one loop turn of the server).
  * 2. semaphore: a name with limit N (--limit, default 4) has N holders and
  *    one waiter; one holder closes (FIN) and the waiter's ACQUIRED is timed,
  *    against an exclusive handover on the same server, interleaved.
@@ -30,7 +36,7 @@
  *
  * Usage: bun bench/semaphores.ts [--baseline DIR] [--samples 300] [--batch-samples 100]
  *   [--limit 4] [--batches 1,10,100] [--rounds 2] [--core-sessions 1000000]
- *   [--only exclusive,semaphore,shared,memory]
+ *   [--only exclusive,engine,semaphore,shared,memory]
  */
 import type { Subprocess } from "bun";
 import { existsSync } from "node:fs";
@@ -43,7 +49,7 @@ import { ratio, summarize, table, us, type Summary } from "./lib/stats.ts";
 
 const HOST = "127.0.0.1";
 const BLOCK = 10; // samples per side before switching
-const SECTIONS = ["exclusive", "semaphore", "shared", "memory"] as const;
+const SECTIONS = ["exclusive", "engine", "semaphore", "shared", "memory"] as const;
 type Section = (typeof SECTIONS)[number];
 
 export interface BenchArgs {
@@ -59,7 +65,7 @@ export interface BenchArgs {
 }
 
 const USAGE =
-  "use --baseline DIR, --samples N, --batch-samples N, --limit N, --batches K,K,..., --rounds N, --core-sessions N, --only exclusive,semaphore,shared,memory";
+  "use --baseline DIR, --samples N, --batch-samples N, --limit N, --batches K,K,..., --rounds N, --core-sessions N, --only exclusive,engine,semaphore,shared,memory";
 
 function wholeNumber(flag: string, raw: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const n = Number(raw);
@@ -257,6 +263,155 @@ function exclusiveTable(rows: readonly Row[]): string {
   );
 }
 
+// --- 1b. the same paths in the engine alone (src/core of each tree, one process) ---
+
+/** What this bench needs of a tree's src/core and src/protocol, loaded from that tree. */
+interface CoreModule {
+  Engine: new (out: { send(conn: number, frame: Uint8Array): void; close(conn: number): void }, options: { ioTimeoutMs: number }, now: number) => CoreEngine;
+  encodeAcquire(request: { name: string; leaseMs: number; owner: string; try: boolean; limit?: number; shared?: boolean }): Uint8Array;
+  ACQUIRE: number;
+  OWNER: number;
+}
+
+interface CoreSession {
+  readonly state: number;
+}
+
+interface CoreEngine {
+  open(conn: number, now: number): CoreSession | null;
+  frame(session: CoreSession, type: number, bytes: Uint8Array, offset: number, length: number, now: number): boolean;
+  closed(session: CoreSession, now: number): void;
+}
+
+async function loadCore(tree: string): Promise<CoreModule> {
+  const core = await import(join(tree, "src/core/index.ts"));
+  const protocol = await import(join(tree, "src/protocol/index.ts"));
+  return { Engine: core.Engine, encodeAcquire: protocol.encodeAcquire, ACQUIRE: protocol.FrameType.ACQUIRE, OWNER: core.SessionState.OWNER };
+}
+
+const DROP = { send(): void {}, close(): void {} };
+const ENGINE_BATCH = 500; // operations timed together (performance.now() is too coarse for one)
+
+/** One engine per tree, and the operations timed on it; every figure is ns per operation over ENGINE_BATCH. */
+class CoreBench {
+  private readonly engine: CoreEngine;
+  private conn = 0;
+  private seq = 0;
+  private readonly holders: CoreSession[] = new Array(ENGINE_BATCH);
+  private readonly waiters: CoreSession[] = new Array(ENGINE_BATCH);
+  private readonly extra: CoreSession[] = [];
+
+  constructor(
+    readonly label: string,
+    private readonly core: CoreModule,
+  ) {
+    this.engine = new core.Engine(DROP, { ioTimeoutMs: 1e9 }, 0);
+  }
+
+  private claim(frame: Uint8Array): CoreSession {
+    const session = this.engine.open(this.conn++, 0)!;
+    this.engine.frame(session, this.core.ACQUIRE, frame, 4, frame.length - 4, 0);
+    return session;
+  }
+
+  private frameOf(name: string, limit = 1, shared = false): Uint8Array {
+    return this.core.encodeAcquire({ name, leaseMs: LEASE_MS, owner: "bench", try: false, ...(limit > 1 ? { limit } : {}), ...(shared ? { shared } : {}) });
+  }
+
+  /** open + ACQUIRE of a free lock, granted at once (the frames are made before the timing). */
+  claims(): number {
+    const frames = Array.from({ length: ENGINE_BATCH }, () => this.frameOf(`c/${this.seq++}`));
+    const t0 = performance.now();
+    for (let i = 0; i < ENGINE_BATCH; i++) this.holders[i] = this.claim(frames[i]!);
+    const ns = ((performance.now() - t0) / ENGINE_BATCH) * 1e6;
+    for (let i = 0; i < ENGINE_BATCH; i++) this.engine.closed(this.holders[i]!, 0);
+    return ns;
+  }
+
+  /**
+   * The holder's close with `others` more holders of a limit-(others + 1)
+   * name (0: an exclusive lock) and one waiter: the close, the waiter's
+   * promotion and its ACQUIRED handed to the output. Checks the promotion.
+   */
+  handovers(others: number): number {
+    const limit = others + 1;
+    for (let i = 0; i < ENGINE_BATCH; i++) {
+      const frame = this.frameOf(`h/${this.seq++}`, limit);
+      this.holders[i] = this.claim(frame);
+      for (let k = 0; k < others; k++) this.extra.push(this.claim(frame));
+      this.waiters[i] = this.claim(frame);
+    }
+    const t0 = performance.now();
+    for (let i = 0; i < ENGINE_BATCH; i++) this.engine.closed(this.holders[i]!, 0);
+    const ns = ((performance.now() - t0) / ENGINE_BATCH) * 1e6;
+    for (let i = 0; i < ENGINE_BATCH; i++) {
+      if (this.waiters[i]!.state !== this.core.OWNER) throw new Error(`${this.label}: a waiter was not promoted by the holder's close`);
+      this.engine.closed(this.waiters[i]!, 0);
+    }
+    for (const s of this.extra) this.engine.closed(s, 0);
+    this.extra.length = 0;
+    return ns;
+  }
+
+  /**
+   * An exclusive holder and k shared waiters: the holder's close, which must
+   * grant all k within the call (one loop turn of the server). ns per close.
+   */
+  batch(k: number): number {
+    const rounds = Math.max(1, Math.floor(ENGINE_BATCH / k));
+    for (let i = 0; i < rounds; i++) {
+      const name = `b/${this.seq++}`;
+      this.holders[i] = this.claim(this.frameOf(name));
+      const shared = this.frameOf(name, 1, true);
+      for (let j = 0; j < k; j++) this.extra.push(this.claim(shared));
+    }
+    const t0 = performance.now();
+    for (let i = 0; i < rounds; i++) this.engine.closed(this.holders[i]!, 0);
+    const ns = ((performance.now() - t0) / rounds) * 1e6;
+    for (const s of this.extra) {
+      if (s.state !== this.core.OWNER) throw new Error(`${this.label}: a shared waiter was not granted in the holder's close`);
+      this.engine.closed(s, 0);
+    }
+    this.extra.length = 0;
+    return ns;
+  }
+}
+
+/** Median of `batches` batch figures per side, the sides alternating batch by batch (first side rotating). */
+function alternate(sides: readonly (() => number)[], batches: number): Summary[] {
+  const out: number[][] = sides.map(() => []);
+  for (let b = 0; b < batches; b++) {
+    for (let j = 0; j < sides.length; j++) {
+      const side = (b + j) % sides.length;
+      out[side]!.push(sides[side]!());
+    }
+  }
+  return out.map((xs) => summarize(xs));
+}
+
+async function engineAlone(args: BenchArgs, here: string): Promise<string[][]> {
+  const ours = new CoreBench("this", await loadCore(here));
+  const base = args.baseline === null ? null : new CoreBench("baseline", await loadCore(args.baseline));
+  const batches = Math.max(20, Math.floor(args.samples / 3));
+  const rows: string[][] = [];
+  const ns = (x: number) => x.toFixed(0);
+  // Warm both up (the JIT) before anything is kept.
+  for (let i = 0; i < 20; i++) for (const side of base === null ? [ours] : [ours, base]) side.claims(), side.handovers(0);
+  const pair = (bench: string, run: (side: CoreBench) => number) => {
+    const [a, b] = alternate(base === null ? [() => run(ours)] : [() => run(ours), () => run(base)], batches);
+    rows.push([bench, ns(a!.p50), b === undefined ? "-" : ns(b.p50), b === undefined ? "-" : ratio(a!.p50, b.p50)]);
+  };
+  pair("exclusive claim (open + ACQUIRE, free lock)", (side) => side.claims());
+  pair("exclusive handover (holder's close, waiter promoted)", (side) => side.handovers(0));
+  const [ex, sem] = alternate([() => ours.handovers(0), () => ours.handovers(args.limit - 1)], batches);
+  rows.push([`semaphore handover, limit ${args.limit} (against this build's exclusive ${ns(ex!.p50)} ns)`, ns(sem!.p50), "-", ratio(sem!.p50, ex!.p50)]);
+  for (const k of args.batches) {
+    const [b] = alternate([() => ours.batch(k)], batches);
+    rows.push([`holder's close granting ${k} shared waiter${k === 1 ? "" : "s"} (${ns(b!.p50 / k)} ns per waiter)`, ns(b!.p50), "-", ratio(b!.p50, ex!.p50)]);
+  }
+  return rows;
+}
+
 // --- 2. semaphore handover -----------------------------------------------------
 
 /**
@@ -414,6 +569,11 @@ async function main(): Promise<void> {
     console.log(`\n1. The exclusive path, microseconds (${args.samples} samples per side, claims ${args.samples * 2}; relay = bench/floor/relay.ts); load at the end: ${load()}\n`);
     console.log(exclusiveTable(rows));
     console.log("budgets: this/baseline p50 within 1.05x, this/relay p50 within 1.3x");
+  }
+  if (args.only.has("engine")) {
+    const rows = await engineAlone(args, here);
+    console.log(`\n1b. The same paths in the engine alone (src/core of each tree in this process, virtual clock, output dropped), ns per operation, median of batches of ${ENGINE_BATCH}; load at the end: ${load()}\n`);
+    console.log(table(["operation", "this", "baseline", "ratio"], rows));
   }
   if (args.only.has("semaphore")) {
     const rows = await semaphore(args, lockd);

@@ -12,7 +12,7 @@ test("bench:semaphores has defaults for every option", () => {
   expect(args.batches).toEqual([1, 10, 100]);
   expect(args.rounds).toBe(2);
   expect(args.coreSessions).toBe(1_000_000);
-  expect([...args.only].sort()).toEqual(["exclusive", "memory", "semaphore", "shared"]);
+  expect([...args.only].sort()).toEqual(["engine", "exclusive", "memory", "semaphore", "shared"]);
 });
 
 test("bench:semaphores takes each option, the baseline as an absolute path", () => {
