@@ -13,7 +13,11 @@
  *    build given by `--baseline DIR` (another lockd tree: its own
  *    bench/lib/server-child.ts, so its own src/) and against the bare relay.
  *    The bytes on the wire are the same for both builds (an exclusive claim
- *    carries no LIMIT option).
+ *    carries no LIMIT option). Every side gets fresh processes every
+ *    --epoch samples (default 100), started in a rotating order and warmed
+ *    up by 500 untimed claims and handovers (no idle gap); with a
+ *    baseline, a second process of this build runs as a fourth side, so the
+ *    run shows its own noise (this/this again) beside this/baseline.
  * 1b. engine: the same exclusive claim and handover in the engine alone
  *    (src/core of each tree, loaded side by side into this process; virtual
  *    clock, output dropped), in batches the trees take in turn: the code
@@ -34,7 +38,7 @@
  * one WAITING; every shared waiter of a batch granted), so a server that
  * treated the claims as exclusive would fail the run, not report a figure.
  *
- * Usage: bun bench/semaphores.ts [--baseline DIR] [--samples 300] [--batch-samples 100]
+ * Usage: bun bench/semaphores.ts [--baseline DIR] [--samples 300] [--epoch 100] [--batch-samples 100]
  *   [--limit 4] [--batches 1,10,100] [--rounds 2] [--core-sessions 1000000]
  *   [--only exclusive,engine,semaphore,shared,memory]
  */
@@ -49,6 +53,7 @@ import { ratio, summarize, table, us, type Summary } from "./lib/stats.ts";
 
 const HOST = "127.0.0.1";
 const BLOCK = 10; // samples per side before switching
+const WARMUP = 500; // untimed claims and handovers per side on fresh processes
 const SECTIONS = ["exclusive", "engine", "semaphore", "shared", "memory"] as const;
 type Section = (typeof SECTIONS)[number];
 
@@ -56,6 +61,8 @@ export interface BenchArgs {
   /** Another lockd tree (the build before the change), or null: no baseline. */
   baseline: string | null;
   samples: number;
+  /** Samples per side before the exclusive comparison starts fresh processes. */
+  epoch: number;
   batchSamples: number;
   limit: number;
   batches: number[];
@@ -65,7 +72,7 @@ export interface BenchArgs {
 }
 
 const USAGE =
-  "use --baseline DIR, --samples N, --batch-samples N, --limit N, --batches K,K,..., --rounds N, --core-sessions N, --only exclusive,engine,semaphore,shared,memory";
+  "use --baseline DIR, --samples N, --epoch N, --batch-samples N, --limit N, --batches K,K,..., --rounds N, --core-sessions N, --only exclusive,engine,semaphore,shared,memory";
 
 function wholeNumber(flag: string, raw: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const n = Number(raw);
@@ -79,6 +86,7 @@ export function parseArgs(argv: readonly string[]): BenchArgs {
   const args: BenchArgs = {
     baseline: null,
     samples: 300,
+    epoch: 100,
     batchSamples: 100,
     limit: 4,
     batches: [1, 10, 100],
@@ -96,6 +104,9 @@ export function parseArgs(argv: readonly string[]): BenchArgs {
         break;
       case "--samples":
         args.samples = wholeNumber(flag, value, BLOCK);
+        break;
+      case "--epoch":
+        args.epoch = wholeNumber(flag, value, BLOCK);
         break;
       case "--batch-samples":
         args.batchSamples = wholeNumber(flag, value, BLOCK);
@@ -209,57 +220,94 @@ async function claimOnce(target: Target, frame: Uint8Array): Promise<number> {
   return t1 - t0;
 }
 
-interface Row {
-  readonly bench: string;
-  readonly ours: Summary;
-  readonly base: Summary | null;
-  readonly relay: Summary;
+/** A server of the exclusive comparison: started afresh for every epoch (see `exclusive`). */
+interface Side {
+  readonly label: string;
+  readonly script: string;
+  /** The relay has one lock: every sample uses the same name there. */
+  readonly relay: boolean;
 }
 
-async function exclusive(args: BenchArgs, lockd: Target, base: Target | null, relay: Target): Promise<Row[]> {
+interface Row {
+  readonly bench: string;
+  /** p50 and p99 per side, in the order of the sides. */
+  readonly summaries: readonly Summary[];
+}
+
+/** What an epoch's lockd children must report after it: no session ended by anything but its peer. */
+async function checkClean(target: Target): Promise<void> {
+  const extra = (await target.child.stats()).extra as Record<string, number>;
+  for (const key of ["leaseExpired", "ioTimeout", "protocolError", "overloaded"]) {
+    if ((extra[key] ?? 0) !== 0) throw new Error(`${target.name}: ${extra[key]} sessions ended by ${key}: ${JSON.stringify(extra)}`);
+  }
+}
+
+/**
+ * Each figure is taken in epochs of `args.epoch` samples per side; every
+ * epoch starts a fresh process for every side, in a rotating order, so that
+ * no build keeps a lucky (or unlucky) process, core or start position for
+ * the whole run: on this machine that, not the code, decides a few per cent.
+ */
+async function exclusive(args: BenchArgs, sides: readonly Side[]): Promise<Row[]> {
   const rows: Row[] = [];
   let seq = 0;
-  const measure = async (bench: string, ours: () => Promise<number>, baseSide: () => Promise<number>, relaySide: () => Promise<number>, samples: number) => {
-    const sides = base === null ? [ours, relaySide] : [ours, relaySide, baseSide];
-    const got = await interleave(sides, samples);
-    rows.push({ bench, ours: summarize(got[0]!), relay: summarize(got[1]!), base: base === null ? null : summarize(got[2]!) });
+  let epochs = 0;
+  const measure = async (bench: string, sample: (target: Target, name: string) => Promise<number>, samples: number) => {
+    const got: number[][] = sides.map(() => []);
+    while (got[0]!.length < samples) {
+      const targets: Target[] = new Array(sides.length);
+      for (let j = 0; j < sides.length; j++) {
+        const i = (epochs + j) % sides.length;
+        targets[i] = await start(sides[i]!.label, sides[i]!.script);
+      }
+      epochs++;
+      // A fresh process runs cold (the JIT tiers up after thousands of calls): untimed claims and handovers first.
+      for (let i = 0; i < sides.length; i++) {
+        for (let k = 0; k < WARMUP; k++) {
+          const name = sides[i]!.relay ? "x" : `w/${seq++}`;
+          await claimOnce(targets[i]!, exclusiveFrame(name));
+          await exclusiveHandover(targets[i]!, k % 2 === 0 ? "FIN" : "RST", 0, name);
+        }
+      }
+      const n = Math.min(args.epoch, samples - got[0]!.length);
+      const part = await interleave(
+        sides.map((side, i) => () => sample(targets[i]!, side.relay ? "x" : `x/${seq++}`)),
+        n,
+      );
+      for (let i = 0; i < sides.length; i++) got[i]!.push(...part[i]!);
+      for (let i = 0; i < sides.length; i++) {
+        if (!sides[i]!.relay) await checkClean(targets[i]!);
+        await targets[i]!.child.stop();
+      }
+    }
+    rows.push({ bench, summaries: got.map((xs) => summarize(xs)) });
   };
   for (const idleMs of [20, 1]) {
     for (const close of ["FIN", "RST"] as const) {
-      await measure(
-        `handover, ${close}, idle ${idleMs} ms`,
-        () => exclusiveHandover(lockd, close, idleMs, `x/${seq++}`),
-        () => exclusiveHandover(base!, close, idleMs, `x/${seq++}`),
-        () => exclusiveHandover(relay, close, idleMs, "x"),
-        args.samples,
-      );
+      await measure(`handover, ${close}, idle ${idleMs} ms`, (target, name) => exclusiveHandover(target, close, idleMs, name), args.samples);
     }
   }
-  await measure(
-    "claim on a free lock incl. connect",
-    () => claimOnce(lockd, exclusiveFrame(`c/${seq++}`)),
-    () => claimOnce(base!, exclusiveFrame(`c/${seq++}`)),
-    () => claimOnce(relay, exclusiveFrame("c")),
-    args.samples * 2,
-  );
+  await measure("claim on a free lock incl. connect", (target, name) => claimOnce(target, exclusiveFrame(name)), args.samples * 2);
   return rows;
 }
 
-function exclusiveTable(rows: readonly Row[]): string {
-  const head = ["bench", "this p50", "this p99", "baseline p50", "baseline p99", "relay p50", "this/baseline p50", "this/relay p50", "baseline/relay p50"];
+/** Sides: this build, the relay, then (with a baseline) the baseline and this build's second process, the control. */
+function exclusiveTable(rows: readonly Row[], sides: readonly Side[]): string {
+  const withBase = sides.length > 2;
+  const head = ["bench", "this p50", "this p99", "relay p50"];
+  if (withBase) head.push("baseline p50", "baseline p99", "this again p50");
+  head.push("this/relay");
+  if (withBase) head.push("baseline/relay", "this/baseline", "this/this again");
   return table(
     head,
-    rows.map((r) => [
-      r.bench,
-      us(r.ours.p50),
-      us(r.ours.p99),
-      r.base === null ? "-" : us(r.base.p50),
-      r.base === null ? "-" : us(r.base.p99),
-      us(r.relay.p50),
-      r.base === null ? "-" : ratio(r.ours.p50, r.base.p50),
-      ratio(r.ours.p50, r.relay.p50),
-      r.base === null ? "-" : ratio(r.base.p50, r.relay.p50),
-    ]),
+    rows.map((r) => {
+      const [ours, relay, base, again] = r.summaries;
+      const cells = [r.bench, us(ours!.p50), us(ours!.p99), us(relay!.p50)];
+      if (withBase) cells.push(us(base!.p50), us(base!.p99), us(again!.p50));
+      cells.push(ratio(ours!.p50, relay!.p50));
+      if (withBase) cells.push(ratio(base!.p50, relay!.p50), ratio(ours!.p50, base!.p50), ratio(ours!.p50, again!.p50));
+      return cells;
+    }),
   );
 }
 
@@ -560,16 +608,24 @@ async function main(): Promise<void> {
   console.log(`bench:semaphores on ${navigator.hardwareConcurrency} cores, ${new Date().toISOString()}; load average (1/5/15 min) at the start: ${load()}`);
   console.log(`this build: ${here}; baseline: ${args.baseline ?? "none (give --baseline DIR)"}`);
 
-  const lockd = await start("lockd", join(here, "bench/lib/server-child.ts"));
-  const base = args.baseline === null ? null : await start("baseline", join(args.baseline, "bench/lib/server-child.ts"));
-  const relay = await start("relay", join(here, "bench/floor/relay.ts"));
-
+  const serverChild = join(here, "bench/lib/server-child.ts");
   if (args.only.has("exclusive")) {
-    const rows = await exclusive(args, lockd, base, relay);
-    console.log(`\n1. The exclusive path, microseconds (${args.samples} samples per side, claims ${args.samples * 2}; relay = bench/floor/relay.ts); load at the end: ${load()}\n`);
-    console.log(exclusiveTable(rows));
+    const sides: Side[] = [
+      { label: "lockd", script: serverChild, relay: false },
+      { label: "relay", script: join(here, "bench/floor/relay.ts"), relay: true },
+    ];
+    if (args.baseline !== null) {
+      sides.push({ label: "baseline", script: join(args.baseline, "bench/lib/server-child.ts"), relay: false });
+      sides.push({ label: "lockd again", script: serverChild, relay: false });
+    }
+    const rows = await exclusive(args, sides);
+    console.log(
+      `\n1. The exclusive path, microseconds (${args.samples} samples per side, claims ${args.samples * 2}, fresh processes every ${args.epoch}; relay = bench/floor/relay.ts; "this again" = a second process of this build, the run's own noise); load at the end: ${load()}\n`,
+    );
+    console.log(exclusiveTable(rows, sides));
     console.log("budgets: this/baseline p50 within 1.05x, this/relay p50 within 1.3x");
   }
+  const lockd = await start("lockd", serverChild);
   if (args.only.has("engine")) {
     const rows = await engineAlone(args, here);
     console.log(`\n1b. The same paths in the engine alone (src/core of each tree in this process, virtual clock, output dropped), ns per operation, median of batches of ${ENGINE_BATCH}; load at the end: ${load()}\n`);
@@ -586,8 +642,8 @@ async function main(): Promise<void> {
     console.log(`\n3. k shared waiters granted when the exclusive holder closes (FIN), this build, microseconds from the close (${args.batchSamples} samples per side; exclusive = a one-waiter handover interleaved); load at the end: ${load()}\n`);
     console.log(table(["batch", "exclusive p50", "first p50", "first p99", "last p50", "last p99", "first/excl p50", "last/excl p50", "per extra waiter"], rows));
   }
-  const extras: Record<string, unknown> = { lockd: (await lockd.child.stats()).extra };
-  if (base !== null) extras.baseline = (await base.child.stats()).extra;
+  const extras = (await lockd.child.stats()).extra;
+  await checkClean(lockd);
   await stopAll();
 
   if (args.only.has("memory")) {
@@ -599,7 +655,7 @@ async function main(): Promise<void> {
       console.log(`this/baseline (means): ${r}; budget within 1.05x`);
     }
   }
-  console.log(`\nservers after the run: ${JSON.stringify(extras)}`);
+  console.log(`\nthe lockd of sections 2 and 3 after them: ${JSON.stringify(extras)}`);
   console.log(`load average (1/5/15 min) at the end: ${load()}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all`);
 }
 

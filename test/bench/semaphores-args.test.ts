@@ -7,6 +7,7 @@ test("bench:semaphores has defaults for every option", () => {
   const args = parseArgs([]);
   expect(args.baseline).toBeNull();
   expect(args.samples).toBe(300);
+  expect(args.epoch).toBe(100);
   expect(args.batchSamples).toBe(100);
   expect(args.limit).toBe(4);
   expect(args.batches).toEqual([1, 10, 100]);
@@ -16,9 +17,10 @@ test("bench:semaphores has defaults for every option", () => {
 });
 
 test("bench:semaphores takes each option, the baseline as an absolute path", () => {
-  const args = parseArgs(["--baseline", "../base", "--samples", "20", "--limit", "3", "--batches", "1,5", "--only", "shared,memory", "--core-sessions", "5000"]);
+  const args = parseArgs(["--baseline", "../base", "--samples", "20", "--epoch", "50", "--limit", "3", "--batches", "1,5", "--only", "shared,memory", "--core-sessions", "5000"]);
   expect(args.baseline).toBe(resolve("../base"));
   expect(args.samples).toBe(20);
+  expect(args.epoch).toBe(50);
   expect(args.limit).toBe(3);
   expect(args.batches).toEqual([1, 5]);
   expect([...args.only].sort()).toEqual(["memory", "shared"]);
