@@ -101,6 +101,13 @@ export const SERVE_OPTIONS = {
     help: "an ACQUIRE with a longer lease is refused with BAD_REQUEST; bounds the lock-delay after a failover or an unclean restart (0.82 x the largest lease in use)",
     schema: offOr(duration(1, 0xffff_ffff)),
   },
+  reclaimMaxLease: {
+    flag: "--reclaim-max-lease",
+    env: "LOCKD_RECLAIM_MAX_LEASE",
+    default: "off",
+    help: "holders of grants with leases up to this keep their locks and tokens across a clean restart on the data directory (they reclaim them); kept in the data directory, never lowered. Not with --coordinator yet",
+    schema: offOr(duration(1, MAX_LEASE_MS)),
+  },
   shutdownGrace: {
     flag: "--shutdown-grace",
     env: "LOCKD_SHUTDOWN_GRACE",
