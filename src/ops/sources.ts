@@ -273,6 +273,8 @@ export interface GraceView {
   readonly reclaimed: number;
   /** Names with a published grant not reclaimed yet: the first few, in the record's order. */
   readonly unclaimedNames: readonly string[];
+  /** How many names have a published grant not reclaimed yet (`unclaimedNames` shows the first few). */
+  readonly unclaimedNameCount: number;
 }
 
 /** The lock-delay as /readyz, /metrics, `lockd status` and the page see it: with the reclaim grace while one runs. */

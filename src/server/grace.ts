@@ -65,6 +65,12 @@ export class ReclaimGrace {
   /** The grace at `now` (monotonic ms); null once it is over. */
   view(now: number): GraceView | null {
     if (now >= this.endsAt) return null;
-    return { remainingMs: Math.ceil(this.endsAt - now), published: this.published, reclaimed: this.reclaimed, unclaimedNames: this.unclaimedNames() };
+    return {
+      remainingMs: Math.ceil(this.endsAt - now),
+      published: this.published,
+      reclaimed: this.reclaimed,
+      unclaimedNames: this.unclaimedNames(),
+      unclaimedNameCount: this.names.size,
+    };
   }
 }
