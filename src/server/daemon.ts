@@ -187,7 +187,6 @@ export class Daemon {
     }
     const roles = this.roles;
     const fixed = this.fixedServer;
-    this.armReclaimGrace();
     // A standby that never was active shows an empty table: an engine with no sessions, read as the others are.
     const idle = roles === null ? null : new EngineLocks(new Engine<Conn>({ send() {}, close() {} }, { ioTimeoutMs: options.ioTimeoutMs }, performance.now()));
     try {
@@ -231,6 +230,7 @@ export class Daemon {
       }
       roles.start(ops);
     }
+    this.armReclaimGrace();
   }
 
   /** The role layer, with --coordinator; null otherwise. */

@@ -35,8 +35,8 @@
  * start after a clean stop that published grants accepts their reclaims
  * (the engine's `reclaim.published`) only if every published name is held
  * back for at least 0.8 x its grant's lease; reclaimed holders are this
- * run's holders, so the largest of their leases is durable from the start
- * (a crash later still waits for them). A run with reclaim off still
+ * run's holders, so a lease covering any reclaim (M, rounded up) is durable
+ * from the start (a crash later still waits for them). A run with reclaim off still
  * accepts the reclaims its predecessor published (those holders were told
  * the next run accepts them), and publishes none at its own stop.
  */
@@ -263,9 +263,8 @@ export class LeasesFile {
     this.reclaim = reclaimPlan(previous, setting, (name) => Math.max(owed.everyNameMs, names.get(name) ?? 0), now);
     this.reclaimMaxLeaseMs = Math.max(previous?.reclaimMaxLeaseMs ?? 0, this.reclaim.maxLeaseMs ?? 0);
     // Reclaimed holders are this run's: their leases are durable before the first grant (start), as a grant's would be.
-    let reclaimedMax = 0;
-    for (const entries of this.reclaim.published.values()) for (const e of entries) if (e.leaseMs > reclaimedMax) reclaimedMax = e.leaseMs;
-    this.maxLeaseMs = reclaimedMax === 0 ? 0 : roundLease(reclaimedMax);
+    // A reclaim's lease is bounded by M (the engine refuses one above it), not by the published lease: M is what is made durable.
+    this.maxLeaseMs = this.reclaim.grants > 0 && this.reclaim.maxLeaseMs !== null ? roundLease(this.reclaim.maxLeaseMs) : 0;
     this.delay = new LockDelay({
       why: owed.clean ? "clean-restart" : "restart",
       until: now + owed.everyNameMs,

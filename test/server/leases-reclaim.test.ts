@@ -68,11 +68,14 @@ describe("a clean stop with reclaim on", () => {
     expect(plan.graceEndsAt).toBe(1000 + delayFor(5000));
     // Each published name is held back for at least 0.8 x its longest published lease (reclaims are granted only then).
     for (const [name, lease] of [["a", 5000], ["s", 3000], ["sem", 4000]] as const) expect(next.delay.delayOf(name, 1000)).toBeGreaterThanOrEqual(0.8 * lease);
-    // Reclaimed holders are this run's: their largest lease is durable from the start, before any grant.
+    // Reclaimed holders are this run's: a lease covering any reclaim (at most M) is durable from the start, before any grant.
     next.start();
-    expect(readLeases(dir)).toMatchObject({ clean: false, maxLeaseMs: roundLease(5000), reclaimMaxLeaseMs: 10_000 });
+    expect(readLeases(dir)).toMatchObject({ clean: false, maxLeaseMs: roundLease(10_000), reclaimMaxLeaseMs: 10_000 });
     expect(readLeases(dir)!.reclaim).toBeUndefined(); // a crash from here on leaves nothing to reclaim
-    expect(next.delay.covers(5000)).toBe(true);
+    expect(next.delay.covers(10_000)).toBe(true);
+    // A crash now: the next start waits for every name as long as any reclaimed holder may believe.
+    const crashed = LeasesFile.open(dir, 2000, fatal, on(10_000));
+    expect(crashed.delay.delayOf("a", 2000)).toBeGreaterThanOrEqual(0.8 * 10_000);
   });
 
   test("after a crash (no clean stop since the publishing one), nothing is accepted", () => {
