@@ -105,7 +105,7 @@ export const SERVE_OPTIONS = {
     flag: "--reclaim-max-lease",
     env: "LOCKD_RECLAIM_MAX_LEASE",
     default: "off",
-    help: "holders of grants with leases up to this keep their locks and tokens across a clean restart on the data directory (they reclaim them); kept in the data directory, never lowered. Not with --coordinator yet",
+    help: "holders with leases up to this keep their locks and tokens across a clean restart on the data directory (recorded there, never lowered; not with --coordinator yet)",
     schema: offOr(duration(1, MAX_LEASE_MS)),
   },
   shutdownGrace: {
