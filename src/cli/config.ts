@@ -65,6 +65,13 @@ export const SERVE_OPTIONS = {
     help: "an ACQUIRE with a longer lease is refused with BAD_REQUEST; bounds the lock-delay after a failover or an unclean restart (0.82 x the largest lease in use)",
     schema: offOr(duration(1, 0xffff_ffff)),
   },
+  reclaimMaxLease: {
+    flag: "--reclaim-max-lease",
+    env: "LOCKD_RECLAIM_MAX_LEASE",
+    default: "off",
+    help: "holders with leases up to this keep their locks and tokens across a clean restart on the data directory (recorded there, never lowered; not with --coordinator yet)",
+    schema: offOr(duration(1, 0xffff_ffff)),
+  },
   shutdownGrace: {
     flag: "--shutdown-grace",
     env: "LOCKD_SHUTDOWN_GRACE",

@@ -53,6 +53,15 @@ at a clean stop after one). --max-lease bounds it. A running server holds it exc
 the kernel drops when the process dies): a second server on the same
 directory exits with 75. See docs/operations.md.
 
+With --reclaim-max-lease D, holders whose lease is at most D keep their
+locks, with the same fencing tokens, across a clean restart (SIGTERM, then
+start again on the same data directory: a rolling upgrade step): the stop
+records them in the data directory and tells them to reclaim, and the next
+start grants their reclaims while their names are held back by the
+lock-delay (fresh claims of those names wait behind them). A crash is not
+covered. D is kept in the data directory and never lowered; off (the
+default) publishes nothing at the next stop. Not with --coordinator yet.
+
 With --coordinator (a PostgreSQL URL), this instance is one of the active
 and standbys of --service: a standby has no lock listener (its /readyz is
 503) and takes over when the active's row goes unrenewed for
@@ -109,6 +118,12 @@ export async function serve(argv: readonly string[], env: Record<string, string 
 
   // --coordinator: one of the active and standbys of a service (src/cli/coordinator.ts).
   const coordinatorUrl = resolveCoordinatorUrl(options, parsed.sources);
+  if (coordinatorUrl !== null && options.reclaimMaxLease !== null) {
+    process.stderr.write(
+      "lockd serve: --reclaim-max-lease cannot be used with --coordinator: reclaim covers a single server's restart on its data directory for now (a failover still ends every session); leave it off for a coordinated service\n",
+    );
+    return ExitCode.USAGE;
+  }
   if (coordinatorUrl !== null) return serveCoordinated({ options, url: coordinatorUrl, admin, log, limit, maxSessions, tls, opsTls, shards });
 
   let tokens: FileTokens;
@@ -126,11 +141,16 @@ export async function serve(argv: readonly string[], env: Record<string, string 
   // The last run's lease record: what this start owes its holders (the lock-delay), read under the directory's lock.
   let leases: LeasesFile;
   try {
-    leases = LeasesFile.open(options.dataDir, performance.now(), (error) => {
-      // A grant whose lease is not durable could outlive a crash unseen: stop, so clients fail over.
-      log.error("leases.record_failed", "cannot record the largest lease: stopping", { dataDir: options.dataDir, error: error.message });
-      process.exit(ExitCode.IO_ERROR);
-    });
+    leases = LeasesFile.open(
+      options.dataDir,
+      performance.now(),
+      (error) => {
+        // A grant whose lease is not durable could outlive a crash unseen: stop, so clients fail over.
+        log.error("leases.record_failed", "cannot record the largest lease: stopping", { dataDir: options.dataDir, error: error.message });
+        process.exit(ExitCode.IO_ERROR);
+      },
+      { maxLeaseMs: options.reclaimMaxLease },
+    );
   } catch (error) {
     tokens.abandon();
     if (!(error instanceof TokenStoreError)) throw error;
@@ -159,6 +179,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     return storeExit(error);
   }
 
+  reclaimLog(log, leases, options.dataDir);
   log.info("server.listening", "lockd listening", {
     version: VERSION,
     listen: formatAddress({ host: daemon.server.hostname, port: daemon.server.port }),
@@ -174,6 +195,7 @@ export async function serve(argv: readonly string[], env: Record<string, string 
     tokensFrom: daemon.server.tokensLast + 1,
     maxLeaseMs: options.maxLease ?? "off",
     ...lockDelayFields(leases),
+    ...reclaimFields(leases),
     shard: shards.shard ?? "none",
     shards: shards.shards.join(",") || "none",
     shardsGeneration: shards.generation,
@@ -200,6 +222,42 @@ function lockDelayFields(leases: LeasesFile): Record<string, unknown> {
   const last = leases.previous === null ? "none recorded" : leases.previous.clean ? "clean" : "not clean";
   if (view === null) return { lastStop: last, lockDelay: "none" };
   return { lastStop: last, lockDelayMs: view.remainingMs, lockDelayNames: view.everyName ? "every name" : view.names };
+}
+
+/** The startup line's account of reclaim: the cap in force, and the grants this start accepts reclaims of. */
+function reclaimFields(leases: LeasesFile): Record<string, unknown> {
+  const plan = leases.reclaim;
+  if (plan.maxLeaseMs === null) return { reclaimMaxLeaseMs: "off" };
+  return {
+    reclaimMaxLeaseMs: plan.maxLeaseMs,
+    reclaimPublished: plan.grants,
+    ...(plan.grants > 0 ? { reclaimGraceMs: Math.max(0, Math.ceil(plan.graceEndsAt - performance.now())) } : {}),
+  };
+}
+
+/** What reclaim does differently from the flag, said before the startup line. */
+function reclaimLog(log: Logger, leases: LeasesFile, dataDir: string): void {
+  const plan = leases.reclaim;
+  if (plan.requestedMs !== null) {
+    log.info("reclaim.max_lease_kept", "--reclaim-max-lease is below the one recorded in the data directory, which is never lowered: using the recorded one", {
+      dataDir,
+      requestedMs: plan.requestedMs,
+      maxLeaseMs: plan.maxLeaseMs,
+    });
+  }
+  if (!plan.publishes && plan.maxLeaseMs !== null) {
+    log.info("reclaim.off_honouring", "reclaim is off: accepting the reclaims the last clean stop published (its holders were told to reclaim); this run's stop publishes none", {
+      dataDir,
+      grants: plan.grants,
+      maxLeaseMs: plan.maxLeaseMs,
+    });
+  }
+  if (plan.dropped !== null) {
+    log.warn("reclaim.published_invalid", "the lease record's published grants are not all held back for their holders' leases: no reclaim is accepted this run", {
+      dataDir,
+      why: plan.dropped,
+    });
+  }
 }
 
 /** The exit code for a data directory that cannot be used. */

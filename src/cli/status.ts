@@ -59,7 +59,10 @@ While the server (or the service's active) runs a lock-delay (no grant
 of some or every name after a failover or a restart, until an earlier
 server's holders can no longer believe they hold), a "lock-delay:" line
 says how long is left and for which names; --json has the lockDelay of
-its /readyz.
+its /readyz. After a clean stop with --reclaim-max-lease, a "reclaim grace:"
+line follows while the grace runs: the time left, how many of the grants
+the stop published their holders have reclaimed, and the first few names
+still waiting for theirs.
 
 Exit codes: 0 shown (also for a free lock, and with warnings about
 instances); 64 bad options; 69 ops server (of any shard) unreachable, or
@@ -559,6 +562,8 @@ export interface LockDelayOf {
   readonly remainingMs: number;
   readonly names?: unknown;
   readonly everyName?: unknown;
+  /** The reclaim grace (GraceView), while one runs. */
+  readonly reclaim?: unknown;
 }
 
 /**
@@ -611,7 +616,8 @@ const DELAY_STOP: Readonly<Record<string, string>> = {
  * may still believe they hold)", or for the names a clean stop published
  * only, "lock-delay: 4.1 s left, 3 names held at the last clean stop (their
  * holders may still believe they hold them; every other name is granted)". The
- * time is the longest wait left: when the delay is over.
+ * time is the longest wait left: when the delay is over. A reclaim grace
+ * adds its own line (reclaimText).
  */
 export function lockDelayText(delay: LockDelayOf | null | undefined): string {
   if (delay === null || delay === undefined) return "";
@@ -621,10 +627,29 @@ export function lockDelayText(delay: LockDelayOf | null | undefined): string {
   if (delay.everyName === false && names > 0) {
     const stop = Object.hasOwn(DELAY_STOP, why) ? DELAY_STOP[why] : "the last clean stop";
     const which = names === 1 ? `1 name held at ${stop} (its holder may still believe it holds it` : `${names} names held at ${stop} (their holders may still believe they hold them`;
-    return `lock-delay: ${left} left, ${which}; every other name is granted)\n`;
+    return `lock-delay: ${left} left, ${which}; every other name is granted)\n${reclaimText(delay.reclaim)}`;
   }
   const about = Object.hasOwn(DELAY_EVERY, why) ? DELAY_EVERY[why] : "an earlier server's holders may still believe they hold";
-  return `lock-delay: ${left} left, every name (${about})\n`;
+  return `lock-delay: ${left} left, every name (${about})\n${reclaimText(delay.reclaim)}`;
+}
+
+/**
+ * The `reclaim grace:` line of a lock-delay's `reclaim` ("" for none):
+ * "reclaim grace: 6.2 s left, reclaimed 1 of 3 published grants; 2 not
+ * yet, on "jobs/a", "jobs/b"". At most the names the server lists, then
+ * "and N more names".
+ */
+export function reclaimText(grace: unknown): string {
+  if (grace === null || typeof grace !== "object") return "";
+  const g = grace as Record<string, unknown>;
+  const { remainingMs, published, reclaimed } = g;
+  if (typeof remainingMs !== "number" || typeof published !== "number" || typeof reclaimed !== "number") return "";
+  const head = `reclaim grace: ${delayLeft(remainingMs)} left, reclaimed ${reclaimed} of ${published} published grant${published === 1 ? "" : "s"}`;
+  const names = Array.isArray(g.unclaimedNames) ? g.unclaimedNames.filter((n): n is string => typeof n === "string") : [];
+  if (published - reclaimed <= 0 || names.length === 0) return `${head}\n`;
+  const total = typeof g.unclaimedNameCount === "number" ? g.unclaimedNameCount : names.length;
+  const more = total > names.length ? `, and ${total - names.length} more name${total - names.length === 1 ? "" : "s"}` : "";
+  return `${head}; ${published - reclaimed} not yet, on ${names.map((n) => JSON.stringify(n)).join(", ")}${more}\n`;
 }
 
 /** Pages of /v1/locks fetched by `lockd status` at most: 10,000 locks at the server's largest page. */

@@ -35,6 +35,13 @@ export const LOG_EVENTS = {
   "lock_delay.begins": "info",
   "lock_delay.over": "info",
   "lock_delay.unknown": "warn",
+  // reclaim across a clean restart (src/cli/serve.ts, src/server/daemon.ts)
+  "reclaim.max_lease_kept": "info",
+  "reclaim.off_honouring": "info",
+  "reclaim.published_invalid": "warn",
+  "reclaim.published": "info",
+  "reclaim.not_published": "warn",
+  "reclaim.grace_over": "info",
   // signals and shutdown (src/server/daemon.ts)
   "shutdown.begins": "info",
   "shutdown.standby_begins": "info",

@@ -20,11 +20,10 @@ import { CLAIM_KIND_NAMES } from "../core/stats.ts";
 import { ErrorCode } from "../protocol/constants.ts";
 import { Exposition } from "./exposition.ts";
 import { openFileLimit } from "../process/limits.ts";
-import type { CoordinatorMetrics, LockSource, ReplicationModeView } from "./sources.ts";
+import type { CoordinatorMetrics, LockDelayView, LockSource, ReplicationModeView } from "./sources.ts";
 
 /** Every replication mode, as labels: exhaustive over the type, so a new mode cannot be left out. */
 const REPLICATION_MODES = Object.keys({ synchronous: 0, asynchronous: 0, none: 0, unknown: 0 } satisfies Record<ReplicationModeView, 0>) as ReplicationModeView[];
-import type { DelayView } from "../core/delay.ts";
 
 /** Counters of the ops server itself. */
 export class OpsStats {
@@ -50,8 +49,8 @@ export interface MetricsInput {
   readonly coordinator?: CoordinatorMetrics;
   /** The token counter reached the end of its generation. */
   readonly tokensExhausted?: boolean;
-  /** The lock-delay as it stands (null: none). */
-  readonly lockDelay?: DelayView | null;
+  /** The lock-delay as it stands, with the reclaim grace while one runs (null: none). */
+  readonly lockDelay?: LockDelayView | null;
   /** This server's shard ("" for none) and the map's generation (lockd_shard_info). */
   readonly shard?: { readonly shard: string | null; readonly generation: number };
 }
@@ -104,6 +103,11 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_lock_delay_seconds", "gauge", "The longest lock-delay left: no grant of a held-back name before an earlier server's holders are past their deadlines (0: none).", delay === null ? 0 : delay.remainingMs / 1000);
   out.single("lockd_lock_delay_names", "gauge", "Names still held back one by one (published by the last clean stop); 0 while every name waits, or none.", delay === null ? 0 : delay.names);
   out.single("lockd_lock_delayed_total", "counter", "TRY claims refused with LOCK_DELAYED during a lock-delay.", stats.delayed);
+  const grace = delay?.reclaim ?? null;
+  out.single("lockd_reclaims_total", "counter", "Reclaims granted: holders of the last clean stop's published grants that took their locks back with their tokens.", stats.reclaims);
+  out.single("lockd_reclaims_refused_total", "counter", "Reclaims refused with RECLAIM_REFUSED (not published, wrong token, outside the grace, reclaim off, or replaced by a newer connection).", stats.reclaimsRefused);
+  out.single("lockd_reclaim_grace_seconds", "gauge", "Time left of the reclaim grace: until the last name the last clean stop published is no longer held back (0: none).", grace === null ? 0 : grace.remainingMs / 1000);
+  out.single("lockd_reclaim_unclaimed", "gauge", "Grants the last clean stop published that are not reclaimed yet, while the grace runs (0: none, or the grace is over).", grace === null ? 0 : grace.published - grace.reclaimed);
   out.single("lockd_fencing_token_last", "gauge", "The last fencing token issued (0 before the first grant).", locks.tokensLast);
   out.single("lockd_tokens_exhausted", "gauge", "1 once the token counter reached the end of the map's generation: every claim is refused until a restart with a higher generation.", input.tokensExhausted === true ? 1 : 0);
 

@@ -40,8 +40,7 @@ import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
 import { errorReply as fail, type HttpReply, type HttpRequest, HttpServer, JSON_HEADERS, jsonReply as json, NO_BODY } from "./http.ts";
 import { SliceQueue } from "./slices.ts";
 import { OpsStats, renderMetrics } from "./metrics.ts";
-import type { DelayView } from "../core/delay.ts";
-import type { LockSource, RoleSource } from "./sources.ts";
+import type { LockDelayView, LockSource, RoleSource } from "./sources.ts";
 import {
   ascending,
   decodeCursor,
@@ -105,8 +104,8 @@ export interface OpsOptions {
   readonly allowHosts?: readonly string[];
   /** Why a running server is not ready (its /readyz `status`), or null: "tokens_exhausted". */
   readonly trouble?: () => string | null;
-  /** The lock-delay as it stands (null: none runs): /readyz, /metrics and the page show it. */
-  readonly lockDelay?: () => DelayView | null;
+  /** The lock-delay as it stands, with the reclaim grace while one runs (null: none runs): /readyz, /metrics and the page show it. */
+  readonly lockDelay?: () => LockDelayView | null;
   /** Serve HTTPS with this PEM certificate chain and key. */
   readonly tls?: { readonly cert: string; readonly key: string };
   /** Defaults: DEFAULT_OPS_LIMITS. */

@@ -14,6 +14,8 @@
  * fit a JSON number everywhere.
  */
 
+import type { DelayView } from "../core/delay.ts";
+
 /** A session as the lock views show it. */
 export interface SessionView {
   readonly session: number;
@@ -166,6 +168,9 @@ export interface LockCounters {
   readonly queued: number;
   readonly heartbeats: number;
   readonly delayed: number;
+  /** Reclaims granted, and refused with RECLAIM_REFUSED (protocol.md section 14). */
+  readonly reclaims: number;
+  readonly reclaimsRefused: number;
   readonly refusedSessionLimit: number;
   readonly refusedSourceLimit: number;
   readonly pipeliningCuts: number;
@@ -319,3 +324,24 @@ export interface RoleSource {
   view(): RoleView;
   metrics(): CoordinatorMetrics;
 }
+
+/**
+ * A reclaim grace as it stands (protocol.md section 14): after a clean stop
+ * that published its reclaimable grants, until the last published name
+ * stops being held back. Part of the lock-delay's view (`reclaim`).
+ */
+export interface GraceView {
+  /** ms until the last published name stops being held back (the grace's end). */
+  readonly remainingMs: number;
+  /** Grants the last clean stop published. */
+  readonly published: number;
+  /** Of those, reclaimed so far (each counted once). */
+  readonly reclaimed: number;
+  /** Names with a published grant not reclaimed yet: the first few, in the record's order. */
+  readonly unclaimedNames: readonly string[];
+  /** How many names have a published grant not reclaimed yet (`unclaimedNames` shows the first few). */
+  readonly unclaimedNameCount: number;
+}
+
+/** The lock-delay as /readyz, /metrics, `lockd status` and the page see it: with the reclaim grace while one runs. */
+export type LockDelayView = DelayView & { readonly reclaim?: GraceView };

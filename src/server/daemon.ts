@@ -28,14 +28,24 @@
  * stop publishes the names held at its moment there; with a coordinator,
  * each term gets its own from the role layer.
  *
+ * Reclaim (protocol.md section 14), a single server only: the lease record
+ * says what this run does (LeasesFile.reclaim): the engine's cap and the
+ * grants the last clean stop published, whose holders may reclaim them
+ * while their names are held back (the reclaim grace, counted for the views
+ * by ReclaimGrace). A clean stop with reclaim on writes its reclaimable
+ * grants into the record with the held names, in one durable write, before
+ * any session hears of the stop; only then does the listener stop, with
+ * SHUTTING_DOWN and the RECLAIM flag for those holders. A set too large to
+ * publish (or a write that fails) is not published, and nobody gets the flag.
+ *
  * With `coordinator` (lockd serve --coordinator) the lock listener belongs
  * to the role layer (failover/shell.ts): it exists only while this instance is the
  * active of its service, step 2 is the role layer's stop (which also
  * releases the coordinator row), and readiness means "active".
  */
 import { type Address, formatAddress } from "../net/address.ts";
-import { type DelayView, type LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
-import { Engine, type EngineWords, type GrantGuard, PLAIN_ENGINE_WORDS } from "../core/engine.ts";
+import { type LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
+import { Engine, type EngineWords, type GrantGuard, PLAIN_ENGINE_WORDS, type ReclaimEntry } from "../core/engine.ts";
 import { CLOSED_BY_PEER, type Session } from "../core/session.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import { ErrorCode, errorCodeName } from "../protocol/constants.ts";
@@ -54,6 +64,8 @@ import { MemoryTokens } from "../core/tokens.ts";
 import type { FileTokens } from "../tokens/file.ts";
 import type { LeasesFile } from "../tokens/leases.ts";
 import { EngineLocks, remoteOf } from "./locks.ts";
+import { ReclaimGrace } from "./grace.ts";
+import type { LockDelayView } from "../ops/sources.ts";
 
 /** How the daemon's messages name its settings (the CLI's flags); omitted: plain words. */
 export interface DaemonWords {
@@ -150,10 +162,15 @@ export class Daemon {
   private shuttingDown: Promise<void> | null = null;
   /** The first stop signal and when it arrived (monotonic ms); null before any. */
   private firstSignal: { readonly name: string; readonly at: number } | null = null;
+  /** The reclaim grace after a clean stop that published grants (null: none). */
+  readonly reclaimGrace: ReclaimGrace | null = null;
+  private reclaimGraceTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private readonly options: DaemonOptions) {
     this.stopped = new Promise((resolve) => (this.resolveStopped = resolve));
     this.graceStarted = new Promise((resolve) => (this.resolveGrace = resolve));
+    const plan = options.coordinator === undefined ? options.leases?.reclaim : undefined;
+    if (plan !== undefined && plan.maxLeaseMs !== null && plan.grants > 0) this.reclaimGrace = new ReclaimGrace(plan.published, plan.graceEndsAt);
     if (options.coordinator !== undefined) {
       this.roles = new FailoverShell({
         ...options.coordinator,
@@ -213,6 +230,7 @@ export class Daemon {
       }
       roles.start(ops);
     }
+    this.armReclaimGrace();
   }
 
   /** The role layer, with --coordinator; null otherwise. */
@@ -226,16 +244,40 @@ export class Daemon {
     return server;
   }
 
-  /** The lock-delay as it stands now (null: none runs, or not serving). */
-  lockDelay(): DelayView | null {
+  /** The lock-delay as it stands now, with the reclaim grace while one runs (null: none runs, or not serving). */
+  lockDelay(): LockDelayView | null {
     if (this.roles !== null) return this.roles.lockDelay();
-    return this.phase === "running" ? (this.options.leases?.delay.view(performance.now()) ?? null) : null;
+    if (this.phase !== "running") return null;
+    const now = performance.now();
+    const view = this.options.leases?.delay.view(now) ?? null;
+    const grace = this.reclaimGrace?.view(now) ?? null;
+    return view === null || grace === null ? view : { ...view, reclaim: grace };
+  }
+
+  /** The timer that logs the reclaim grace's end (what came back, what did not). */
+  private armReclaimGrace(): void {
+    const grace = this.reclaimGrace;
+    if (grace === null) return;
+    this.reclaimGraceTimer = setTimeout(() => {
+      this.reclaimGraceTimer = null;
+      // setTimeout may fire a little early: the view's own clock decides.
+      if (grace.view(performance.now()) !== null) return this.armReclaimGrace();
+      this.options.log.info("reclaim.grace_over", "reclaim grace over: published grants not reclaimed by now are lost to their holders", {
+        published: grace.published,
+        reclaimed: grace.reclaimed,
+        unclaimed: grace.unclaimed,
+        unclaimedNames: grace.unclaimedNames(),
+      });
+    }, Math.max(0, Math.ceil(grace.endsAt - performance.now())));
   }
 
   private listen(tokens: TokenSource | undefined, guard: GrantGuard | null, delay: LockDelay | null): LockServer {
     const options = this.options;
     const log = options.log;
     const leases = options.leases;
+    // Reclaim: a single server's, from its lease record (the CLI refuses it with a coordinator).
+    const plan = guard === null && options.coordinator === undefined ? leases?.reclaim : undefined;
+    const grace = this.reclaimGrace;
     return new LockServer({
       hostname: options.listen.host,
       port: options.listen.port,
@@ -257,6 +299,8 @@ export class Daemon {
       ...(options.maxLeaseMs === undefined ? {} : { maxLeaseMs: options.maxLeaseMs }),
       ...(options.words === undefined ? {} : { words: options.words.engine }),
       ...(options.tls === undefined ? {} : { tls: options.tls }),
+      ...(plan === undefined || plan.maxLeaseMs === null ? {} : { reclaim: { maxLeaseMs: plan.maxLeaseMs, published: plan.published } }),
+      ...(grace === null ? {} : { onReclaimed: (token: number) => grace.reclaim(token) }),
     });
   }
 
@@ -337,21 +381,42 @@ export class Daemon {
   }
 
   /**
-   * No more grants can happen: record the last token, so the next start
-   * skips none, and the names held at the stop (`held`), so that the next
-   * start holds back only those.
+   * The clean stop's record, before any session hears of the stop: the
+   * names held now (`held`, null: too many to list), so that the next start
+   * holds back only those, and with reclaim on the reclaimable grants, so
+   * that it accepts their reclaims. Returns whether the grants were
+   * published (then, and only then, their holders get the RECLAIM flag).
    */
-  private persistTokens(held: Array<[string, number]> | null): void {
+  private persistLeases(server: LockServer, held: Array<[string, number]> | null): boolean {
     const leases = this.options.leases;
-    if (leases !== undefined) {
-      try {
-        leases.close(held ?? "*");
-        this.options.log.info("leases.held_saved", "held names published for the next start", { dataDir: leases.dir, names: held === null ? "every name (too many to list)" : held.length });
-      } catch (error) {
-        // Not fatal: the record still says "not clean", so the next start holds back every name.
-        this.options.log.warn("leases.held_save_failed", "could not publish the held names; the next start holds back every name for the largest lease", { error: (error as Error).message });
-      }
+    if (leases === undefined) return false;
+    const log = this.options.log;
+    const reclaim = leases.reclaim.publishes && server.reclaimOn ? this.reclaimToPublish(server) : null;
+    try {
+      leases.close(held ?? "*", reclaim);
+      log.info("leases.held_saved", "held names published for the next start", { dataDir: leases.dir, names: held === null ? "every name (too many to list)" : held.length });
+    } catch (error) {
+      // Not fatal: the record still says "not clean", so the next start holds back every name (and accepts no reclaim).
+      log.warn("leases.held_save_failed", "could not publish the held names; the next start holds back every name for the largest lease", { error: (error as Error).message });
+      if (reclaim !== null) log.warn("reclaim.not_published", "reclaimable grants not published: their holders get a plain SHUTTING_DOWN and lose their locks", { why: "write_failed", grants: count(reclaim) });
+      return false;
     }
+    if (reclaim === null) return false;
+    log.info("reclaim.published", "reclaimable grants published: their holders may reclaim them from the next start", { dataDir: leases.dir, grants: count(reclaim), names: reclaim.size });
+    return true;
+  }
+
+  /** The reclaimable grants to publish, or null when there are too many (said in the log). */
+  private reclaimToPublish(server: LockServer): Map<string, ReclaimEntry[]> | null {
+    const grants = server.reclaimableGrants();
+    const n = count(grants);
+    if (n <= MAX_PUBLISHED_NAMES) return grants;
+    this.options.log.warn("reclaim.not_published", "reclaimable grants not published: their holders get a plain SHUTTING_DOWN and lose their locks", { why: "too_many", grants: n, limit: MAX_PUBLISHED_NAMES });
+    return null;
+  }
+
+  /** No more grants can happen: record the last token, so the next start skips none. */
+  private persistTokens(): void {
     const tokens = this.options.tokens;
     if (tokens === undefined) return;
     try {
@@ -374,11 +439,15 @@ export class Daemon {
     const standby = roles !== null && roles.role === "standby";
     if (standby) log.info("shutdown.standby_begins", "shutting down: a standby, no sessions", { reason });
     else log.info("shutdown.begins", "shutting down: readyz is 503, closing sessions", { reason, sessions });
+    if (this.reclaimGraceTimer !== null) clearTimeout(this.reclaimGraceTimer);
+    this.reclaimGraceTimer = null;
     if (roles !== null) await roles.stop();
     else {
-      const held = this.server.held(MAX_PUBLISHED_NAMES); // before the sessions end
-      await this.server.stop();
-      this.persistTokens(held);
+      const server = this.server;
+      // Before the sessions end, synchronously: no grant can happen between the record and the stop.
+      const published = this.persistLeases(server, server.held(MAX_PUBLISHED_NAMES));
+      await server.stop(published);
+      this.persistTokens();
     }
     this.phase = "grace";
     // Nobody has called since start (npm start, then Ctrl-C): no prober or scraper
@@ -402,6 +471,13 @@ export class Daemon {
     log.info("shutdown.stopped", "stopped");
     this.resolveStopped();
   }
+}
+
+/** Grants in a published set. */
+function count(grants: ReadonlyMap<string, readonly ReclaimEntry[]>): number {
+  let n = 0;
+  for (const entries of grants.values()) n += entries.length;
+  return n;
 }
 
 /** End reasons that mean a misbehaving client: warned about, rate-limited. */

@@ -30,7 +30,7 @@
  * inside `end()`/`terminate()`, which is why every path is idempotent.
  */
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { Engine, type EngineWords, EXPIRY_BUDGET, type GrantGuard, type Session, SessionState, type EngineOutput } from "../core/index.ts";
+import { Engine, type EngineWords, EXPIRY_BUDGET, type GrantGuard, type ReclaimEntry, type ReclaimOptions, type Session, SessionState, type EngineOutput } from "../core/index.ts";
 import type { LockDelay } from "../core/delay.ts";
 import type { TokenSource } from "../core/tokens.ts";
 import type { WheelDriver } from "../core/wheel.ts";
@@ -70,6 +70,10 @@ export interface ServerOptions {
   readonly tls?: ServerTls;
   /** Session lifecycle callbacks (logging). Off the hot path: once per session. */
   readonly events?: ServerEvents;
+  /** Reclaim (EngineOptions.reclaim): its cap and the grants the last clean stop published. Omitted: off. */
+  readonly reclaim?: ReclaimOptions;
+  /** Called with the token of each reclaim granted (the grace's account of who came back). */
+  readonly onReclaimed?: (token: number) => void;
 }
 
 /**
@@ -137,10 +141,13 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
   private delayTimer: ReturnType<typeof setTimeout> | null = null;
   private resumeQueued = false;
   private onDelayOver: (() => void) | null;
+  /** Told of each reclaim granted; null: nobody asks (then no chunk looks). */
+  private readonly onReclaimed: ((token: number) => void) | null;
 
   constructor(options: ServerOptions) {
     const server = this;
     this.outboxLimit = options.outboxLimit ?? 64 * 1024;
+    this.onReclaimed = options.onReclaimed ?? null;
     this.events = options.events ?? null;
     this.engine = new Engine<Conn>(
       this,
@@ -154,6 +161,7 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
         ...(options.delay === undefined ? {} : { delay: options.delay }),
         ...(options.maxLeaseMs === undefined ? {} : { maxLeaseMs: options.maxLeaseMs }),
         ...(options.words === undefined ? {} : { words: options.words }),
+        ...(options.reclaim === undefined ? {} : { reclaim: options.reclaim }),
         // A run of shared waiters longer than one step's budget goes on in the next loop turn.
         onResumeNeeded: () => server.queueResume(),
       },
@@ -221,19 +229,31 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
     return this.engine.held(limit);
   }
 
+  /** Whether reclaim is on in this server's engine. */
+  get reclaimOn(): boolean {
+    return this.engine.reclaimOn;
+  }
+
+  /** Every reclaimable grant now, by name: what a clean stop publishes before `stop(true)`. */
+  reclaimableGrants(): Map<string, ReclaimEntry[]> {
+    return this.engine.reclaimableGrants();
+  }
+
   /**
    * Stop: refuse new connections, send SHUTTING_DOWN to every session and
    * close it, wait (at most io-timeout) for the sockets to go, then cut any
-   * that remain. Idempotent.
+   * that remain. `reclaim`: the caller made `reclaimableGrants()` durable,
+   * so their holders get SHUTTING_DOWN with the RECLAIM flag (the first call
+   * decides). Idempotent.
    */
-  stop(): Promise<void> {
-    this.stopping ??= this.drain();
+  stop(reclaim = false): Promise<void> {
+    this.stopping ??= this.drain(reclaim);
     return this.stopping;
   }
 
-  private async drain(): Promise<void> {
+  private async drain(reclaim: boolean): Promise<void> {
     this.listener.stop(false);
-    this.engine.shutdown(performance.now());
+    this.engine.shutdown(performance.now(), reclaim);
     if (this.connections > 0) {
       let timeout: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([
@@ -451,7 +471,9 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
         server.batchConn = conn;
         server.batchLength = 0;
         const promoted = engine.stats.grantsPromoted; // an owner that sends a bad frame hands over here
+        const reclaims = engine.stats.reclaims; // one connection makes one claim: at most one reclaim per chunk
         const result = conn.reader.push(chunk, conn);
+        if (server.onReclaimed !== null && engine.stats.reclaims !== reclaims) server.onReclaimed(session.token);
         // A bad header ends the session before the flush: its ERROR joins the replies' write.
         if (result === ReadResult.ERROR) engine.protocolError(session, conn.reader.errorMessage, now);
         if (server.batchConn === conn) server.flushBatch(conn);

@@ -19,6 +19,7 @@ describe("serve options: flags beat env beat defaults", () => {
       maxSessions: null, // auto: from the open-file limit
       maxSessionsPerSource: null, // off
       maxLease: null, // off
+      reclaimMaxLease: null, // off
       shutdownGrace: 5000,
       adminToken: undefined,
       adminTokenFile: undefined,
@@ -76,6 +77,7 @@ describe("serve options: flags beat env beat defaults", () => {
       LOCKD_ADVERTISE_OPS: "lockd-env.internal:8001",
       LOCKD_OPS_ALLOW_HOST: "ops.env.internal",
       LOCKD_MAX_LEASE: "30s",
+      LOCKD_RECLAIM_MAX_LEASE: "20s",
     };
     const fromEnv = parse([], env);
     expect(fromEnv.options).toEqual({
@@ -85,6 +87,7 @@ describe("serve options: flags beat env beat defaults", () => {
       maxSessions: 50,
       maxSessionsPerSource: 20,
       maxLease: 30_000,
+      reclaimMaxLease: 20_000,
       shutdownGrace: 250,
       adminToken: "env-token",
       adminTokenFile: "/env/file",
@@ -138,6 +141,7 @@ describe("serve options: flags beat env beat defaults", () => {
       "--advertise-ops", "[fd00::5]:9001",
       "--ops-allow-host", "a.example, b.example",
       "--max-lease", "1m",
+      "--reclaim-max-lease", "10s",
     ];
     const fromFlags = parse(flags, env);
     expect(fromFlags.options).toEqual({
@@ -147,6 +151,7 @@ describe("serve options: flags beat env beat defaults", () => {
       maxSessions: 7,
       maxSessionsPerSource: 3,
       maxLease: 60_000,
+      reclaimMaxLease: 10_000,
       shutdownGrace: 0,
       adminToken: "flag-token",
       adminTokenFile: "/flag/file",

@@ -21,6 +21,7 @@ import { FrameType } from "../../src/protocol/index.ts";
 import { AdminAuth } from "../../src/ops/admin.ts";
 import { type LeaseState, writeLeases } from "../../src/tokens/leases.ts";
 import { OpsServer } from "../../src/ops/server.ts";
+import type { LockDelayView } from "../../src/ops/sources.ts";
 import type { CoordinatorMetrics, RoleView } from "../../src/failover/shell.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
 import { startServer, WirePeer } from "../helpers/wire.ts";
@@ -190,6 +191,46 @@ describe.skipIf(CHROMIUM === undefined)("the operator's page during a lock-delay
       await page.waitForFunction(() => document.getElementById("lock-delay")?.dataset.why?.startsWith("<img"));
       expect(await text()).toMatch(/^Lock-delay: no grant of any name for up to \d\.\d s more: an earlier server's holders may still believe they hold their locks$/);
       expect(await page.$$("#lock-delay img")).toEqual([]);
+      delay = null;
+      await page.waitForSelector("#lock-delay", { state: "hidden" });
+      expect(errors).toEqual([]);
+      await page.close();
+    } finally {
+      await ops.stop();
+      await server.stop();
+    }
+  }, 60_000);
+
+  test("a reclaim grace (the ops server in this process, its lockDelay set by hand): the banner adds how many holders are back, and goes with the delay", async () => {
+    const server = startServer();
+    let delay: LockDelayView | null = {
+      why: "clean-restart",
+      remainingMs: 8_200,
+      names: 2,
+      everyName: false,
+      reclaim: { remainingMs: 4_100, published: 3, reclaimed: 1, unclaimedNames: ["b"], unclaimedNameCount: 1 },
+    };
+    const ops = new OpsServer({
+      hostname: "127.0.0.1",
+      port: 0,
+      locks: server.locks,
+      auth: new AdminAuth("delay-page-token"),
+      log: new Logger("error", () => {}),
+      version: "0.0.0-test",
+      isReady: () => true,
+      lockDelay: () => delay,
+    });
+    try {
+      const { page, errors } = await open(`http://127.0.0.1:${ops.port}`);
+      const text = () => page.textContent("#lock-delay-text");
+      await page.waitForSelector("#lock-delay", { state: "visible" });
+      expect(await text()).toMatch(
+        /^Lock-delay: 2 names held at the last clean stop are not granted for up to \d\.\d s more: their holders may still believe they hold them \(every other name is granted\) Reclaims: 1 of 3 grants the last clean stop published are back with their holders; the rest may come back for [34]\.\d s more, ahead of any other claim of their names\.$/,
+      );
+      // The grace over, the delay not: the sentence goes.
+      delay = { why: "clean-restart", remainingMs: 4_000, names: 1, everyName: false };
+      await page.waitForFunction(() => !document.getElementById("lock-delay-text")?.textContent?.includes("Reclaims:"));
+      expect(await text()).toStartWith("Lock-delay: 1 name held at the last clean stop");
       delay = null;
       await page.waitForSelector("#lock-delay", { state: "hidden" });
       expect(errors).toEqual([]);

@@ -263,6 +263,17 @@
       : `Lock-delay: ${count} names held at ${stop} are not granted for up to ${time} more: their holders may still believe they hold them (every other name is granted)`;
   }
 
+  /**
+   * The banner's second sentence while a reclaim grace runs (the delay's
+   * `reclaim`, with `left` ms to go), else "": holders of the last clean
+   * stop take their locks back, with their tokens, before anyone else.
+   */
+  function reclaimText(grace, left) {
+    if (grace === null || typeof grace !== "object" || !Number.isFinite(grace.remainingMs) || !(grace.published > 0)) return "";
+    const done = Number.isFinite(grace.reclaimed) ? grace.reclaimed : 0;
+    return ` Reclaims: ${number(done)} of ${number(grace.published)} grants the last clean stop published are back with their holders; the rest may come back for ${delayLeft(left)} more, ahead of any other claim of their names.`;
+  }
+
   /** The board's `lockDelay`, as it came with an answer: shown and counted down from now, or the banner gone. */
   function setDelay(value) {
     const valid = value !== null && typeof value === "object" && Number.isFinite(value.remainingMs);
@@ -286,7 +297,9 @@
       return;
     }
     banner.dataset.why = String(view.why);
-    $("lock-delay-text").textContent = delayText(view, view.remainingMs - (performance.now() - state.delayAt));
+    const elapsed = performance.now() - state.delayAt;
+    const grace = view.reclaim ?? null;
+    $("lock-delay-text").textContent = delayText(view, view.remainingMs - elapsed) + (grace === null ? "" : reclaimText(grace, grace.remainingMs - elapsed));
   }
 
   /**
