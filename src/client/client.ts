@@ -90,6 +90,22 @@ export interface AcquireOptions {
   /** Cancels waiting (LockAbortedError) or ends holding (signal aborts, why "aborted"). */
   readonly signal?: AbortSignal;
   /**
+   * Reclaim the held lock across a clean restart of the server (default
+   * true): when the grant was flagged reclaimable and the server stops
+   * cleanly with SHUTTING_DOWN and its RECLAIM flag, the client connects
+   * again and reclaims the grant with its token, within the holder's
+   * deadline (0.8 x lease after the last answered send); the signal does
+   * not abort unless that fails. false: such a stop loses the lock, like
+   * any SHUTTING_DOWN (docs/client.md, "Reclaim").
+   */
+  readonly reclaim?: boolean;
+  /**
+   * Called each time the held lock was reclaimed after a clean stop of the
+   * server: the same lock, the same token (and slot), confirmed again by
+   * the server's next run. For logging; it decides nothing.
+   */
+  readonly onReclaim?: (lock: Lock) => void;
+  /**
    * Called before each reconnect while the claim is not held yet (refused,
    * SHUTTING_DOWN, a dropped connection): what failed, the pause in ms
    * before the next address is tried, and `backoff`: true when every
