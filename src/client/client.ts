@@ -181,12 +181,19 @@ export class LockClient {
     if (shared && limit !== 1) {
       throw new LockRequestError("BAD_REQUEST", `a shared claim has limit 1, got limit ${limit}: a name is a read/write lock or a semaphore, not both`);
     }
+    const reclaim = options.reclaim ?? true;
+    if (typeof reclaim !== "boolean") throw new LockRequestError("BAD_REQUEST", `reclaim must be true or false, got ${String(reclaim)}`);
+    const request = { name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false, limit, shared };
     let acquireFrame: Uint8Array;
     try {
-      acquireFrame = encodeAcquire({ name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false, limit, shared });
+      acquireFrame = encodeAcquire(request);
     } catch (error) {
       throw new LockRequestError("BAD_REQUEST", (error as Error).message, error);
     }
+    // The reclaim (protocol.md section 14.3): the same claim, with RECLAIM and the grant's token and slot.
+    const reclaimFrame = reclaim ? (token: bigint, slot: number) => encodeAcquire({ ...request, reclaim: { token, ...(slot >= 0 ? { slot } : {}) } }) : undefined;
+    let lock: Lock | null = null;
+    const onReclaim = options.onReclaim;
     if (options.wait !== undefined && !(options.wait >= 0)) throw new LockRequestError("BAD_REQUEST", `wait must be >= 0 ms, got ${options.wait}`);
     const shard = this.placement === null ? 0 : this.placement.indexOf(name);
     const { name: shardName, addresses } = this.map.shards[shard]!;
@@ -206,6 +213,8 @@ export class LockClient {
       retryFirstConnect: this.retryFirstConnect,
       try: options.try ?? false,
       onRetry: options.onRetry,
+      reclaimFrame,
+      onReclaim: onReclaim === undefined ? undefined : () => lock !== null && onReclaim(lock),
       minHeartbeatIntervalMs: this.minIntervalMs,
     });
     let granted;
@@ -215,7 +224,8 @@ export class LockClient {
       if (this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD") throw this.wrongShard(name, shard, error);
       throw error;
     }
-    return new Lock(name, granted.token, granted.slot, granted.signal, claim);
+    lock = new Lock(name, granted.token, granted.slot, granted.signal, claim);
+    return lock;
   }
 
   /** The shard `name` belongs to in this client's map ("" for a plain address list). */
