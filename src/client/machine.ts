@@ -15,7 +15,7 @@
  * `data`, `closed`, `timer`, `abort`, `release`, `checkHeld`), and the
  * machine answers through `ClaimEffects`: connect to address i, send bytes,
  * disconnect, arm the one timer, and settle (granted / failed) or abort
- * (lost). Randomness (the jitter of the pacing) is the `random` argument.
+ * (lost), and report a reclaim (reclaimed). Randomness (the jitter of the pacing) is the `random` argument.
  * Tests drive all of it with a number for a clock.
  *
  * Rule 3: one timer. The machine keeps its deadlines (the connect limit, the
@@ -44,7 +44,8 @@
  * again (at the tail) after an ERROR of class 0x0_ or LEASE_EXPIRED, a
  * close, or an unconfirmed deadline, for at most `reconnectMs` of
  * consecutive trouble (and never past `wait`). A held lock never does: it
- * is lost, and the caller decides whether to claim again. KICKED and the
+ * is lost, and the caller decides whether to claim again (the one exception
+ * is a reclaim, below, which keeps the grant rather than claiming again). KICKED and the
  * other refusals (LOCK_BUSY, LOCK_DELAYED to a TRY) end the claim.
  *
  * Reclaim (protocol.md section 14.3): a held lock whose last ACQUIRED had
