@@ -78,12 +78,21 @@ at once. Once a server has answered the claim (it then restarts, or says it
 is shutting down), trouble is retried in every case, within --wait or
 30 s. A lock lost while COMMAND runs is never taken again.
 
+When the server stops cleanly and lets its holders reclaim (a server run
+with reclaim on, restarted on its data directory: a rolling upgrade), the
+lock is reclaimed from the server's next run with its token, and COMMAND
+keeps running: LOCKD_TOKEN stays valid, and one line on stderr says so.
+If the reclaim is not granted within 0.8 x lease of the last answer, the
+lock is lost as above. --no-reclaim turns this off: such a stop loses the
+lock and stops COMMAND.
+
 Options (flag, then environment, then default):
 ${optionsHelp(RUN_OPTIONS)}
 ${aliases([
   ["-w DURATION", "same as --wait"],
   ["-n, --try", "do not wait: exit at once if the lock is held (or held back by a lock-delay)"],
   ["--shared", "a shared (read) claim: shared runs of NAME hold together, an exclusive one alone (limit 1 only)"],
+  ["--no-reclaim", "a clean stop of the server (one that lets holders reclaim) loses the lock: COMMAND is stopped"],
   ["-E N", "same as --conflict-exit-code"],
   ["--tls", "connect with TLS, trusting the system CAs (implied by --tls-ca and --tls-cert)"],
   ["-h, --help", "this text"],
@@ -120,7 +129,7 @@ export const UNAVAILABLE_WITHOUT_WAIT_MS = DEFAULT_RECONNECT_MS;
 
 /** flock(1)'s short options, as this command's long ones. */
 const SHORT_FLAGS: Record<string, string> = { "-w": "--wait", "-E": "--conflict-exit-code" };
-const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls", "--shared": "shared" };
+const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls", "--shared": "shared", "--no-reclaim": "no-reclaim" };
 
 export async function run(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
   const split = argv.indexOf("--");
@@ -143,6 +152,7 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   const { server, lease, wait, conflictExitCode, owner, killAfter, limit } = parsed.options;
   const tryOnly = parsed.switches.has("try");
   const shared = parsed.switches.has("shared");
+  const reclaim = !parsed.switches.has("no-reclaim");
   if (tryOnly && wait !== undefined) return usage("--try and --wait exclude each other");
   if (shared && limit !== 1) return usage(`--shared is a claim of limit 1, not --limit ${limit}: a name is a read/write lock or a semaphore, not both`);
 
@@ -178,6 +188,10 @@ export async function run(argv: readonly string[], env: Record<string, string | 
         try: tryOnly,
         limit,
         shared,
+        reclaim,
+        // COMMAND goes on through a reclaim; a line in its log says the server restarted under it.
+        onReclaim: (held) =>
+          process.stderr.write(`lockd run: the lock server restarted cleanly; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
         signal: waitCancel.signal,
         onRetry: (detail, _delayMs, backoff) => {
           // Only when the claim is going to wait: every address of the list

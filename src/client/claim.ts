@@ -9,6 +9,7 @@
  *   the machine has dropped are never reported, and passes on bytes, the
  *   close, and the connect's outcome;
  * - it arms the machine's one timer;
+ * - it passes a reclaim of the held lock on to `onReclaim`;
  * - it turns the machine's endings into the promise `start()` returns (the
  *   grant, or the error of a claim that never held) and into the lock's
  *   AbortSignal (aborted with the LockLostError the moment a held lock is
@@ -29,6 +30,8 @@ export interface ClaimSettings extends Omit<ClaimRules, "secure" | "random"> {
   readonly connect: Connector;
   /** Told before each reconnect of a claim not held yet: what failed, the pause before the next try, and whether it is a backoff (Effects.retry). */
   readonly onRetry: ((detail: string, delayMs: number, backoff: boolean) => void) | undefined;
+  /** Told each time the held lock was reclaimed after a clean stop of the server (Effects.reclaimed). */
+  readonly onReclaim?: (() => void) | undefined;
 }
 
 export type { ClaimState };
@@ -156,5 +159,9 @@ export class Claim implements ClaimEffects {
 
   retry(detail: string, delayMs: number, backoff: boolean): void {
     this.settings.onRetry?.(detail, delayMs, backoff);
+  }
+
+  reclaimed(_token: bigint, _slot: number): void {
+    this.settings.onReclaim?.();
   }
 }

@@ -89,6 +89,22 @@ export interface AcquireOptions {
   /** Cancels waiting (LockAbortedError) or ends holding (signal aborts, why "aborted"). */
   readonly signal?: AbortSignal;
   /**
+   * Reclaim the held lock across a clean restart of the server (default
+   * true): when the grant was flagged reclaimable and the server stops
+   * cleanly with SHUTTING_DOWN and its RECLAIM flag, the client connects
+   * again and reclaims the grant with its token, within the holder's
+   * deadline (0.8 x lease after the last answered send); the signal does
+   * not abort unless that fails. false: such a stop loses the lock, like
+   * any SHUTTING_DOWN (docs/client.md, "Reclaim").
+   */
+  readonly reclaim?: boolean;
+  /**
+   * Called each time the held lock was reclaimed after a clean stop of the
+   * server: the same lock, the same token (and slot), confirmed again by
+   * the server's next run. For logging; it decides nothing.
+   */
+  readonly onReclaim?: (lock: Lock) => void;
+  /**
    * Called before each reconnect while the claim is not held yet (refused,
    * SHUTTING_DOWN, a dropped connection): what failed, the pause in ms
    * before the next address is tried, and `backoff`: true when every
@@ -171,12 +187,19 @@ export class LockClient {
     if (shared && limit !== 1) {
       throw new LockRequestError("BAD_REQUEST", `a shared claim has limit 1, got limit ${limit}: a name is a read/write lock or a semaphore, not both`);
     }
+    const reclaim = options.reclaim ?? true;
+    if (typeof reclaim !== "boolean") throw new LockRequestError("BAD_REQUEST", `reclaim must be true or false, got ${String(reclaim)}`);
+    const request = { name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false, limit, shared };
     let acquireFrame: Uint8Array;
     try {
-      acquireFrame = encodeAcquire({ name, leaseMs, owner: options.owner ?? this.owner, try: options.try ?? false, limit, shared });
+      acquireFrame = encodeAcquire(request);
     } catch (error) {
       throw new LockRequestError("BAD_REQUEST", (error as Error).message, error);
     }
+    // The reclaim (protocol.md section 14.3): the same claim, with RECLAIM and the grant's token and slot.
+    const reclaimFrame = reclaim ? (token: bigint, slot: number) => encodeAcquire({ ...request, reclaim: { token, ...(slot >= 0 ? { slot } : {}) } }) : undefined;
+    let lock: Lock | null = null;
+    const onReclaim = options.onReclaim;
     if (options.wait !== undefined && !(options.wait >= 0)) throw new LockRequestError("BAD_REQUEST", `wait must be >= 0 ms, got ${options.wait}`);
     const shard = this.placement === null ? 0 : this.placement.indexOf(name);
     const { name: shardName, addresses } = this.map.shards[shard]!;
@@ -196,6 +219,8 @@ export class LockClient {
       retryFirstConnect: this.retryFirstConnect,
       try: options.try ?? false,
       onRetry: options.onRetry,
+      reclaimFrame,
+      onReclaim: onReclaim === undefined ? undefined : () => lock !== null && onReclaim(lock),
       minHeartbeatIntervalMs: this.minIntervalMs,
     });
     let granted;
@@ -205,7 +230,8 @@ export class LockClient {
       if (this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD") throw this.wrongShard(name, shard, error);
       throw error;
     }
-    return new Lock(name, granted.token, granted.slot, granted.signal, claim);
+    lock = new Lock(name, granted.token, granted.slot, granted.signal, claim);
+    return lock;
   }
 
   /** The shard `name` belongs to in this client's map ("" for a plain address list). */

@@ -50,6 +50,24 @@ export class Lock implements AsyncDisposable {
   }
 
   /**
+   * How many times this lock was reclaimed after a clean stop of the server
+   * (docs/client.md, "Reclaim"): the same grant and token, kept across the
+   * server's restart. 0 when it never was.
+   */
+  get reclaims(): number {
+    return this.claim.machine.reclaims;
+  }
+
+  /**
+   * True while the lock is being reclaimed: the server stopped cleanly and
+   * the client is claiming the grant back from its next run. The lock is
+   * still held (`held` is true until the deadline); the guarded work goes on.
+   */
+  get reclaiming(): boolean {
+    return this.claim.machine.reclaiming;
+  }
+
+  /**
    * Release: close the connection (the server hands the lock to the next
    * waiter at once). Resolves when the socket is closed. Idempotent.
    */

@@ -15,7 +15,7 @@
  * `data`, `closed`, `timer`, `abort`, `release`, `checkHeld`), and the
  * machine answers through `ClaimEffects`: connect to address i, send bytes,
  * disconnect, arm the one timer, and settle (granted / failed) or abort
- * (lost). Randomness (the jitter of the pacing) is the `random` argument.
+ * (lost), and report a reclaim (reclaimed). Randomness (the jitter of the pacing) is the `random` argument.
  * Tests drive all of it with a number for a clock.
  *
  * Rule 3: one timer. The machine keeps its deadlines (the connect limit, the
@@ -44,8 +44,24 @@
  * again (at the tail) after an ERROR of class 0x0_ or LEASE_EXPIRED, a
  * close, or an unconfirmed deadline, for at most `reconnectMs` of
  * consecutive trouble (and never past `wait`). A held lock never does: it
- * is lost, and the caller decides whether to claim again. KICKED and the
+ * is lost, and the caller decides whether to claim again (the one exception
+ * is a reclaim, below, which keeps the grant rather than claiming again). KICKED and the
  * other refusals (LOCK_BUSY, LOCK_DELAYED to a TRY) end the claim.
+ *
+ * Reclaim (protocol.md section 14.3): a held lock whose last ACQUIRED had
+ * RECLAIMABLE, on SHUTTING_DOWN with the RECLAIM flag, is not lost: when
+ * the rules allow it (`reclaimFrame`), the machine keeps it held, drops the
+ * connection and connects again (the next address, with the pacing below),
+ * and sends ACQUIRE with RECLAIM and its token (and slot). The deadline does
+ * not move: `confirmedAt` stays the send time of the last answered frame,
+ * and at `confirmedUntil` the lock is lost ("unconfirmed"), whatever the
+ * reclaim is doing then. A connect that fails (a server still restarting)
+ * is tried again, paced, until then. ACQUIRED with REPLY and the same
+ * token (and slot) confirms the lock up to the reclaim's send and the
+ * heartbeats go on (`reclaimed`); any other answer (an ERROR such as
+ * RECLAIM_REFUSED, another token or slot, a push, WAITING) or a connection
+ * that breaks once open loses it. SHUTTING_DOWN without the flag, or for a
+ * grant that was not flagged, is a loss as before.
  *
  * Addresses and pacing (failover): every failure moves on to the NEXT
  * address of the list. Within a round (addresses not yet tried since a
@@ -61,6 +77,8 @@
 import {
   ErrorClass,
   ErrorCode,
+  FLAG_RECLAIM,
+  FLAG_RECLAIMABLE,
   FLAG_REPLY,
   FLAG_SLOT,
   FrameLimits,
@@ -112,6 +130,8 @@ export interface ClaimEffects {
   failed(error: unknown): void;
   /** A held lock is lost (once; final): abort the lock's signal with this error. */
   lost(error: LockLostError): void;
+  /** The held lock was reclaimed after a clean stop of the server: the same token and slot, confirmed again. */
+  reclaimed(token: bigint, slot: number): void;
   /**
    * Before each reconnect of a claim not held yet: what failed, the pause
    * before the next try, and whether that pause is a backoff (every address
@@ -155,6 +175,12 @@ export interface ClaimRules {
   readonly minHeartbeatIntervalMs: number;
   /** A number in [0, 1): the jitter of the pacing. */
   readonly random: () => number;
+  /**
+   * Reclaim on: the ACQUIRE with RECLAIM for the grant's token and slot (-1
+   * without one), the same name, lease, limit, mode and owner as
+   * `acquireFrame`. Undefined: reclaim off, SHUTTING_DOWN with RECLAIM is a loss.
+   */
+  readonly reclaimFrame?: ((token: bigint, slot: number) => Uint8Array) | undefined;
 }
 
 export type ClaimState = "connecting" | "waiting" | "held" | "done";
@@ -198,6 +224,12 @@ export class ClaimMachine implements FrameSink {
   heartbeatsSent = 0;
   /** Index of the address of the current (or next) connection. */
   addressIndex = 0;
+  /** The last ACQUIRED of the grant had RECLAIMABLE. */
+  reclaimable = false;
+  /** Held, and reclaiming after a clean stop of the server: not confirmed again yet. */
+  reclaiming = false;
+  /** How many times the held lock was reclaimed. */
+  reclaims = 0;
 
   private link: Link = Link.NONE;
   private reader = new FrameReader(LIMITS);
@@ -232,6 +264,8 @@ export class ClaimMachine implements FrameSink {
   private resilient = false;
   /** Whether trouble before any answer is retried (`firstConnectRetried`, decided once). */
   private readonly retryFirst: boolean;
+  /** While reclaiming: the ACQUIRE with RECLAIM sent on each new connection. */
+  private reclaimAcquire: Uint8Array | null = null;
 
   constructor(
     private readonly rules: ClaimRules,
@@ -258,7 +292,7 @@ export class ClaimMachine implements FrameSink {
     if (this.state === "done" || this.link !== Link.CONNECTING) return;
     this.link = Link.OPEN;
     this.connectDueAt = -1;
-    this.send(this.rules.acquireFrame, now);
+    this.send(this.reclaimAcquire ?? this.rules.acquireFrame, now);
     this.arm();
   }
 
@@ -300,8 +334,15 @@ export class ClaimMachine implements FrameSink {
   /** The connection is gone (also one reported closed before its connect was); `error` when it failed rather than closed. */
   closed(now: number, error: Error | undefined): void {
     if (this.state === "done" || this.link === Link.NONE) return;
+    const wasOpen = this.link === Link.OPEN;
     this.link = Link.NONE;
     const detail = error === undefined ? "the server closed the connection" : `connection failed: ${networkErrorText(error)}`;
+    if (this.reclaiming && !wasOpen) {
+      // A connect of the reclaim that did not get through (the server is still restarting): again, paced.
+      this.trouble(now, `cannot connect to ${this.where()}: ${detail}`, error);
+      this.arm();
+      return;
+    }
     if (this.state === "held") {
       this.lose("closed", detail, error);
       return;
@@ -319,6 +360,11 @@ export class ClaimMachine implements FrameSink {
     if (this.waitUntil >= 0 && now >= this.waitUntil && this.state !== "held") {
       const trouble = this.troubleSince >= 0 ? this.lastTrouble : null;
       this.fail(new WaitTimeoutError(this.rules.name, this.rules.waitMs!, trouble?.detail, trouble?.cause, this.rules.shard));
+      return;
+    }
+    if (this.reclaiming && now >= this.confirmedUntil) {
+      const trouble = this.lastTrouble;
+      this.lose("unconfirmed", `not reclaimed ${this.unconfirmedDetail().replace(/^no answer /, "")}${trouble === null ? "" : `: ${trouble.detail}`}`, trouble?.cause);
       return;
     }
     if (this.connectDueAt >= 0 && now >= this.connectDueAt) {
@@ -385,10 +431,12 @@ export class ClaimMachine implements FrameSink {
           if (length !== TOKEN_LENGTH) return this.violation(`ACQUIRED with a ${length}-byte body and no flag SLOT`);
           if (limit !== 1) return this.violation(`ACQUIRED without a slot for a claim of limit ${limit}`);
         }
+        if (this.reclaiming) return this.reclaimAnswered(token, slot, flags, reply);
         if (reply && !this.answered()) return false;
         if (this.state === "held") {
           if (token !== this.token) return this.violation(`ACQUIRED token changed from ${this.token} to ${token}`);
           if (slot !== this.slot) return this.violation(`ACQUIRED slot changed from ${this.slot} to ${slot}`);
+          this.reclaimable = (flags & FLAG_RECLAIMABLE) !== 0;
           return true;
         }
         if (this.now >= this.confirmedUntil) {
@@ -397,6 +445,7 @@ export class ClaimMachine implements FrameSink {
           this.trouble(this.now, `a grant arrived unconfirmed: ${this.unconfirmedDetail()}`, undefined);
           return false;
         }
+        this.reclaimable = (flags & FLAG_RECLAIMABLE) !== 0;
         this.granted(token, slot);
         return true;
       }
@@ -407,7 +456,7 @@ export class ClaimMachine implements FrameSink {
         this.state = "waiting";
         return true;
       case FrameType.ERROR:
-        this.serverError(decodeError(bytes, offset, length));
+        this.serverError(decodeError(bytes, offset, length), flags);
         return false;
       default:
         return this.violation(`unexpected frame type 0x${type.toString(16)}`);
@@ -431,6 +480,28 @@ export class ClaimMachine implements FrameSink {
     return true;
   }
 
+  /**
+   * The answer to the reclaim's ACQUIRE: ACQUIRED with REPLY, before the
+   * deadline, with the grant's token and slot confirms the lock again (up to
+   * the reclaim's send); anything else loses it.
+   */
+  private reclaimAnswered(token: bigint, slot: number, flags: number, reply: boolean): boolean {
+    if (!reply) return this.violation(`ACQUIRED without REPLY to a reclaim (a reclaim is answered at once)`);
+    if (this.now >= this.confirmedUntil) {
+      this.lose("unconfirmed", `the reclaim was answered too late: ${this.unconfirmedDetail()}`);
+      return false;
+    }
+    if (token !== this.token) return this.violation(`the reclaim of token ${this.token} was answered with token ${token}`);
+    if (slot !== this.slot) return this.violation(`the reclaim of slot ${this.slot} was answered with slot ${slot}`);
+    if (!this.answered()) return false;
+    this.reclaiming = false;
+    this.reclaimAcquire = null;
+    this.reclaimable = (flags & FLAG_RECLAIMABLE) !== 0;
+    this.reclaims++;
+    this.effects.reclaimed(token, slot);
+    return true;
+  }
+
   private granted(token: bigint, slot: number): void {
     this.state = "held";
     this.token = token;
@@ -439,10 +510,20 @@ export class ClaimMachine implements FrameSink {
     this.effects.granted(token, slot);
   }
 
-  private serverError(frame: { code: number; message: string }): void {
+  private serverError(frame: { code: number; message: string }, flags: number): void {
     const error = new ServerErrorFrame(frame.code, frame.message, this.where());
     const name = this.rules.name;
     if (this.state === "held") {
+      // A clean stop that published this grant (protocol.md section 14.3): reclaim it from the next run.
+      const reclaimFrame = this.rules.reclaimFrame;
+      if (!this.reclaiming && frame.code === ErrorCode.SHUTTING_DOWN && (flags & FLAG_RECLAIM) !== 0 && this.reclaimable && reclaimFrame !== undefined) {
+        this.reclaimAcquire = reclaimFrame(this.token, this.slot);
+        this.reclaiming = true;
+        this.failures = 0;
+        this.troubleSince = this.now;
+        this.trouble(this.now, error.message, error);
+        return;
+      }
       this.lose("server-error", error.message, error);
       return;
     }
@@ -492,7 +573,7 @@ export class ClaimMachine implements FrameSink {
     let next = Infinity;
     if (this.waitUntil >= 0 && this.state !== "held") next = this.waitUntil;
     if (this.connectDueAt >= 0 && this.connectDueAt < next) next = this.connectDueAt;
-    if (this.link === Link.OPEN && this.confirmedAt >= 0 && this.confirmedUntil < next) next = this.confirmedUntil;
+    if ((this.link === Link.OPEN || this.reclaiming) && this.confirmedAt >= 0 && this.confirmedUntil < next) next = this.confirmedUntil;
     if (this.retryAt >= 0 && this.retryAt < next) next = this.retryAt;
     if (this.heartbeatAt >= 0 && this.heartbeatAt < next) next = this.heartbeatAt;
     if (next < this.armedAt) {
@@ -514,6 +595,10 @@ export class ClaimMachine implements FrameSink {
 
   /** Something went wrong before the grant: the next address after a pause, or give up. */
   private trouble(now: number, detail: string, cause: unknown): void {
+    if (this.reclaiming) {
+      this.reclaimTrouble(now, detail, cause);
+      return;
+    }
     this.dropConnection();
     if (this.state === "waiting") this.state = "connecting";
     if (cause instanceof ServerErrorFrame) this.resilient = true; // a server answered, with a 0x0_ condition
@@ -549,6 +634,20 @@ export class ClaimMachine implements FrameSink {
   }
 
   /**
+   * The reclaim's connection failed (or the stop's SHUTTING_DOWN ended the
+   * old one): the next address after the usual pause. The deadline, not a
+   * reconnect budget, ends it (see `timer`); the confirmed period is kept.
+   */
+  private reclaimTrouble(now: number, detail: string, cause: unknown): void {
+    this.dropLink();
+    const count = this.rules.addresses.length;
+    this.failures++;
+    this.addressIndex = (this.addressIndex + 1) % count;
+    this.lastTrouble = { detail, cause };
+    this.retryAt = now + reconnectPause(this.failures, count, this.rules.random());
+  }
+
+  /**
    * SERVER_UNAVAILABLE: "lock server unavailable[ for N ms]: DETAIL", or with
    * a shard "lock server of shard NAME at ADDRESSES unavailable...".
    */
@@ -561,12 +660,17 @@ export class ClaimMachine implements FrameSink {
 
   /** Close the current connection (if any) and forget its schedule. */
   private dropConnection(): void {
+    this.dropLink();
+    this.confirmedAt = -1;
+  }
+
+  /** Close the current connection (if any) and forget its schedule, keeping what is confirmed (a reclaim's). */
+  private dropLink(): void {
     if (this.link !== Link.NONE) this.effects.disconnect();
     this.link = Link.NONE;
     this.connectDueAt = -1;
     this.heartbeatAt = -1;
     this.inFlightSentAt = -1;
-    this.confirmedAt = -1;
   }
 
   // --- endings ------------------------------------------------------------------------
@@ -588,6 +692,8 @@ export class ClaimMachine implements FrameSink {
   }
 
   private cleanUp(): void {
+    this.reclaiming = false;
+    this.reclaimAcquire = null;
     this.dropConnection();
     this.retryAt = -1;
     this.waitUntil = -1;

@@ -11,7 +11,7 @@ import { freePort, freePorts } from "../helpers/ports.ts";
 import { FakeServer } from "../client/fake-server.ts";
 import { delayedLine } from "../../src/cli/run.ts";
 import { LockDelayedError } from "../../src/client/errors.ts";
-import { ErrorCode, FrameType, OPTION_TRY, WAITING_REPLY_FRAME, encodeError } from "../../src/protocol/index.ts";
+import { ErrorCode, FLAG_RECLAIM, FLAG_RECLAIMABLE, FLAG_REPLY, FrameType, OPTION_TRY, WAITING_REPLY_FRAME, decodeAcquire, encodeAcquired, encodeError } from "../../src/protocol/index.ts";
 import { engineOf } from "../helpers/engine.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -668,4 +668,71 @@ test("a --limit other than the holders' exits 64 naming both limits; --shared wi
   expect(never.conns).toHaveLength(0);
   holder.proc.kill("SIGTERM");
   expect(await holder.exit()).toBe(42);
+});
+
+/**
+ * A server with reclaim on (protocol.md section 14): grants token 9 flagged
+ * RECLAIMABLE, answers heartbeats, grants a reclaim of token 9 (or, with
+ * `refuse`, refuses it); `stop()` is its clean stop, SHUTTING_DOWN with RECLAIM.
+ */
+function reclaimServer(refuse = false) {
+  const grant = encodeAcquired(9, FLAG_REPLY | FLAG_RECLAIMABLE);
+  const reclaims: number[] = [];
+  const server = new FakeServer((conn, frame) => {
+    if (frame.type === FrameType.ACQUIRE) {
+      const decoded = decodeAcquire(frame.body, 0, frame.body.length);
+      const reclaim = decoded.ok ? decoded.request.reclaim : undefined;
+      if (reclaim !== undefined) reclaims.push(reclaim.token);
+      if (reclaim !== undefined && (refuse || reclaim.token !== 9)) {
+        conn.socket.write(encodeError(ErrorCode.RECLAIM_REFUSED, "no published grant of this name with that token"));
+        conn.socket.end();
+      } else conn.socket.write(grant);
+    } else if (frame.type === FrameType.HEARTBEAT) conn.socket.write(grant);
+  });
+  const stop = () => {
+    const frame = encodeError(ErrorCode.SHUTTING_DOWN, "server is shutting down cleanly");
+    frame[1] = FLAG_RECLAIM;
+    server.conns[0]!.socket.write(frame);
+    server.conns[0]!.socket.end();
+  };
+  return { server, reclaims, stop };
+}
+
+test("a clean stop that lets holders reclaim: COMMAND keeps running with the same LOCKD_TOKEN, one line on stderr says so", async () => {
+  const { server, reclaims, stop } = reclaimServer();
+  using _server = server;
+  const run = lockdRun(server.port, ["--lease", "2s", "jobs/reclaim", ...child("hold")]);
+  const seen = await run.child();
+  childPids.push(seen.pid);
+  expect(seen.token).toBe("9");
+  stop();
+  await run.errContains("reclaimed with the same token 9, COMMAND goes on");
+  expect(reclaims).toEqual([9]);
+  // Held on: heartbeats on the new connection for longer than the old deadline (0.8 x lease), COMMAND untouched.
+  await server.until(() => server.conns[1]!.frames.filter((f) => f.type === FrameType.HEARTBEAT).length >= 5, 10_000, "heartbeats after the reclaim");
+  expect(server.conns[1]!.frames.at(-1)!.at - server.conns[0]!.frames.at(-1)!.at).toBeGreaterThan(1600);
+  expect(run.lines).not.toContain("SIGTERM");
+  expect(run.stderr.trim().split("\n")).toHaveLength(1);
+  // COMMAND ends as usual: its own exit status, not 76.
+  run.proc.kill("SIGTERM");
+  await run.line((l) => l === "SIGTERM");
+  expect(await run.exit()).toBe(42);
+});
+
+test("--no-reclaim, or a refused reclaim: the lock is lost, COMMAND gets SIGTERM and lockd run exits 76", async () => {
+  for (const [args, refuse, why] of [
+    [["--no-reclaim"], false, "SHUTTING_DOWN"],
+    [[], true, "RECLAIM_REFUSED"],
+  ] as const) {
+    const { server, reclaims, stop } = reclaimServer(refuse);
+    using _server = server;
+    const run = lockdRun(server.port, ["--lease", "2s", ...args, "jobs/no-reclaim", ...child("hold")]);
+    childPids.push((await run.child()).pid);
+    stop();
+    await run.line((l) => l === "SIGTERM");
+    expect(await run.exit()).toBe(76);
+    expect(run.stderr).toContain(why);
+    expect(run.stderr).not.toContain("reclaimed");
+    expect(reclaims).toEqual(refuse ? [9] : []);
+  }
 });

@@ -30,11 +30,15 @@ export class FakeServer {
   private readonly listener: TCPSocketListener<FakeConn>;
   private readonly events = new Wakeup();
 
-  constructor(private readonly script: Script) {
+  /** `port`: 0 for any, or a given one (a server restarting on the port of a stopped one). */
+  constructor(
+    private readonly script: Script,
+    port = 0,
+  ) {
     const server = this;
     this.listener = Bun.listen<FakeConn>({
       hostname: "127.0.0.1",
-      port: 0,
+      port,
       socket: {
         binaryType: "uint8array",
         open(socket) {

@@ -17,6 +17,7 @@ export type Effect =
   | { readonly at: number; readonly kind: "granted"; readonly token: bigint; readonly slot: number }
   | { readonly at: number; readonly kind: "failed"; readonly error: unknown }
   | { readonly at: number; readonly kind: "lost"; readonly error: LockLostError }
+  | { readonly at: number; readonly kind: "reclaimed"; readonly token: bigint; readonly slot: number }
   | { readonly at: number; readonly kind: "retry"; readonly detail: string; readonly delay: number; readonly backoff: boolean };
 
 export class ManualClaim implements ClaimEffects {
@@ -72,6 +73,9 @@ export class ManualClaim implements ClaimEffects {
   }
   lost(error: LockLostError): void {
     this.effects.push({ at: this.now, kind: "lost", error });
+  }
+  reclaimed(token: bigint, slot: number): void {
+    this.effects.push({ at: this.now, kind: "reclaimed", token, slot });
   }
   retry(detail: string, delay: number, backoff: boolean): void {
     this.effects.push({ at: this.now, kind: "retry", detail, delay, backoff });

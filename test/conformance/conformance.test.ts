@@ -4,7 +4,8 @@
  * program speaking the line protocol of README.md), with a real `lockd
  * serve` on 127.0.0.1:0, a recording proxy in front of it (which can stall
  * one connection: a server that stops answering) and scripted fake servers
- * (SHUTTING_DOWN at accept; a grant followed by SHUTTING_DOWN). A client
+ * (SHUTTING_DOWN at accept; a grant followed by SHUTTING_DOWN; a clean stop
+ * that its holders reclaim). A client
  * whose toolchain is missing is skipped, and the output says so and why.
  */
 import { Placement } from "../../src/shard/placement.ts";
@@ -71,6 +72,13 @@ function frames(buf: Uint8Array): { list: { type: number; flags: number; body: U
   return { list, rest: buf.slice(at) };
 }
 
+/** The ACQUIRE body's length before name_length: version, options, lease_ms, then the limit, token and slot the options add. */
+function acquireFixedLength(options: number): number {
+  const limit = (options & 0x04) !== 0 ? 1 : 0;
+  const reclaim = (options & 0x08) !== 0 ? 1 : 0;
+  return 6 + 2 * limit + 8 * reclaim + 2 * (reclaim & limit);
+}
+
 class Proxy {
   readonly conns: ProxyConn[] = [];
   readonly wakeup = new Wakeup();
@@ -133,8 +141,9 @@ class Proxy {
           for (const f of list) {
             if (conn.inFlight) conn.violations.push(`frame 0x${f.type.toString(16)} sent while one was in flight`);
             conn.inFlight = true;
-            // name_length follows the fixed fields: at body offset 8 when the LIMIT option (0x04) put a u16 limit before it, else 6.
-            const fixed = f.type === 0x01 && f.body.length >= 2 && (f.body[1]! & 0x04) !== 0 ? 10 : 8;
+            // name_length follows the fixed fields: at body offset 6 + 2 (the LIMIT option, 0x04: a u16 limit)
+            // + 8 (the RECLAIM option, 0x08: a u64 token) + 2 (both: the reclaimed slot, a u16).
+            const fixed = f.type === 0x01 && f.body.length >= 2 ? 2 + acquireFixedLength(f.body[1]!) : 8;
             if (f.type === 0x01 && f.body.length >= fixed) {
               const nameLength = (f.body[fixed - 2]! << 8) | f.body[fixed - 1]!;
               conn.owner = new TextDecoder().decode(f.body.subarray(fixed + nameLength));
@@ -200,8 +209,23 @@ const ACQUIRED_REPLY = new Uint8Array([0x81, 0x01, 0, 8, 0, 0, 0, 0, 0, 0, 0, FA
 /** ACQUIRED (reply) with FLAG_SLOT (0x02): token 9 and that slot, the 10-byte body of a semaphore's grant. */
 const slotReply = (slot: number) => new Uint8Array([0x81, 0x03, 0, 10, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN, slot >> 8, slot & 0xff]);
 const FAKE_SLOT = 2;
+/** ACQUIRED with REPLY and RECLAIMABLE (0x04): token 9, a grant its holder may reclaim after a clean stop. */
+const RECLAIMABLE_REPLY = new Uint8Array([0x81, 0x05, 0, 8, 0, 0, 0, 0, 0, 0, 0, FAKE_TOKEN]);
+/** ERROR SHUTTING_DOWN, with the RECLAIM flag (0x04) or without: a clean stop that published its holders, or one that did not. */
+const shuttingDown = (reclaim: boolean) => {
+  const frame = SHUTTING_DOWN.slice();
+  frame[1] = reclaim ? 0x04 : 0x00;
+  return frame;
+};
+const RECLAIM_REFUSED = (() => {
+  const msg = new TextEncoder().encode("no published grant of this name with that token");
+  const frame = new Uint8Array(5 + msg.length);
+  frame.set([0xff, 0x00, 0, 1 + msg.length, 0x15]);
+  frame.set(msg, 5);
+  return frame;
+})();
 
-const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero", "lock-delayed", "slot-grant", "slot-change"] as const;
+const FAKE_MODES = ["shutdown", "grant", "silent", "unknown-frame", "http", "tls", "token-change", "double-reply", "late-grant", "wrong-shard", "waiting-after-grant", "waiting-then-close", "token-zero", "lock-delayed", "slot-grant", "slot-change", "reclaim"] as const;
 type FakeMode = (typeof FAKE_MODES)[number];
 
 /**
@@ -222,17 +246,34 @@ type FakeMode = (typeof FAKE_MODES)[number];
  *   close, an ACQUIRE without TRY gets WAITING (queued until the delay ends, which it never does here);
  * - slot-grant: ACQUIRED with FLAG_SLOT (token 9, slot 2) to the ACQUIRE and every HEARTBEAT: a semaphore's
  *   grant, right for a claim with limit 3 or more, a protocol violation for limit 2 (slot >= limit) or 1;
- * - slot-change: grants token 9 in slot 0, answers every HEARTBEAT with token 9 in slot 1.
+ * - slot-change: grants token 9 in slot 0, answers every HEARTBEAT with token 9 in slot 1;
+ * - reclaim: a server with reclaim on: ACQUIRED with RECLAIMABLE (token 9) to an ACQUIRE and every HEARTBEAT;
+ *   on shutdownReclaim() SHUTTING_DOWN with the RECLAIM flag (or, `flag` false, without) to its sessions
+ *   and the close, like a clean stop; then an ACQUIRE with the RECLAIM option for token 9 gets ACQUIRED
+ *   with REPLY, RECLAIMABLE and token 9, any other reclaim (or every one, `refuse`) RECLAIM_REFUSED (0x15)
+ *   and the close.
  */
+interface FakeSocketData {
+  buf: Uint8Array;
+  frames: number;
+  /** This connection's claim was granted as a reclaim (mode reclaim). */
+  reclaimed: boolean;
+}
+
 class FakeServer {
-  readonly sockets: Socket<{ buf: Uint8Array; frames: number }>[] = [];
+  readonly sockets: Socket<FakeSocketData>[] = [];
   connections = 0;
   answered = 0;
+  /** Mode reclaim: the tokens of the reclaims received (granted or refused), and the HEARTBEATs answered on a reclaimed connection. */
+  readonly reclaims: bigint[] = [];
+  reclaimHeartbeats = 0;
+  /** Mode reclaim: refuse every reclaim (set by shutdownReclaim). */
+  private refuse = false;
   readonly wakeup = new Wakeup();
-  private readonly listener: TCPSocketListener<{ buf: Uint8Array; frames: number }>;
+  private readonly listener: TCPSocketListener<FakeSocketData>;
   constructor(readonly mode: FakeMode) {
     const fake = this;
-    this.listener = Bun.listen<{ buf: Uint8Array; frames: number }>({
+    this.listener = Bun.listen<FakeSocketData>({
       hostname: "127.0.0.1",
       port: 0,
       socket: {
@@ -240,7 +281,7 @@ class FakeServer {
         open(socket) {
           fake.connections++;
           fake.wakeup.wake();
-          socket.data = { buf: new Uint8Array(0), frames: 0 };
+          socket.data = { buf: new Uint8Array(0), frames: 0, reclaimed: false };
           if (mode === "shutdown") {
             socket.write(SHUTTING_DOWN);
             socket.end();
@@ -297,6 +338,23 @@ class FakeServer {
               case "slot-change":
                 socket.write(slotReply(n === 0 ? 0 : 1));
                 break;
+              case "reclaim":
+                if (frame.type === 0x01 && (frame.body[1]! & 0x08) !== 0) {
+                  const at = 6 + ((frame.body[1]! & 0x04) !== 0 ? 2 : 0);
+                  const token = new DataView(frame.body.buffer, frame.body.byteOffset).getBigUint64(at);
+                  fake.reclaims.push(token);
+                  if (token === BigInt(FAKE_TOKEN) && !fake.refuse) {
+                    socket.data.reclaimed = true;
+                    socket.write(RECLAIMABLE_REPLY);
+                  } else {
+                    socket.write(RECLAIM_REFUSED);
+                    socket.end();
+                  }
+                } else {
+                  if (frame.type === 0x02 && socket.data.reclaimed) fake.reclaimHeartbeats++;
+                  socket.write(RECLAIMABLE_REPLY);
+                }
+                break;
               case "lock-delayed":
                 if (frame.type === 0x01 && (frame.body[1]! & 0x01) !== 0) {
                   socket.write(LOCK_DELAYED);
@@ -310,13 +368,25 @@ class FakeServer {
           }
           fake.wakeup.wake();
         },
-        close() {},
+        close(socket) {
+          const i = fake.sockets.indexOf(socket);
+          if (i >= 0) fake.sockets.splice(i, 1);
+          fake.wakeup.wake();
+        },
         error() {},
       },
     });
   }
   get port(): number {
     return this.listener.port;
+  }
+  /** A clean stop: SHUTTING_DOWN (with the RECLAIM flag unless `flag` is false) to every session, and the close. */
+  shutdownReclaim(flag: boolean, refuse: boolean): void {
+    this.refuse = refuse;
+    for (const s of this.sockets.splice(0)) {
+      s.write(shuttingDown(flag));
+      s.end();
+    }
   }
   shutdown(): void {
     for (const s of this.sockets) {
@@ -465,7 +535,7 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
             name = `${lock}/${id}/${k}`;
           }
           limits.set(id, (step.limit as number | undefined) ?? 1);
-          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? null, limit: step.limit ?? 1, shared: step.shared ?? false });
+          driver.send({ cmd: "acquire", id, servers, name, lease: step.lease, try: step.try ?? false, wait: step.wait ?? null, owner: id, reconnect: step.reconnect ?? null, retryFirstConnect: step.retryFirstConnect ?? null, limit: step.limit ?? 1, shared: step.shared ?? false, ...(step.reclaim !== undefined ? { reclaim: step.reclaim } : {}) });
           break;
         }
         case "release":
@@ -523,6 +593,28 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "fake-shutdown":
           fakes.get("grant")!.shutdown();
           break;
+        case "fake-shutdown-reclaim":
+          fakes.get("reclaim")!.shutdownReclaim(step.flag !== false, step.refuse === true);
+          break;
+        case "expect reclaimed": {
+          // The held lock was reclaimed, with the token it was granted: the same grant, confirmed again.
+          const e = await driver.until(outcome(id, "reclaimed", "lost"), `${id} reclaimed`);
+          expect(e, where).toMatchObject({ event: "reclaimed", token: tokens.get(id)!.toString() });
+          break;
+        }
+        case "expect not-lost":
+          expect(driver.find(outcome(id, "lost")), where).toBeUndefined();
+          break;
+        case "expect heartbeats-after-reclaim": {
+          const fake = fakes.get("reclaim")!;
+          await fake.wakeup.until(() => fake.reclaimHeartbeats >= (step.count as number), WAIT_MS, () => `${where}: ${fake.reclaimHeartbeats} heartbeats answered after the reclaim`);
+          break;
+        }
+        case "expect fake-reclaims": {
+          // The reclaim fake received exactly these reclaim tokens (decimal strings), in order.
+          expect(fakes.get("reclaim")!.reclaims.map(String), where).toEqual(step.tokens as string[]);
+          break;
+        }
         case "expect acquired": {
           const e = await driver.until(outcome(id, "acquired", "error"), `${id} acquired`);
           expect(e, where).toMatchObject({ event: "acquired" });

@@ -38,6 +38,8 @@ async function acquire(cmd: Record<string, any>): Promise<void> {
       ...(cmd.wait != null ? { wait: cmd.wait } : {}),
       ...(cmd.limit != null ? { limit: cmd.limit } : {}),
       ...(cmd.shared != null ? { shared: cmd.shared } : {}),
+      ...(cmd.reclaim != null ? { reclaim: cmd.reclaim as boolean } : {}),
+      onReclaim: (held) => out({ id, event: "reclaimed", token: held.token.toString(), slot: held.slot }),
       onRetry: (detail, _delayMs, backoff) => out({ id, event: "retry", backoff, detail }),
     });
     const at = performance.now();
