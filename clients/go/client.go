@@ -2,7 +2,10 @@
 // docs/protocol.md). One claim is one TCP connection: Acquire returns a
 // *Lock once the server grants it, and Lock.Context() is cancelled the
 // moment ownership is no longer confirmed (an ERROR, the connection closing,
-// or 0.8 x lease since the send of the last frame the server answered).
+// or 0.8 x lease since the send of the last frame the server answered). A
+// clean stop of a server with reclaim on is the exception: the lock stays
+// held while the client reclaims it, with its token, from the server's next
+// run (docs/protocol.md section 14; Options.NoReclaim, Options.OnReclaim).
 package lockd
 
 import (
