@@ -2,7 +2,10 @@
 // docs/protocol.md). One claim is one TCP connection: Acquire returns a
 // *Lock once the server grants it, and Lock.Context() is cancelled the
 // moment ownership is no longer confirmed (an ERROR, the connection closing,
-// or 0.8 x lease since the send of the last frame the server answered).
+// or 0.8 x lease since the send of the last frame the server answered). A
+// clean stop of a server with reclaim on is the exception: the lock stays
+// held while the client reclaims it, with its token, from the server's next
+// run (docs/protocol.md section 14; Options.NoReclaim, Options.OnReclaim).
 package lockd
 
 import (
@@ -75,6 +78,20 @@ type Options struct {
 	// list's next address. For logging; it decides nothing. It runs on the
 	// goroutine that called Acquire.
 	OnRetry func(detail string, pause time.Duration, backoff bool)
+	// NoReclaim turns reclaim off for this claim. By default a held lock
+	// whose grant the server flagged reclaimable rides out a clean stop of
+	// the server (ERROR SHUTTING_DOWN with the RECLAIM flag, docs/protocol.md
+	// section 14): the client connects again and reclaims the grant with its
+	// token, and the lock stays held (its Context alive) unless that fails by
+	// the holder's deadline (0.8 x lease after the last answered send). With
+	// NoReclaim such a stop loses the lock, like any SHUTTING_DOWN.
+	NoReclaim bool
+	// OnReclaim, when set, is called each time the held lock was reclaimed
+	// after a clean stop of the server: the same Lock, token and slot,
+	// confirmed again by the server's next run. For logging; it decides
+	// nothing. It runs on the lock's own goroutine before the heartbeats go
+	// on: keep it short, and do not wait for Release in it (go lock.Release()).
+	OnReclaim func(lock *Lock)
 }
 
 // firstConnectRetried is the rule all three clients and lockd run share
@@ -142,9 +159,19 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 	if opts.Limit == 0 {
 		opts.Limit = 1
 	}
-	frame, err := EncodeAcquireRequest(AcquireRequest{Name: name, Owner: c.owner(opts), LeaseMs: leaseMs, Try: opts.Try, Limit: opts.Limit, Shared: opts.Shared})
+	req := AcquireRequest{Name: name, Owner: c.owner(opts), LeaseMs: leaseMs, Try: opts.Try, Limit: opts.Limit, Shared: opts.Shared}
+	frame, err := EncodeAcquireRequest(req)
 	if err != nil {
 		return nil, &Error{Code: "BAD_REQUEST", Class: "client", Lock: name, Message: err.Error()}
+	}
+	// The reclaim (docs/protocol.md section 14.3): the same claim, with RECLAIM and the grant's token and slot.
+	var reclaimFrame func(token uint64, slot int) ([]byte, error)
+	if !opts.NoReclaim {
+		reclaimFrame = func(token uint64, slot int) ([]byte, error) {
+			r := req
+			r.Reclaim = &Reclaim{Token: token, Slot: slot}
+			return EncodeAcquireRequest(r)
+		}
 	}
 	if c.RetryFirstConnect && c.NoRetryFirstConnect {
 		return nil, &Error{Code: "BAD_REQUEST", Class: "client", Lock: name, Message: "RetryFirstConnect and NoRetryFirstConnect exclude each other"}
@@ -175,7 +202,7 @@ func (c *Client) acquire(ctx context.Context, name string, opts Options, addrs [
 	answeredEver := false
 	var troubleSince time.Time
 	for {
-		s := c.start(ctx, waitCtx, addrs[idx], name, frame, opts)
+		s := c.start(ctx, waitCtx, addrs, idx, name, frame, opts, reclaimFrame)
 		granted, answered, lastErr := s.awaitGrant(waitCtx)
 		if granted {
 			return s.lock, nil

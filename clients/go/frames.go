@@ -20,12 +20,22 @@ const (
 	// FlagSlot (ACQUIRED): the body is the token and a u16 slot (10 bytes);
 	// set on every ACQUIRED of a name with limit above 1, never else.
 	FlagSlot = 0x02
+	// FlagReclaimable (ACQUIRED): the grant may be reclaimed after a clean
+	// restart of the server (docs/protocol.md section 14); set on every
+	// ACQUIRED of such a grant.
+	FlagReclaimable = 0x04
+	// FlagReclaim (ERROR SHUTTING_DOWN): a clean stop that published this
+	// holder's grant; its next run accepts a reclaim of it.
+	FlagReclaim = 0x04
 
 	OptionTry = 0x01
 	// OptionShared (ACQUIRE): a shared (read) claim; limit 1 only.
 	OptionShared = 0x02
 	// OptionLimit (ACQUIRE): a u16 limit follows lease_ms, and name_length moves to body offset 8.
 	OptionLimit = 0x04
+	// OptionReclaim (ACQUIRE): a reclaim of a grant the claim holds: a u64
+	// token (and, with OptionLimit, a u16 slot) follows lease_ms and limit.
+	OptionReclaim = 0x08
 
 	// MaxLimit is the highest limit (permits of a name); 1 is the exclusive lock.
 	MaxLimit = 0xFFFF
@@ -43,6 +53,7 @@ const (
 	CodeKicked             = 0x12
 	CodeLockBusy           = 0x13
 	CodeLockDelayed        = 0x14 // a TRY while the name is held back by a lock-delay (after a failover or restart)
+	CodeReclaimRefused     = 0x15 // a reclaim the server cannot grant (docs/protocol.md section 14): the holder's lock is lost
 	CodeProtocolError      = 0x20
 	CodeBadRequest         = 0x21
 	CodeUnsupportedVersion = 0x22
@@ -54,7 +65,7 @@ const (
 var codeNames = map[byte]string{
 	CodeShuttingDown: "SHUTTING_DOWN", CodeOverloaded: "OVERLOADED", CodeLeaseExpired: "LEASE_EXPIRED",
 	CodeForceReleased: "FORCE_RELEASED", CodeKicked: "KICKED", CodeLockBusy: "LOCK_BUSY", CodeLockDelayed: "LOCK_DELAYED",
-	CodeProtocolError: "PROTOCOL_ERROR", CodeBadRequest: "BAD_REQUEST", CodeUnsupportedVersion: "UNSUPPORTED_VERSION",
+	CodeReclaimRefused: "RECLAIM_REFUSED", CodeProtocolError: "PROTOCOL_ERROR", CodeBadRequest: "BAD_REQUEST", CodeUnsupportedVersion: "UNSUPPORTED_VERSION",
 	CodeIOTimeout: "IO_TIMEOUT", CodeWrongShard: "WRONG_SHARD", CodeLimitMismatch: "LIMIT_MISMATCH",
 }
 
@@ -80,6 +91,16 @@ type AcquireRequest struct {
 	Limit int
 	// Shared is a shared (read) claim: it holds beside other shared claims of the name. Limit 1 only.
 	Shared bool
+	// Reclaim, when set, makes this ACQUIRE a reclaim of the grant it names
+	// (OptionReclaim, docs/protocol.md section 14).
+	Reclaim *Reclaim
+}
+
+// Reclaim names the grant an ACQUIRE with OptionReclaim reclaims: its token,
+// and for a limit above 1 its slot (0 .. Limit-1; ignored for limit 1).
+type Reclaim struct {
+	Token uint64
+	Slot  int
 }
 
 // EncodeAcquire returns the ACQUIRE frame of an exclusive claim (limit 1).
@@ -91,9 +112,11 @@ func EncodeAcquire(name, owner string, leaseMs uint64, try bool) ([]byte, error)
 // OptionLimit, so an exclusive or shared claim's bytes keep the layout of
 // name_length at body offset 6; with a limit above 1 the u16 limit sits at
 // offset 6 and name_length at 8. It refuses what the frame cannot carry (a
-// body over 65,535 bytes, lease 0 or over 2^32-1, a limit outside 1 .. 65,535)
-// and a shared claim with a limit above 1; the server judges everything
-// else and answers BAD_REQUEST.
+// body over 65,535 bytes, lease 0 or over 2^32-1, a limit outside 1 .. 65,535,
+// a reclaim's slot outside 0 .. limit-1) and a shared claim with a limit
+// above 1; the server judges everything else and answers BAD_REQUEST. With
+// Reclaim the token (u64) follows the limit (or lease_ms), then with a limit
+// above 1 the slot (u16), then name_length.
 func EncodeAcquireRequest(r AcquireRequest) ([]byte, error) {
 	if r.LeaseMs == 0 || r.LeaseMs > 0xFFFFFFFF {
 		return nil, fmt.Errorf("lease must be 1 .. 4294967295 ms, got %d", r.LeaseMs)
@@ -111,6 +134,15 @@ func EncodeAcquireRequest(r AcquireRequest) ([]byte, error) {
 	fixed := 8
 	if limit != 1 {
 		fixed = 10
+	}
+	if r.Reclaim != nil {
+		fixed += 8
+		if limit != 1 {
+			if r.Reclaim.Slot < 0 || r.Reclaim.Slot >= limit {
+				return nil, fmt.Errorf("a reclaim of a semaphore's grant names its slot 0 .. %d, got %d", limit-1, r.Reclaim.Slot)
+			}
+			fixed += 2
+		}
 	}
 	bodyLen := fixed + len(r.Name) + len(r.Owner)
 	if len(r.Name) > 0xFFFF || bodyLen > 0xFFFF {
@@ -130,6 +162,15 @@ func EncodeAcquireRequest(r AcquireRequest) ([]byte, error) {
 	if limit != 1 {
 		options |= OptionLimit
 		binary.BigEndian.PutUint16(f[10:], uint16(limit))
+	}
+	if r.Reclaim != nil {
+		options |= OptionReclaim
+		at := 10
+		if limit != 1 {
+			at = 12
+			binary.BigEndian.PutUint16(f[at+8:], uint16(r.Reclaim.Slot))
+		}
+		binary.BigEndian.PutUint64(f[at:], r.Reclaim.Token)
 	}
 	f[5] = options
 	binary.BigEndian.PutUint32(f[6:], uint32(r.LeaseMs))
@@ -151,6 +192,9 @@ type Frame struct {
 
 // Reply reports whether the REPLY flag is set.
 func (f Frame) Reply() bool { return f.Flags&FlagReply != 0 }
+
+// Reclaimable reports whether an ACQUIRED carries FlagReclaimable.
+func (f Frame) Reclaimable() bool { return f.Type == TypeAcquired && f.Flags&FlagReclaimable != 0 }
 
 // HasSlot reports whether an ACQUIRED carries a slot (FlagSlot, a 10-byte body).
 func (f Frame) HasSlot() bool { return f.Type == TypeAcquired && f.Flags&FlagSlot != 0 }

@@ -40,6 +40,25 @@ func (l *Lock) Slot() (int, bool) {
 // Context is cancelled the moment ownership is no longer confirmed.
 func (l *Lock) Context() context.Context { return l.ctx }
 
+// Reclaims is how many times this lock was reclaimed after a clean stop of
+// the server (docs/protocol.md section 14): the same grant and token, kept
+// across the server's restart. 0 when it never was.
+func (l *Lock) Reclaims() int {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.reclaims
+}
+
+// Reclaiming is true while the lock is being reclaimed: the server stopped
+// cleanly and the client is claiming the grant back from its next run. The
+// lock is still held (Held is true until the deadline, the Context is not
+// cancelled); the guarded work goes on.
+func (l *Lock) Reclaiming() bool {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.reclaiming
+}
+
 // Held reports whether ownership is still confirmed, reading the clock
 // (after a long pause it is false, and the Context is cancelled, even
 // before the session's own timer has run). Ask it before each guarded write.
@@ -75,45 +94,62 @@ func (l *Lock) Release() error {
 type event struct {
 	frames []Frame
 	err    error
+	gen    int // the connection the reader read them from
 }
 
-// session is one connection: one claim, from ACQUIRE to its end. One
-// goroutine (run) owns the schedule and all writes; a permanent reader
-// goroutine feeds it frames.
+type dialResult struct {
+	conn net.Conn
+	err  error
+}
+
+// session is one claim, from ACQUIRE to its end: one connection, and after
+// a clean stop of the server that lets it reclaim the lock, the reclaim's
+// connections. One goroutine (run) owns the schedule and all writes; a
+// reader goroutine per connection feeds it frames.
 type session struct {
-	c        *Client
-	name     string
-	lease    time.Duration
-	limit    int // the claim's limit: above 1 every ACQUIRED must carry a slot below it, 1 none
-	timeout  time.Duration
-	minHB    time.Duration
-	conn     net.Conn
-	events   chan event
-	stop     chan *Error
-	done     chan struct{}
-	granted  chan struct{}
-	lock     *Lock
-	holdCtx  context.Context
-	mu       sync.Mutex
-	endErr   *Error
-	answered bool
+	c       *Client
+	name    string
+	lease   time.Duration
+	limit   int // the claim's limit: above 1 every ACQUIRED must carry a slot below it, 1 none
+	timeout time.Duration
+	minHB   time.Duration
+	addrs   []string
+	idx     int // the address of the current (or next) connection
+	// reclaimFrame is the ACQUIRE with RECLAIM for the grant's token and slot
+	// (-1 without one); nil when reclaim is off for the claim.
+	reclaimFrame func(token uint64, slot int) ([]byte, error)
+	onReclaim    func(*Lock)
+	conn         net.Conn
+	events       chan event
+	stop         chan *Error
+	done         chan struct{}
+	granted      chan struct{}
+	lock         *Lock
+	holdCtx      context.Context
+	mu           sync.Mutex
+	endErr       *Error
+	answered     bool
 	// confirmedSend: send time of the last frame the server answered (the ACQUIRE's send until then).
 	confirmedSend time.Time
 	// pendingSend: send time of the frame in flight.
 	pendingSend time.Time
+	// reclaiming: held, and reclaiming after a clean stop of the server; reclaims: how many times it was.
+	reclaiming bool
+	reclaims   int
 }
 
-func (c *Client) start(holdCtx, waitCtx context.Context, addr, name string, acquire []byte, opts Options) *session {
+func (c *Client) start(holdCtx, waitCtx context.Context, addrs []string, idx int, name string, acquire []byte, opts Options, reclaimFrame func(uint64, int) ([]byte, error)) *session {
 	min := c.MinHeartbeatInterval
 	if min == 0 {
 		min = DefaultMinHeartbeatInterval
 	}
 	s := &session{
 		c: c, name: name, lease: opts.Lease, limit: opts.Limit, timeout: ClientTimeout(opts.Lease), minHB: min,
+		addrs: addrs, idx: idx, reclaimFrame: reclaimFrame, onReclaim: opts.OnReclaim,
 		events: make(chan event, 4), stop: make(chan *Error, 1), done: make(chan struct{}), granted: make(chan struct{}),
 		holdCtx: holdCtx,
 	}
-	go s.run(waitCtx, addr, acquire)
+	go s.run(waitCtx, acquire)
 	return s
 }
 
@@ -178,6 +214,7 @@ func (s *session) end(e *Error) {
 	if s.endErr == nil {
 		s.endErr = e
 	}
+	s.reclaiming = false
 	s.mu.Unlock()
 	if s.lock != nil {
 		s.lock.cancel() // the work is told first, then the connection closes
@@ -188,7 +225,21 @@ func (s *session) end(e *Error) {
 	close(s.done)
 }
 
-func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
+// run is the claim's one goroutine. A held lock is never claimed again,
+// with one exception, the reclaim (docs/protocol.md section 14.3): when its
+// latest ACQUIRED had FlagReclaimable and the server sends SHUTTING_DOWN
+// with FlagReclaim, the lock stays held (its Context alive) while run
+// connects again, to the next address of the list with the usual pacing,
+// and sends ACQUIRE with RECLAIM and the grant's token (and slot). The
+// deadline does not move: confirmedSend stays the send of the last answered
+// frame, and at 0.8 x lease after it the lock is lost ("unconfirmed"),
+// whatever the reclaim is doing. A connect that fails (a server still
+// restarting) is tried again, paced, until then. ACQUIRED with REPLY and
+// the same token (and slot) confirms the lock up to the reclaim's send, and
+// the heartbeats go on; any other answer, or a connection that breaks once
+// open, loses it.
+func (s *session) run(waitCtx context.Context, acquire []byte) {
+	addr := s.addrs[s.idx]
 	sent := time.Now()
 	s.mu.Lock()
 	s.confirmedSend = sent
@@ -214,22 +265,49 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 		s.end(&Error{Code: "CLOSED", Class: "server", Lock: s.name, Message: "cannot send ACQUIRE to " + addr, Err: err})
 		return
 	}
-	go s.read()
+	gen := 1 // the current connection's; a frame of another is from one this claim has left
+	go s.read(conn, gen)
 
 	inFlight := true
 	var rtt time.Duration = -1
 	var token uint64
 	slot := -1
+	reclaimable := false // the latest ACQUIRED of the grant had FlagReclaimable
 	hb := time.NewTimer(time.Hour)
 	hb.Stop()
 	deadline := time.NewTimer(s.timeout)
+	retry := time.NewTimer(time.Hour) // the reclaim's next connect
+	retry.Stop()
 	defer hb.Stop()
 	defer deadline.Stop()
+	defer retry.Stop()
 	var holdDone <-chan struct{}
+	// The reclaim: its ACQUIRE, whether it is under way, its connect in flight
+	// (nil when none), the connects that failed since the stop, and what the
+	// last attempt met.
+	var reclaimAcquire []byte
+	reclaiming := false
+	var dialed chan dialResult
+	dialCtx, dialCancel := context.WithCancel(s.holdCtx)
+	defer dialCancel()
+	failures := 0
+	var trouble error
 
 	fail := func(why string, code byte, msg string, err error) {
 		if s.lock != nil {
-			s.end(s.lost(why, code, msg, err))
+			e := s.lost(why, code, msg, err)
+			if reclaiming {
+				switch why {
+				case "unconfirmed":
+					e.Message = fmt.Sprintf("not reclaimed within %v (0.8 x lease) of the last answered send", s.timeout)
+					if e.Err == nil {
+						e.Err = trouble
+					}
+				case "closed":
+					e.Message = "the connection of the reclaim to " + addr + " closed"
+				}
+			}
+			s.end(e)
 			return
 		}
 		switch why {
@@ -250,13 +328,101 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 			fail("violation", 0, "broken server: "+msg, nil)
 		}
 	}
+	// reclaimAfter schedules the reclaim's next connect: the next address,
+	// after the pause of the pacing for one more failure.
+	reclaimAfter := func(cause error) {
+		failures++
+		trouble = cause
+		s.idx = (s.idx + 1) % len(s.addrs)
+		retry.Reset(ReconnectPause(failures, len(s.addrs), draw(), DefaultPauseBounds))
+	}
+	// startReclaim, on SHUTTING_DOWN with FlagReclaim to a held, reclaimable
+	// grant: false when reclaim is off for the claim (the stop is then a loss).
+	startReclaim := func(f Frame) bool {
+		if s.reclaimFrame == nil || !reclaimable {
+			return false
+		}
+		frame, err := s.reclaimFrame(token, slot)
+		if err != nil {
+			return false
+		}
+		reclaimAcquire = frame
+		reclaiming = true
+		s.mu.Lock()
+		s.reclaiming = true
+		s.mu.Unlock()
+		s.conn.Close()
+		s.conn = nil
+		gen++
+		hb.Stop()
+		inFlight = false
+		failures = 0
+		reclaimAfter(s.lost("server-error", f.Code, f.Message, nil))
+		return true
+	}
 
 	for {
 		select {
 		case ev := <-s.events:
+			if ev.gen != gen {
+				continue // read from a connection this claim has left
+			}
 			now := time.Now()
+			restarted := false
 			for _, f := range ev.frames {
+				if reclaiming {
+					// The answer to the reclaim's ACQUIRE.
+					switch {
+					case f.Type == TypeError:
+						fail("server-error", f.Code, f.Message, nil)
+						return
+					case f.Type != TypeAcquired:
+						violation("WAITING in answer to a reclaim (a reclaim is granted at once or refused)")
+						return
+					case !f.Reply():
+						violation("ACQUIRED without REPLY to a reclaim (a reclaim is answered at once)")
+						return
+					case !now.Before(s.confirmedUntil()):
+						// Read after the deadline (this process was paused): it confirms nothing.
+						fail("unconfirmed", 0, "", fmt.Errorf("the reclaim was answered too late"))
+						return
+					case f.Token != token:
+						violation(fmt.Sprintf("the reclaim of token %d was answered with token %d", token, f.Token))
+						return
+					}
+					if msg := s.checkSlot(f, token, slot); msg != "" {
+						violation(msg)
+						return
+					}
+					reclaiming = false
+					reclaimAcquire = nil
+					inFlight = false
+					reclaimable = f.Reclaimable()
+					s.mu.Lock()
+					sample := now.Sub(s.pendingSend)
+					s.confirmedSend = s.pendingSend // the reclaim's send is the last answered send
+					s.reclaiming = false
+					s.reclaims++
+					s.mu.Unlock()
+					rtt = SmoothRTT(-1, sample) // a new connection: its own round trip
+					hb.Reset(HeartbeatInterval(s.lease, rtt, s.minHB))
+					deadline.Reset(time.Until(s.confirmedUntil()))
+					if s.onReclaim != nil {
+						s.onReclaim(s.lock)
+					}
+					continue
+				}
 				if f.Type == TypeError {
+					if s.lock != nil && f.Code == CodeShuttingDown && f.Flags&FlagReclaim != 0 {
+						if !now.Before(s.confirmedUntil()) {
+							fail("unconfirmed", 0, "", nil)
+							return
+						}
+						if startReclaim(f) {
+							restarted = true
+							break
+						}
+					}
 					fail("server-error", f.Code, f.Message, nil)
 					return
 				}
@@ -296,6 +462,9 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 					return
 				}
 				deadline.Reset(until.Sub(now))
+				if f.Type == TypeAcquired {
+					reclaimable = f.Reclaimable()
+				}
 				if f.Type == TypeAcquired && token == 0 {
 					token = f.Token
 					if f.HasSlot() {
@@ -306,6 +475,9 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 					holdDone = s.holdCtx.Done()
 					close(s.granted)
 				}
+			}
+			if restarted {
+				continue // the rest of the stopped connection's bytes are not read
 			}
 			if ev.err != nil {
 				if ev.err == errSpeaksTLS && s.lock == nil {
@@ -319,8 +491,51 @@ func (s *session) run(waitCtx context.Context, addr string, acquire []byte) {
 				fail("closed", 0, "", ev.err)
 				return
 			}
+		case <-retry.C:
+			if !reclaiming || dialed != nil || s.conn != nil {
+				continue
+			}
+			left := time.Until(s.confirmedUntil())
+			if left <= 0 {
+				fail("unconfirmed", 0, "", nil)
+				return
+			}
+			addr = s.addrs[s.idx]
+			dialed = make(chan dialResult)
+			go func(ch chan<- dialResult, addr string, timeout time.Duration) {
+				conn, err := s.c.dial(dialCtx, addr, timeout)
+				select {
+				case ch <- dialResult{conn, err}:
+				case <-s.done:
+					if conn != nil {
+						conn.Close()
+					}
+				}
+			}(dialed, addr, left)
+		case r := <-dialed:
+			dialed = nil
+			if r.err != nil {
+				reclaimAfter(fmt.Errorf("cannot connect to %s: %w", addr, r.err))
+				continue
+			}
+			now := time.Now()
+			if !now.Before(s.confirmedUntil()) {
+				r.conn.Close()
+				fail("unconfirmed", 0, "", nil)
+				return
+			}
+			s.conn = r.conn
+			gen++
+			s.markSent(now)
+			_ = s.conn.SetWriteDeadline(s.confirmedUntil())
+			if _, err := s.conn.Write(reclaimAcquire); err != nil {
+				fail("closed", 0, "", err)
+				return
+			}
+			inFlight = true
+			go s.read(s.conn, gen)
 		case <-hb.C:
-			if inFlight {
+			if inFlight || reclaiming {
 				continue
 			}
 			// The heartbeat's send time becomes the confirmed moment once it is answered;
@@ -381,14 +596,15 @@ func (s *session) markSent(t time.Time) {
 	s.mu.Unlock()
 }
 
-// read is the permanent reader: every chunk's frames go to run, in order,
-// until the connection fails or breaks the protocol.
-func (s *session) read() {
+// read is a connection's reader: every chunk's frames go to run, in order
+// and marked with the connection's gen, until the connection fails or
+// breaks the protocol.
+func (s *session) read(conn net.Conn, gen int) {
 	var r Reader
 	buf := make([]byte, 4096)
 	for {
-		n, err := s.conn.Read(buf)
-		var ev event
+		n, err := conn.Read(buf)
+		ev := event{gen: gen}
 		if n > 0 {
 			ev.frames, ev.err = r.Push(buf[:n])
 		}

@@ -30,6 +30,8 @@ type command struct {
 	// Limit (omitted: 1) and Shared: a semaphore's permits, a shared (read) claim.
 	Limit  *int `json:"limit"`
 	Shared bool `json:"shared"`
+	// Reclaim false: do not reclaim the held lock after a clean stop of the server (absent or null: the default, on).
+	Reclaim *bool `json:"reclaim"`
 	// Reconnect (ms) and RetryFirstConnect: the claim's reconnect budget (protocol.md section 8.5)
 	// and whether it retries before any server answered (absent or null: the client's default rule).
 	Reconnect         *int64 `json:"reconnect"`
@@ -92,6 +94,14 @@ func errorEvent(id string, err error) map[string]interface{} {
 	return map[string]interface{}{"id": id, "event": "error", "code": "INTERNAL", "class": "client", "serverCode": nil, "message": err.Error()}
 }
 
+// slotOf is the lock's slot for the events, nil (JSON null) for a lock of limit 1.
+func slotOf(lock *lockd.Lock) interface{} {
+	if k, ok := lock.Slot(); ok {
+		return k
+	}
+	return nil
+}
+
 func acquire(c command) {
 	cfg, err := tlsConfig(c)
 	if err != nil {
@@ -110,6 +120,12 @@ func acquire(c command) {
 		OnRetry: func(detail string, _ time.Duration, backoff bool) {
 			out(map[string]interface{}{"id": c.ID, "event": "retry", "backoff": backoff, "detail": detail})
 		}}
+	if c.Reclaim != nil {
+		opts.NoReclaim = !*c.Reclaim
+	}
+	opts.OnReclaim = func(lock *lockd.Lock) {
+		out(map[string]interface{}{"id": c.ID, "event": "reclaimed", "token": strconv.FormatUint(lock.Token(), 10), "slot": slotOf(lock)})
+	}
 	if c.Limit != nil {
 		if *c.Limit == 0 { // an explicit 0 is a bad limit (Options.Limit 0 is the default, 1)
 			out(errorEvent(c.ID, &lockd.Error{Code: "BAD_REQUEST", Class: "client", Lock: c.Name, Message: "limit must be 1 .. 65535, got 0"}))
@@ -130,11 +146,7 @@ func acquire(c command) {
 	mu.Lock()
 	locks[c.ID] = lock
 	mu.Unlock()
-	var slot interface{}
-	if k, ok := lock.Slot(); ok {
-		slot = k
-	}
-	out(map[string]interface{}{"id": c.ID, "event": "acquired", "token": strconv.FormatUint(lock.Token(), 10), "slot": slot, "startedAt": startedAt, "at": at})
+	out(map[string]interface{}{"id": c.ID, "event": "acquired", "token": strconv.FormatUint(lock.Token(), 10), "slot": slotOf(lock), "startedAt": startedAt, "at": at})
 	go func() {
 		<-lock.Context().Done()
 		var e *lockd.Error
