@@ -210,6 +210,12 @@ class _Session:
             self.cv.notify_all()
 
     def _fail(self, why: str, detail: str, code: int | None = None, message: str = "") -> None:
+        with self.cv:
+            stop = self._stop
+        if stop is not None:
+            # A release (or a cancel) asked first: its shutdown of the socket is what failed.
+            self._end(stop)
+            return
         if self.lock is not None:
             self._end(LockLostError(self.name, "protocol" if why == "violation" else why, detail, code, message))
         elif why == "server-error":
