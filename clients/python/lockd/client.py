@@ -1,6 +1,8 @@
 """The blocking client: one claim is one TCP connection, served by one thread
 that owns the schedule, the reads and the writes (a permanent reader: it
-always selects on the socket)."""
+always selects on the socket). The one exception to "a held lock never
+reconnects" is a reclaim after a clean stop of the server (docs/protocol.md
+section 14.3): the same thread connects again and claims the grant back."""
 from __future__ import annotations
 
 import os

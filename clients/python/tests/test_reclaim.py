@@ -200,6 +200,21 @@ class Reclaim(unittest.TestCase):
         self.assertEqual(lock.error.why, "released")
         self.assertTrue(reclaims.empty())
 
+    def test_a_lock_is_reclaimed_again_after_a_second_clean_stop(self):
+        server = self.server()
+        lock, losses, reclaims = self.held(f"127.0.0.1:{server.port}")
+        server.acquires.get(timeout=WAIT)
+        for n in (1, 2):
+            while not server.reclaim_heartbeats.empty():  # only a HEARTBEAT after this reclaim counts below
+                server.reclaim_heartbeats.get()
+            server.stop()
+            self.assertIs(reclaims.get(timeout=WAIT), lock)
+            self.assertEqual(server.acquires.get(timeout=WAIT), encode_acquire("jobs/r", "holder-1", round(LEASE * 1000), reclaim_token=TOKEN))
+            server.reclaim_heartbeats.get(timeout=WAIT)
+            self.assertEqual(lock.reclaims, n)
+        self.assertTrue(lock.held)
+        self.assertTrue(losses.empty())
+
     def test_a_semaphore_grant_reclaims_its_slot(self):
         server = self.server(slot=2)
         lock, losses, reclaims = self.held(f"127.0.0.1:{server.port}", limit=3)
