@@ -62,8 +62,21 @@ class AsyncClient:
         self.client = Client(*args, **kwargs)
 
     async def acquire(self, name: str, **options) -> Lock:
-        """Claim ``name``; cancelling the awaiting task cancels the claim (nothing stays queued)."""
+        """Claim ``name``; cancelling the awaiting task cancels the claim (nothing stays queued).
+        Options as Client.acquire; ``on_reclaim(lock)`` is called on this event loop (a plain
+        callable: schedule a coroutine with asyncio.create_task from it)."""
         cancel = threading.Event()
+        on_reclaim = options.get("on_reclaim")
+        if on_reclaim is not None:
+            loop = asyncio.get_running_loop()
+
+            def reclaimed(lock: Lock) -> None:
+                try:
+                    loop.call_soon_threadsafe(on_reclaim, lock)
+                except RuntimeError:  # the loop is closed: nobody to tell
+                    pass
+
+            options = {**options, "on_reclaim": reclaimed}
         future = _in_thread(lambda: self.client.acquire(name, cancel=cancel, **options), orphan=lambda lock: lock.release())
         try:
             return await asyncio.shield(future)

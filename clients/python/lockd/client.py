@@ -1,6 +1,8 @@
 """The blocking client: one claim is one TCP connection, served by one thread
 that owns the schedule, the reads and the writes (a permanent reader: it
-always selects on the socket)."""
+always selects on the socket). The one exception to "a held lock never
+reconnects" is a reclaim after a clean stop of the server (docs/protocol.md
+section 14.3): the same thread connects again and claims the grant back."""
 from __future__ import annotations
 
 import os
@@ -8,8 +10,10 @@ import random
 import selectors
 import socket
 import ssl
+import sys
 import threading
 import time
+import traceback
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
@@ -23,7 +27,20 @@ from .errors import (
     WrongShardError,
     server_error,
 )
-from .frames import ACQUIRED, ERROR, HEARTBEAT_FRAME, WAITING, ProtocolViolation, Reader, SpeaksTLS, class_of_code, code_name, encode_acquire
+from .frames import (
+    ACQUIRED,
+    ERROR,
+    FLAG_RECLAIM,
+    FLAG_RECLAIMABLE,
+    HEARTBEAT_FRAME,
+    WAITING,
+    ProtocolViolation,
+    Reader,
+    SpeaksTLS,
+    class_of_code,
+    code_name,
+    encode_acquire,
+)
 from .schedule import MIN_HEARTBEAT_INTERVAL, client_timeout, heartbeat_interval, reconnect_pause, smooth_rtt
 
 DEFAULT_SERVER = "127.0.0.1:7700"
@@ -53,11 +70,18 @@ class _Retry(Exception):
         self.answered = answered
 
 
+class _Reclaim(Exception):
+    """A held lock got SHUTTING_DOWN with RECLAIM for a grant flagged RECLAIMABLE, with reclaim on."""
+
+
 class Lock:
     """A granted claim. ``lost`` is a threading.Event set the moment ownership is no
     longer confirmed; ``error`` then says why (a LockLostError). ``slot``: the permit
     0 .. limit - 1 of a semaphore's grant (fence each slot like a lock of its own), None
-    for limit 1; ``limit`` and ``shared`` are the claim's."""
+    for limit 1; ``limit`` and ``shared`` are the claim's. ``reclaims``: how many times
+    the lock was reclaimed after a clean stop of the server (the same token, kept across
+    the server's restart); ``reclaiming``: True while it is being reclaimed (still held:
+    ``held`` stays True until its deadline, and ``lost`` is not set)."""
 
     def __init__(self, session: "_Session", token: int, slot: int | None) -> None:
         self.name = session.name
@@ -70,6 +94,11 @@ class Lock:
         self._session = session
         self._callbacks: list[Callable[[LockLostError], None]] = []
         self._cb_lock = threading.Lock()
+        self.reclaims = 0
+
+    @property
+    def reclaiming(self) -> bool:
+        return self._session.reclaiming and not self.lost.is_set()
 
     @property
     def held(self) -> bool:
@@ -111,10 +140,23 @@ class Lock:
         self.release()
 
 
+ReclaimFrame = Callable[[int, "int | None"], bytes]
+
+
 class _Session:
-    def __init__(self, client: "Client", addr: tuple[str, int], name: str, frame: bytes, lease: float, limit: int = 1, shared: bool = False) -> None:
+    """One claim's connection, and after a clean stop of the server the reconnects of its
+    reclaim (docs/protocol.md section 14.3): the deadline then does not move, the lock stays
+    held until it, and ACQUIRED with REPLY and the same token and slot confirms it again."""
+
+    def __init__(
+        self, client: "Client", addrs: list[tuple[str, int]], index: int, name: str, frame: bytes, lease: float,
+        limit: int = 1, shared: bool = False,
+        reclaim_frame: ReclaimFrame | None = None, on_reclaim: Callable[[Lock], object] | None = None,
+    ) -> None:
         self.client = client
-        self.addr = addr
+        self.addrs = addrs
+        self.index = index
+        self.addr = addrs[index]
         self.name = name
         self.frame = frame
         self.lease = lease
@@ -129,6 +171,13 @@ class _Session:
         self._stop: LockError | None = None
         self._confirmed_send = time.monotonic()
         self.sock: socket.socket | None = None
+        self.reclaim_frame = reclaim_frame
+        self.on_reclaim = on_reclaim
+        self.reclaimable = False  # the grant's last ACQUIRED had RECLAIMABLE
+        self.reclaiming = False  # held, reclaiming after a clean stop: not confirmed again yet
+        self.token = 0
+        self.slot: int | None = None
+        self.rtt: float | None = None
         self.thread = threading.Thread(target=self._run, name=f"lockd {name}", daemon=True)
         self.thread.start()
 
@@ -139,6 +188,7 @@ class _Session:
         with self.cv:
             if self._stop is None:
                 self._stop = err
+            self.cv.notify_all()  # wakes a reclaim's pause
         sock = self.sock
         if sock is not None:
             try:
@@ -162,6 +212,12 @@ class _Session:
             self.cv.notify_all()
 
     def _fail(self, why: str, detail: str, code: int | None = None, message: str = "") -> None:
+        with self.cv:
+            stop = self._stop
+        if stop is not None:
+            # A release (or a cancel) asked first: its shutdown of the socket is what failed.
+            self._end(stop)
+            return
         if self.lock is not None:
             self._end(LockLostError(self.name, "protocol" if why == "violation" else why, detail, code, message))
         elif why == "server-error":
@@ -192,8 +248,8 @@ class _Session:
             return f"ACQUIRED with token {got_token} slot {got_slot} (held token {token} slot {slot})"
         return ""
 
-    def _connect(self) -> socket.socket:
-        sock = socket.create_connection(self.addr, timeout=self.timeout)
+    def _connect(self, timeout: float | None = None) -> socket.socket:
+        sock = socket.create_connection(self.addr, timeout=self.timeout if timeout is None else timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.client.tls is not None:
             sock = self.client.tls.wrap_socket(sock, server_hostname=self.client.server_hostname or self.addr[0])
@@ -215,24 +271,86 @@ class _Session:
         except OSError as e:
             self._end(_Retry(f"cannot connect to {self.addr[0]}:{self.addr[1]}: {e}", False))
             return
+        frame = self.frame
+        while True:
+            with self.cv:
+                self.sock = sock
+                stop = self._stop
+            if stop is not None:
+                self._end(stop)
+                return
+            try:
+                self._converse(sock, frame)
+                return
+            except _Reclaim as e:
+                detail = str(e)
+            assert self.reclaim_frame is not None
+            frame = self.reclaim_frame(self.token, self.slot)
+            next_sock = self._reclaim_connect(sock, detail)
+            if next_sock is None:
+                return
+            sock = next_sock
+
+    def _reclaim_connect(self, old: socket.socket, detail: str) -> socket.socket | None:
+        """After SHUTTING_DOWN with RECLAIM: close the old connection, connect again (the next
+        address, paced as any reconnect) until a connect gets through or the deadline, which
+        does not move, passes (the lock is lost then). None: the session has ended."""
+        self.reclaiming = True
         with self.cv:
-            self.sock = sock
-            stop = self._stop
-        if stop is not None:
-            self._end(stop)
-            return
-        pending_send = time.monotonic()
-        self._confirmed_send = pending_send
+            self.sock = None
         try:
-            sock.settimeout(self.timeout)
-            sock.sendall(self.frame)
+            old.close()
+        except OSError:
+            pass
+        n = len(self.addrs)
+        failures = 0
+        while True:
+            failures += 1
+            self.index = (self.index + 1) % n
+            self.addr = self.addrs[self.index]
+            pause = reconnect_pause(failures, n, random.random())
+            with self.cv:
+                self.cv.wait_for(lambda: self._stop is not None or time.monotonic() >= self.confirmed_until(), timeout=pause)
+                stop = self._stop
+            if stop is not None:
+                self._end(stop)
+                return None
+            left = self.confirmed_until() - time.monotonic()
+            if left <= 0:
+                self._fail("unconfirmed", f"not reclaimed within {self.timeout:.3f} s (0.8 x lease) of the last answered send: {detail}")
+                return None
+            try:
+                return self._connect(timeout=left)
+            except (OSError, ssl.SSLError) as e:
+                detail = f"cannot connect to {self.addr[0]}:{self.addr[1]}: {e}"
+
+    def _reclaimed(self) -> None:
+        """The reclaim was granted: the same token and slot, confirmed again."""
+        self.reclaiming = False
+        lock = self.lock
+        assert lock is not None
+        lock.reclaims += 1
+        if self.on_reclaim is not None:
+            try:
+                self.on_reclaim(lock)
+            except Exception:  # the callback's trouble is not the lock's: it stays held
+                print(f"lockd: the on_reclaim callback of lock {self.name!r} raised:", file=sys.stderr)
+                traceback.print_exc()
+
+    def _converse(self, sock: socket.socket, frame: bytes) -> None:
+        """Send ``frame`` (the ACQUIRE, or a reclaim's) on ``sock`` and serve the claim until
+        it ends; raises _Reclaim on a clean stop that lets the held lock be reclaimed."""
+        reclaim = self.reclaiming
+        pending_send = time.monotonic()
+        if not reclaim:
+            self._confirmed_send = pending_send
+        try:
+            sock.settimeout(max(min(self.timeout, self.confirmed_until() - pending_send), 0.001))
+            sock.sendall(frame)
         except OSError as e:
             self._fail("closed", f"cannot send ACQUIRE: {e}")
             return
         in_flight = True
-        rtt: float | None = None
-        token = 0
-        slot: int | None = None
         next_hb: float | None = None
         reader = Reader()
         sel = selectors.DefaultSelector()
@@ -248,7 +366,10 @@ class _Session:
                 now = time.monotonic()
                 deadline = self.confirmed_until()
                 if now >= deadline:
-                    self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
+                    if reclaim:
+                        self._fail("unconfirmed", f"not reclaimed within {self.timeout:.3f} s (0.8 x lease) of the last answered send")
+                    else:
+                        self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
                     return
                 if not in_flight and next_hb is not None and now >= next_hb:
                     try:
@@ -290,35 +411,51 @@ class _Session:
                 now = time.monotonic()
                 for f in frames:
                     if f.type == ERROR:
+                        if (
+                            self.lock is not None and not reclaim and f.code == 0x01 and f.flags & FLAG_RECLAIM
+                            and self.reclaimable and self.reclaim_frame is not None
+                        ):
+                            raise _Reclaim(f"the server sent ERROR SHUTTING_DOWN with RECLAIM: {f.message}")
                         self._fail("server-error", f"the server sent ERROR {code_name(f.code)}: {f.message}", f.code, f.message)
                         return
                     if f.type == ACQUIRED:
-                        bad = self._bad_grant(f.token, f.slot, token, slot)
+                        bad = self._bad_grant(f.token, f.slot, self.token, self.slot)
+                        if not bad and reclaim and not f.reply:
+                            bad = "ACQUIRED without REPLY to a reclaim (a reclaim is answered at once)"
                         if bad:
-                            self._fail("violation", bad)
+                            self._fail("violation", ("the reclaim was answered: " if reclaim else "") + bad)
                             return
-                    if f.type == WAITING and (token or not f.reply):
+                    if f.type == WAITING and (self.token or not f.reply):
                         self._fail("violation", "WAITING after ACQUIRED, or without REPLY")
                         return
                     if f.reply:
                         if not in_flight:
                             self._fail("violation", "a reply with nothing in flight")
                             return
+                        if reclaim and now >= self.confirmed_until():
+                            # The deadline does not move for a reclaim: an answer after it confirms nothing.
+                            self._fail("unconfirmed", f"the reclaim was answered too late: not within {self.timeout:.3f} s (0.8 x lease) of the last answered send")
+                            return
                         in_flight = False
                         self.answered = True
-                        rtt = smooth_rtt(rtt, now - pending_send)
+                        self.rtt = smooth_rtt(self.rtt, now - pending_send)
                         self._confirmed_send = pending_send  # count from the send of the frame just answered
-                        next_hb = now + heartbeat_interval(self.lease, rtt, minimum)
+                        next_hb = now + heartbeat_interval(self.lease, self.rtt, minimum)
                     if now >= self.confirmed_until():
                         # Read after the deadline (this process was paused): it confirms nothing,
                         # and the server may have expired this session already.
                         self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
                         return
-                    if f.type == ACQUIRED and not token:
-                        token, slot = f.token, f.slot
-                        with self.cv:
-                            self.lock = Lock(self, token, slot)
-                            self.cv.notify_all()
+                    if f.type == ACQUIRED:
+                        self.reclaimable = bool(f.flags & FLAG_RECLAIMABLE)
+                        if reclaim:
+                            reclaim = False
+                            self._reclaimed()
+                        elif not self.token:
+                            self.token, self.slot = f.token, f.slot
+                            with self.cv:
+                                self.lock = Lock(self, self.token, self.slot)
+                                self.cv.notify_all()
         finally:
             sel.close()
 
@@ -376,6 +513,8 @@ class Client:
         limit: int = 1,
         shared: bool = False,
         on_retry: Callable[[str, float, bool], object] | None = None,
+        reclaim: bool = True,
+        on_reclaim: Callable[[Lock], object] | None = None,
     ) -> Lock:
         """Claim ``name``; return the Lock once granted. ``wait``: give up after this many
         seconds (WaitTimeoutError); ``try_``: LockBusyError if held (LockDelayedError if
@@ -390,10 +529,20 @@ class Client:
         ``on_retry(detail, pause, backoff)``: called (on this thread)
         before each reconnect while the claim is not held yet: what failed, the pause in
         seconds, and whether it is the backoff after every address of the list failed
-        (True) or the move on to the list's next address (False); for logging."""
+        (True) or the move on to the list's next address (False); for logging.
+        ``reclaim`` (default True): when the server stops cleanly and lets its holders
+        reclaim (SHUTTING_DOWN with RECLAIM for a grant it flagged RECLAIMABLE, docs/protocol.md
+        section 14), keep the lock held (``lost`` not set) and claim the grant back from the
+        server's next run, with the same token and slot, before the lock's deadline (0.8 x
+        lease after the last answered send), which does not move; if that fails the lock is
+        lost as for any loss. False: such a stop loses the lock. ``on_reclaim(lock)``: called
+        (on the session's thread) each time the lock was reclaimed; ``lock.reclaims`` counts
+        them."""
+        if not isinstance(reclaim, bool):
+            raise LockRequestError("BAD_REQUEST", f"reclaim must be True or False, got {reclaim!r}", lock=name)
         shard = self.map.shard_of(name)
         try:
-            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel, limit, shared, on_retry)
+            return self._acquire(name, self.map.shards[shard].addresses, lease, wait, try_, owner, cancel, limit, shared, on_retry, reclaim, on_reclaim)
         except LockRequestError as e:
             if e.code != "WRONG_SHARD":
                 raise
@@ -403,11 +552,18 @@ class Client:
         """The shard ``name`` belongs to in this client's map ('' for a plain address list)."""
         return self.map.shards[self.map.shard_of(name)].name
 
-    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel, limit=1, shared=False, on_retry=None) -> Lock:
+    def _acquire(self, name, addrs, lease, wait, try_, owner, cancel, limit=1, shared=False, on_retry=None, reclaim=True, on_reclaim=None) -> Lock:
+        who = owner or self.owner
+        lease_ms = round(lease * 1000)
         try:
-            frame = encode_acquire(name, owner or self.owner, round(lease * 1000), try_, limit, shared)
+            frame = encode_acquire(name, who, lease_ms, try_, limit, shared)
         except (ValueError, UnicodeError) as e:
             raise LockRequestError("BAD_REQUEST", str(e), lock=name) from None
+        reclaim_frame: ReclaimFrame | None = None
+        if reclaim:
+            # The reclaim (protocol.md section 14.3): the same claim, with RECLAIM and the grant's token and slot.
+            def reclaim_frame(token: int, slot: int | None) -> bytes:
+                return encode_acquire(name, who, lease_ms, try_, limit, shared, reclaim_token=token, reclaim_slot=slot)
         retry_first = first_connect_retried(self.retry_first_connect, try_, wait, len(addrs))
         start = time.monotonic()
         wait_until = start + wait if wait is not None else None
@@ -416,7 +572,7 @@ class Client:
         trouble_since: float | None = None
         last = ""
         while True:
-            session = _Session(self, addrs[idx], name, frame, lease, limit, shared)
+            session = _Session(self, addrs, idx, name, frame, lease, limit, shared, reclaim_frame, on_reclaim)
             outcome = self._await(session, wait_until, cancel)
             if isinstance(outcome, Lock):
                 return outcome

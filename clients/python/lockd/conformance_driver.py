@@ -46,7 +46,18 @@ def acquire(cmd: dict) -> None:
         def retried(detail: str, _pause: float, backoff: bool) -> None:
             out({"id": ident, "event": "retry", "backoff": backoff, "detail": detail})
 
-        lock = client.acquire(cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")), limit=1 if cmd.get("limit") is None else cmd["limit"], shared=bool(cmd.get("shared")), on_retry=retried)
+        def reclaimed(held: Lock) -> None:
+            out({"id": ident, "event": "reclaimed", "token": str(held.token), "slot": held.slot})
+
+        if cmd.get("reclaim") is not None:
+            options = {"reclaim": cmd["reclaim"]}
+        else:
+            options = {}
+        lock = client.acquire(
+            cmd["name"], lease=cmd["lease"] / 1000, wait=None if wait is None else wait / 1000, try_=bool(cmd.get("try")),
+            limit=1 if cmd.get("limit") is None else cmd["limit"], shared=bool(cmd.get("shared")), on_retry=retried,
+            on_reclaim=reclaimed, **options,
+        )
     except LockError as e:
         sc = code_name(e.server_code) if e.server_code is not None else None
         out({"id": ident, "event": "error", "code": e.code, "class": e.error_class, "serverCode": sc, "message": str(e)})

@@ -12,9 +12,12 @@ WAITING = 0x82
 ERROR = 0xFF
 FLAG_REPLY = 0x01
 FLAG_SLOT = 0x02  # ACQUIRED: a u16 slot follows the token (a body of 10 bytes); only for a name with limit above 1
+FLAG_RECLAIMABLE = 0x04  # ACQUIRED: the grant may be reclaimed after a clean stop of the server (section 14)
+FLAG_RECLAIM = 0x04  # ERROR SHUTTING_DOWN: a clean stop that published its holders; reclaim the grant from the next run
 OPTION_TRY = 0x01
 OPTION_SHARED = 0x02  # a shared (read) claim; limit 1 only
 OPTION_LIMIT = 0x04  # a u16 limit follows lease_ms, and name_length moves to body offset 8
+OPTION_RECLAIM = 0x08  # a u64 token (and, with OPTION_LIMIT, a u16 slot) follows lease_ms (and the limit)
 MAX_LIMIT = 0xFFFF
 MAX_NAME_LENGTH = 512
 MAX_OWNER_LENGTH = 256
@@ -27,6 +30,7 @@ CODE_NAMES = {
     0x12: "KICKED",
     0x13: "LOCK_BUSY",
     0x14: "LOCK_DELAYED",
+    0x15: "RECLAIM_REFUSED",
     0x20: "PROTOCOL_ERROR",
     0x21: "BAD_REQUEST",
     0x22: "UNSUPPORTED_VERSION",
@@ -60,26 +64,45 @@ def check_limit(limit: object, shared: object) -> None:
         raise ValueError(f"a shared claim has limit 1, got limit {limit} (a name is a read/write lock or a semaphore, not both)")
 
 
-def encode_acquire(name: str, owner: str, lease_ms: int, try_: bool = False, limit: int = 1, shared: bool = False) -> bytes:
+def encode_acquire(
+    name: str, owner: str, lease_ms: int, try_: bool = False, limit: int = 1, shared: bool = False,
+    reclaim_token: int | None = None, reclaim_slot: int | None = None,
+) -> bytes:
     """The ACQUIRE frame. Refuses only what the frame cannot carry and what no server accepts
     (ValueError: a lease or limit out of range, ``shared`` with a limit above 1); the server
     judges the rest. A limit of 1 is sent without OPTION_LIMIT: an exclusive claim's bytes are
-    those of a server that knows no semaphores."""
+    those of a server that knows no semaphores. ``reclaim_token``: a reclaim of that grant
+    (OPTION_RECLAIM, docs/protocol.md section 14): the u64 token after lease_ms (and the
+    limit), then, with a limit above 1, ``reclaim_slot`` as a u16 (required then, below the
+    limit; refused for limit 1)."""
     if not 1 <= lease_ms <= 0xFFFFFFFF:
         raise ValueError(f"lease must be 1 .. 4294967295 ms, got {lease_ms}")
     check_limit(limit, shared)
     n = name.encode("utf-8")
     o = owner.encode("utf-8")
     with_limit = limit != 1
-    body_len = (10 if with_limit else 8) + len(n) + len(o)
+    tail = b""
+    if reclaim_token is not None:
+        if not 1 <= reclaim_token <= 0xFFFFFFFFFFFFFFFF:
+            raise ValueError(f"a reclaim's token is 1 .. 2^64 - 1, got {reclaim_token}")
+        tail = reclaim_token.to_bytes(8, "big")
+        if with_limit:
+            if reclaim_slot is None or not 0 <= reclaim_slot < limit:
+                raise ValueError(f"a reclaim of a semaphore's grant names its slot 0 .. {limit - 1}, got {reclaim_slot}")
+            tail += reclaim_slot.to_bytes(2, "big")
+        elif reclaim_slot is not None:
+            raise ValueError(f"a reclaim with limit 1 has no slot, got {reclaim_slot}")
+    elif reclaim_slot is not None:
+        raise ValueError("a reclaim slot without a reclaim token")
+    body_len = (10 if with_limit else 8) + len(tail) + len(n) + len(o)
     if body_len > 0xFFFF:
         raise ValueError(f"name and owner are too long for one frame ({body_len} bytes)")
-    options = (OPTION_TRY if try_ else 0) | (OPTION_SHARED if shared else 0) | (OPTION_LIMIT if with_limit else 0)
+    options = (OPTION_TRY if try_ else 0) | (OPTION_SHARED if shared else 0) | (OPTION_LIMIT if with_limit else 0) | (OPTION_RECLAIM if tail else 0)
     if with_limit:
-        head = struct.pack(">BBHBBIHH", ACQUIRE, 0, body_len, PROTOCOL_VERSION, options, lease_ms, limit, len(n))
+        head = struct.pack(">BBHBBIH", ACQUIRE, 0, body_len, PROTOCOL_VERSION, options, lease_ms, limit)
     else:
-        head = struct.pack(">BBHBBIH", ACQUIRE, 0, body_len, PROTOCOL_VERSION, options, lease_ms, len(n))
-    return head + n + o
+        head = struct.pack(">BBHBBI", ACQUIRE, 0, body_len, PROTOCOL_VERSION, options, lease_ms)
+    return head + tail + struct.pack(">H", len(n)) + n + o
 
 
 @dataclass(frozen=True)

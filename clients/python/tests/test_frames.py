@@ -18,6 +18,21 @@ class Vectors(unittest.TestCase):
             h("01 00 00 24 01 00 00 00 13 88 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79 68 6f 73 74 2d 31 32 2f 70 69 64 2d 34 34 31 31"),
         )
         self.assertEqual(encode_acquire("jobs/nightly", "", 5000, try_=True)[5], 0x01)
+        # RECLAIM (section 14.1): the token after lease_ms (and the limit), then with LIMIT the slot
+        # (the same bytes as the TypeScript client's encodeAcquire).
+        self.assertEqual(
+            encode_acquire("jobs/nightly", "o", 5000, reclaim_token=9),
+            h("01 00 00 1d 01 08 00 00 13 88 00 00 00 00 00 00 00 09 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79 6f"),
+        )
+        self.assertEqual(
+            encode_acquire("jobs/nightly", "o", 5000, limit=3, reclaim_token=2**40 + 5, reclaim_slot=2),
+            h("01 00 00 21 01 0c 00 00 13 88 00 03 00 00 01 00 00 00 00 05 00 02 00 0c 6a 6f 62 73 2f 6e 69 67 68 74 6c 79 6f"),
+        )
+        self.assertEqual(encode_acquire("x", "", 5000, shared=True, reclaim_token=7), h("01 00 00 11 01 0a 00 00 13 88 00 00 00 00 00 00 00 07 00 01 78"))
+        for bad in [dict(reclaim_token=0), dict(reclaim_token=2**64), dict(reclaim_token=1, reclaim_slot=0), dict(reclaim_slot=0),
+                    dict(limit=3, reclaim_token=1), dict(limit=3, reclaim_token=1, reclaim_slot=3)]:
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                encode_acquire("x", "", 5000, **bad)
         self.assertEqual(HEARTBEAT_FRAME, h("02 00 00 00"))
         with self.assertRaises(ValueError):
             encode_acquire("x", "", 0)
@@ -31,6 +46,8 @@ class Vectors(unittest.TestCase):
             ("ff 00 00 0c 24 73 68 61 72 64 20 67 61 6d 6d 61", Frame(ERROR, 0, code=0x24, message="shard gamma")),
             ("ff 00 00 0b 14 6c 6f 63 6b 2d 64 65 6c 61 79", Frame(ERROR, 0, code=0x14, message="lock-delay")),
             ("81 00 00 08 00 00 01 00 00 00 00 05", Frame(ACQUIRED, 0, token=2**40 + 5)),
+            ("81 05 00 08 00 00 00 00 00 00 00 09", Frame(ACQUIRED, 0x05, token=9)),  # REPLY and RECLAIMABLE
+            ("ff 04 00 01 01", Frame(ERROR, 0x04, code=0x01)),  # SHUTTING_DOWN with RECLAIM
         ]
         for hexa, want in cases:
             self.assertEqual(Reader().push(h(hexa)), [want], hexa)
@@ -111,6 +128,7 @@ class SemaphoreVectors(unittest.TestCase):
 
     def test_limit_mismatch(self):
         self.assertEqual((code_name(0x25), class_of_code(0x25)), ("LIMIT_MISMATCH", "client"))
+        self.assertEqual((code_name(0x15), class_of_code(0x15)), ("RECLAIM_REFUSED", "lock"))
         e = server_error("jobs/render", 0x25, "limits 3 and 2", limit=2)
         self.assertIsInstance(e, LimitMismatchError)
         self.assertIsInstance(e, LockRequestError)
