@@ -1043,7 +1043,8 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     claim.conn = null;
     claim.outstanding = [];
     const left = claim.base + GIVE_UP * claim.leaseMs - local(c);
-    const wait = rng.chance(0.2) ? left * (0.7 + 0.3 * rng.float()) : rng.float() * Math.min(100, leaseMs / 4);
+    // Mostly soon, with the clients' reconnect pacing; now and then late: sent within a few round trips of the deadline.
+    const wait = rng.chance(0.3) ? Math.max(0, left - rng.float() * 2 * netDelay) : rng.float() * Math.min(100, leaseMs / 4);
     log?.(`${c.id} will reclaim ${claim.name} (token ${claim.token}) after ${why}, in ${wait.toFixed(3)} ms; believes for ${(left / c.rate).toFixed(3)} ms more`);
     reclaimIn(c, claim, wait);
   };
