@@ -1651,7 +1651,25 @@ export function runBelieverSeeds(
   const started = performance.now();
   let lastProgress = started;
   let failed = 0;
-  const sum = { grants: 0, beliefs: 0, handoffs: 0, lapsed: 0, late: 0, takeovers: 0, delayedTerms: 0, stepDowns: 0, pauses: 0, kills: 0, partitions: 0 };
+  const sum = {
+    grants: 0,
+    beliefs: 0,
+    handoffs: 0,
+    lapsed: 0,
+    late: 0,
+    takeovers: 0,
+    delayedTerms: 0,
+    stepDowns: 0,
+    pauses: 0,
+    kills: 0,
+    partitions: 0,
+    reclaimsSent: 0,
+    reclaims: 0,
+    reclaimsLost: 0,
+    lateReclaims: 0,
+    graceClaims: 0,
+    proxyCloses: 0,
+  };
   let tightest: { seed: number; ms: number; share: number } | null = null;
   const flags = `${options.selfTest === undefined ? "" : ` --break ${options.selfTest}`}${options.rateSpread === undefined ? "" : ` --rates ${options.rateSpread * 100}`}${options.steps === undefined ? "" : ` --steps ${options.steps}`}`;
   for (let seed = from; seed < from + count; seed++) {
@@ -1675,7 +1693,8 @@ export function runBelieverSeeds(
     `believers sim: seeds ${from}..${from + count - 1}, ${failed} failed in ${seconds.toFixed(1)} s; ` +
       `${sum.beliefs} beliefs of ${sum.grants} grants, ${sum.lapsed} lapsed unseen, ${sum.handoffs} close handoffs across terms, ` +
       `${sum.takeovers} terms begun (${sum.delayedTerms} with a lock-delay), ${sum.stepDowns} step-downs, ${sum.pauses} pauses, ` +
-      `${sum.kills} kills, ${sum.partitions} partitions` +
+      `${sum.kills} kills, ${sum.partitions} partitions; reclaims: ${sum.reclaims} of ${sum.reclaimsSent} sent re-confirmed a belief, ${sum.reclaimsLost} lost, ` +
+      `${sum.lateReclaims} answered past the deadline, ${sum.graceClaims} fresh claims in a grace, ${sum.proxyCloses} proxy closes` +
       (tightest === null ? "" : `; closest handoff ${tightest.ms.toFixed(3)} ms (${(tightest.share * 100).toFixed(3)} % of the old lease) after a belief lapsed, seed ${tightest.seed}`),
   );
   return failed;
