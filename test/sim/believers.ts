@@ -58,11 +58,23 @@
  * The `selfTest` variants plant a bug on purpose to show the check catches it.
  */
 import { delayFor, LockDelay, MAX_PUBLISHED_NAMES, roundLease } from "../../src/core/delay.ts";
-import { Engine, type EngineOutput, type GrantGuard, type ReclaimEntry, type ReclaimOptions, type Session, SessionState, type TokenSource } from "../../src/core/index.ts";
+import {
+  Engine,
+  type EngineOutput,
+  type GrantGuard,
+  NO_SLOT,
+  type ReclaimEntry,
+  type ReclaimOptions,
+  type Session,
+  SessionState,
+  SHARED_CLAIM,
+  type TokenSource,
+} from "../../src/core/index.ts";
 import {
   decodeAcquire,
   decodeAcquired,
   decodeError,
+  decodeSlot,
   encodeAcquire,
   ErrorCode,
   errorCodeName,
@@ -199,6 +211,11 @@ export interface BelieverSimResult {
   readonly graceClaims: number;
   /** Connections of holders closed by a proxy in between: both sides see a close, the server promotes the next waiter. */
   readonly proxyCloses: number;
+  /** Beliefs in a shared claim of a read/write lock, and in a semaphore's slot (single-server seeds). */
+  readonly sharedBeliefs: number;
+  readonly semaphoreBeliefs: number;
+  /** The most clients that believed they held one name at once (beside each other: shared, or a semaphore's slots). */
+  readonly mostBelievers: number;
   /** Simulated time the run covered (ms). */
   readonly simMs: number;
   /** The reclaim cap M of a single server with reclaim on; -1: off. */
@@ -307,8 +324,12 @@ interface Claim {
   conn: Conn | null;
   /** reclaiming: it held, had SHUTTING_DOWN with RECLAIM, and believes until its deadline while it reclaims. */
   phase: "acquiring" | "waiting" | "holding" | "reclaiming";
-  /** Its grant's token, and whether the last ACQUIRED of it had RECLAIMABLE. */
+  /** The name's limit (above 1: a semaphore), and a shared claim of a read/write lock. */
+  readonly limit: number;
+  shared: boolean;
+  /** Its grant's token and slot (-1: not a semaphore's), and whether the last ACQUIRED of it had RECLAIMABLE. */
   token: number;
+  slot: number;
   reclaimable: boolean;
   /** Send times (client clock) of the frames not answered yet: the ACQUIRE, then at most one HEARTBEAT. */
   outstanding: number[];
@@ -322,6 +343,9 @@ interface Claim {
 interface Belief {
   readonly client: Client;
   readonly name: string;
+  /** Shared beside other shared beliefs (a read/write lock); or a semaphore's slot (-1: none). */
+  readonly shared: boolean;
+  readonly slot: number;
   readonly leaseMs: number;
   readonly token: number;
   /** The term that granted it, or that a reclaim re-confirmed it in. */
@@ -375,6 +399,16 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
    */
   const reclaimCap = single && rng.chance(0.75) ? rng.pick([maxLease, maxLease, Math.max(1, Math.round(maxLease / 10)), leaseMs]) : -1;
   const reclaimOn = reclaimCap >= 0;
+  /**
+   * Each name's kind: exclusive in a coordinated seed; in a single-server
+   * seed exclusive, a read/write lock (half its claims shared), or a
+   * semaphore of 2 or 3 permits (every claim of a name agrees on its limit).
+   */
+  const kinds = new Map<string, { readonly limit: number; readonly rw: boolean }>();
+  for (const name of names) {
+    const kind = single ? rng.weighted([2, 1, 1]) : 0;
+    kinds.set(name, { limit: kind === 2 ? rng.range(2, 3) : 1, rw: kind === 1 });
+  }
 
   let now = 0;
   let seq = 0;
@@ -408,6 +442,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     doubleReclaims: 0,
     graceClaims: 0,
     proxyCloses: 0,
+    sharedBeliefs: 0,
+    semaphoreBeliefs: 0,
+    mostBelievers: 0,
   };
   /** What the last clean stop published for reclaim (the data directory's copy), until the next run starts with it. */
   let pendingPublished: Map<string, ReclaimEntry[]> | null = null;
@@ -933,7 +970,8 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         const request = decoded.request;
         const reclaim = request.reclaim;
         if (reclaim === undefined && local(x) < (term.graceEnd.get(request.name) ?? -Infinity)) stats.graceClaims++;
-        lastReclaim = reclaim === undefined ? null : { name: request.name, entry: { token: reclaim.token, slot: reclaim.slot, limit: request.limit, leaseMs: request.leaseMs } };
+        const slot = request.limit > 1 ? reclaim?.slot ?? NO_SLOT : request.shared ? SHARED_CLAIM : NO_SLOT;
+        lastReclaim = reclaim === undefined ? null : { name: request.name, entry: { token: reclaim.token, slot, limit: request.limit, leaseMs: request.leaseMs } };
       }
     }
     term.engine.frame(conn.session, bytes[0]!, bytes, HEADER_LENGTH, bytes.length - HEADER_LENGTH, local(x));
@@ -972,9 +1010,13 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       c.leaseMs = Math.min(maxLease, rng.chance(0.5) ? roundLease(drawn) : drawn);
     }
     const lease = c.leaseMs;
+    const name = rng.pick(names);
+    const kind = kinds.get(name)!;
     const claim: Claim = {
       serial: ++c.serial,
-      name: rng.pick(names),
+      name,
+      limit: kind.limit,
+      shared: false,
       leaseMs: lease,
       try: rng.chance(0.1),
       // Half the claims are patient (up to about 400 heartbeats), the others give up sooner.
@@ -983,6 +1025,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       conn: null,
       phase: "acquiring",
       token: 0,
+      slot: -1,
       reclaimable: false,
       outstanding: [],
       base: 0,
@@ -990,6 +1033,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       hbSeq: 0,
       belief: null,
     };
+    claim.shared = kind.rw && rng.chance(0.5);
     c.claim = claim;
     connect(c, claim);
   };
@@ -1028,7 +1072,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const t = local(c);
     claim.outstanding = [t];
     claim.base = t;
-    sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try }) });
+    sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try, limit: claim.limit, shared: claim.shared }) });
     armDeadline(c, claim);
   };
 
@@ -1064,14 +1108,20 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     claim.srtt = 0;
     claim.outstanding = [local(c)];
     stats.reclaimsSent++;
-    sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try, reclaim: { token: claim.token } }) });
-    // A forged or stale reclaim of the name races it: another connection names a token the stop did not publish (an earlier holder's).
+    const reclaim = claim.limit > 1 ? { token: claim.token, slot: claim.slot } : { token: claim.token };
+    sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try, limit: claim.limit, shared: claim.shared, reclaim }) });
+    // A stale reclaim of the name races it: another connection names a token the stop did not publish (an earlier holder's).
+    // (A published token is the grant's credential: whoever names it reclaims it, so a forged one is not tried.)
     if (rng.chance(0.1)) {
+      const published = x.term?.published?.get(claim.name) ?? [];
       let stale = claim.token + 1;
-      for (const [token, owner] of tokenOwner) if (owner.name === claim.name && token < claim.token && (stale > claim.token || token > stale)) stale = token;
+      for (const [token, owner] of tokenOwner) {
+        if (owner.name === claim.name && token < claim.token && (stale > claim.token || token > stale) && !published.some((e) => e.token === token)) stale = token;
+      }
       log?.(`a stale reclaim of ${claim.name} (token ${stale}) at ${x.id}, conn ${connSerial + 1}`);
       const forged = openConn(rogue, x);
-      sendUp(forged, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: "stale", try: false, reclaim: { token: stale } }) });
+      const forgedReclaim = claim.limit > 1 ? { token: stale, slot: claim.slot } : { token: stale };
+      sendUp(forged, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: "stale", try: false, limit: claim.limit, shared: claim.shared, reclaim: forgedReclaim }) });
       at(now + leaseMs, () => closeUp(forged));
     }
     // Now and then the client takes the connection for stuck and reclaims on a second one, closing the first or leaving it open.
@@ -1199,15 +1249,17 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     }
     if (type !== FrameType.ACQUIRED) throw new Violation(`client ${c.id} got frame type ${type}`);
     const token = Number(decodeAcquired(bytes, HEADER_LENGTH));
+    const slot = decodeSlot(bytes, HEADER_LENGTH, bytes.length - HEADER_LENGTH);
+    if (claim.limit > 1 ? !(slot >= 0 && slot < claim.limit) : slot !== -1) throw new Violation(`client ${c.id} conn ${conn.id}: ACQUIRED with slot ${slot} for limit ${claim.limit}`);
     const reclaimable = (bytes[1]! & FLAG_RECLAIMABLE) !== 0;
     if (reclaimable !== (reclaimOn && claim.leaseMs <= reclaimCap)) {
       throw new Violation(`client ${c.id} conn ${conn.id}: ACQUIRED ${reclaimable ? "with" : "without"} RECLAIMABLE for lease ${claim.leaseMs} ms (reclaim cap ${reclaimCap} ms)`);
     }
     if (claim.phase === "reclaiming") {
       const belief = claim.belief!;
-      if (!reply || token !== claim.token) {
-        // protocol.md 14.3: another token is a loss (and checkGrant has already judged the server).
-        log?.(`${c.id} reclaim of ${claim.name} answered with token ${token}, not ${claim.token}: lost`);
+      if (!reply || token !== claim.token || slot !== claim.slot) {
+        // protocol.md 14.3: another token (or slot) is a loss (and checkGrant has already judged the server).
+        log?.(`${c.id} reclaim of ${claim.name} answered with token ${token} slot ${slot}, not ${claim.token} slot ${claim.slot}: lost`);
         closeUp(conn);
         claim.conn = null;
         drop(c, claim);
@@ -1232,6 +1284,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     }
     claim.phase = "holding";
     claim.token = token;
+    claim.slot = slot;
     begin(c, claim, token, conn);
   };
 
@@ -1257,20 +1310,37 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   /** A grant reached client c before its deadline: it believes now. The check. */
   const begin = (c: Client, claim: Claim, token: number, conn: Conn): void => {
     const term = conn.term!;
-    const belief: Belief = { client: c, name: claim.name, leaseMs: claim.leaseMs, token, from: term, since: now, deadline: claim.base + GIVE_UP * claim.leaseMs, dropped: null };
+    const belief: Belief = {
+      client: c,
+      name: claim.name,
+      shared: claim.shared,
+      slot: claim.slot,
+      leaseMs: claim.leaseMs,
+      token,
+      from: term,
+      since: now,
+      deadline: claim.base + GIVE_UP * claim.leaseMs,
+      dropped: null,
+    };
     claim.belief = belief;
     stats.beliefs++;
     if (claim.leaseMs > stats.longestLease) stats.longestLease = claim.leaseMs;
-    log?.(`${c.id} believes it holds ${claim.name} (token ${token}, lease ${claim.leaseMs} ms, from ${term.node.id} epoch ${term.epoch}) for ${((belief.deadline - local(c)) / c.rate).toFixed(3)} ms`);
+    const what = (b: { readonly shared: boolean; readonly slot: number }): string => (b.shared ? " (shared)" : b.slot >= 0 ? ` (slot ${b.slot} of ${claim.limit})` : "");
+    log?.(`${c.id} believes it holds ${claim.name}${what(belief)} (token ${token}, lease ${claim.leaseMs} ms, from ${term.node.id} epoch ${term.epoch}) for ${((belief.deadline - local(c)) / c.rate).toFixed(3)} ms`);
     const set = beliefs.get(claim.name)!;
+    let inForce = 0;
     for (const other of set) {
       const d = other.client;
       if (other.dropped === null && local(d) < other.deadline) {
+        // Beside it: shared with shared; a semaphore's other slots while fewer than its limit believe.
+        inForce++;
+        const fits = claim.limit > 1 ? other.slot !== belief.slot && inForce < claim.limit : belief.shared && other.shared;
+        if (fits) continue;
         const left = realAt(d, other.deadline) - now;
         throw new Violation(
-          `client ${c.id} came to believe it holds "${claim.name}" (token ${token}, lease ${claim.leaseMs} ms, granted in ${term.info}) ` +
-            `while client ${d.id} still believes it holds it for ${left.toFixed(3)} ms more (token ${other.token}, lease ${other.leaseMs} ms, ` +
-            `granted in ${other.from.info} ${(now - other.since).toFixed(1)} ms ago); clock rates: ${c.id} ${c.rate.toFixed(4)}, ${d.id} ${d.rate.toFixed(4)}, ` +
+          `client ${c.id} came to believe it holds "${claim.name}"${what(belief)} (token ${token}, lease ${claim.leaseMs} ms, granted in ${term.info}) ` +
+            `while client ${d.id} still believes it holds it${what(other)} for ${left.toFixed(3)} ms more (token ${other.token}, lease ${other.leaseMs} ms, ` +
+            `granted in ${other.from.info} ${(now - other.since).toFixed(1)} ms ago)${claim.limit > 1 ? `, ${inForce} believing beside it` : ""}; clock rates: ${c.id} ${c.rate.toFixed(4)}, ${d.id} ${d.rate.toFixed(4)}, ` +
             `${term.node.id} ${term.node.rate.toFixed(4)}, ${other.from.node.id} ${other.from.node.rate.toFixed(4)}`,
         );
       }
@@ -1284,6 +1354,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       }
     }
     set.add(belief);
+    if (belief.shared) stats.sharedBeliefs++;
+    if (belief.slot >= 0) stats.semaphoreBeliefs++;
+    if (inForce + 1 > stats.mostBelievers) stats.mostBelievers = inForce + 1;
     clientTimer(c, local(c) + claim.holdMs, () => {
       // Done with the work: release (or, reclaiming, give the reclaim up).
       if (c.claim !== claim || (claim.phase !== "holding" && claim.phase !== "reclaiming") || (claim.phase === "holding" && claim.conn === null)) return;
@@ -1669,6 +1742,8 @@ export function runBelieverSeeds(
     lateReclaims: 0,
     graceClaims: 0,
     proxyCloses: 0,
+    sharedBeliefs: 0,
+    semaphoreBeliefs: 0,
   };
   let tightest: { seed: number; ms: number; share: number } | null = null;
   const flags = `${options.selfTest === undefined ? "" : ` --break ${options.selfTest}`}${options.rateSpread === undefined ? "" : ` --rates ${options.rateSpread * 100}`}${options.steps === undefined ? "" : ` --steps ${options.steps}`}`;
@@ -1694,7 +1769,8 @@ export function runBelieverSeeds(
       `${sum.beliefs} beliefs of ${sum.grants} grants, ${sum.lapsed} lapsed unseen, ${sum.handoffs} close handoffs across terms, ` +
       `${sum.takeovers} terms begun (${sum.delayedTerms} with a lock-delay), ${sum.stepDowns} step-downs, ${sum.pauses} pauses, ` +
       `${sum.kills} kills, ${sum.partitions} partitions; reclaims: ${sum.reclaims} of ${sum.reclaimsSent} sent re-confirmed a belief, ${sum.reclaimsLost} lost, ` +
-      `${sum.lateReclaims} answered past the deadline, ${sum.graceClaims} fresh claims in a grace, ${sum.proxyCloses} proxy closes` +
+      `${sum.lateReclaims} answered past the deadline, ${sum.graceClaims} fresh claims in a grace, ${sum.proxyCloses} proxy closes; ` +
+      `${sum.sharedBeliefs} shared beliefs, ${sum.semaphoreBeliefs} in semaphore slots` +
       (tightest === null ? "" : `; closest handoff ${tightest.ms.toFixed(3)} ms (${(tightest.share * 100).toFixed(3)} % of the old lease) after a belief lapsed, seed ${tightest.seed}`),
   );
   return failed;

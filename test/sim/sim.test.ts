@@ -141,6 +141,10 @@ describe("what clients believe (believers.ts): failover with engines and clients
     expect(sum((r) => r.doubleReclaims)).toBeGreaterThan(BELIEVER_SEEDS / 30);
     expect(sum((r) => r.lateReclaims)).toBeGreaterThan(0);
     expect(sum((r) => r.proxyCloses)).toBeGreaterThan(BELIEVER_SEEDS / 5);
+    // Single-server seeds have read/write locks and semaphores too: several clients believing beside each other.
+    expect(sum((r) => r.sharedBeliefs)).toBeGreaterThan(BELIEVER_SEEDS);
+    expect(sum((r) => r.semaphoreBeliefs)).toBeGreaterThan(BELIEVER_SEEDS);
+    expect(Math.max(...results.map((r) => r.mostBelievers))).toBeGreaterThanOrEqual(3);
   }, 60_000);
 
   test("a seed replays exactly", () => {
