@@ -57,9 +57,35 @@
  *
  * The `selfTest` variants plant a bug on purpose to show the check catches it.
  */
-import { LockDelay, MAX_PUBLISHED_NAMES, roundLease } from "../../src/core/delay.ts";
-import { Engine, type EngineOutput, type GrantGuard, type Session, SessionState, type TokenSource } from "../../src/core/index.ts";
-import { decodeAcquired, decodeError, encodeAcquire, ErrorCode, errorCodeName, FLAG_REPLY, FrameType, HEADER_LENGTH, HEARTBEAT_FRAME } from "../../src/protocol/index.ts";
+import { delayFor, LockDelay, MAX_PUBLISHED_NAMES, roundLease } from "../../src/core/delay.ts";
+import {
+  Engine,
+  type EngineOutput,
+  type GrantGuard,
+  NO_SLOT,
+  type ReclaimEntry,
+  type ReclaimOptions,
+  type Session,
+  SessionState,
+  SHARED_CLAIM,
+  type TokenSource,
+} from "../../src/core/index.ts";
+import {
+  decodeAcquire,
+  decodeAcquired,
+  decodeError,
+  decodeSlot,
+  encodeAcquire,
+  ErrorCode,
+  errorCodeName,
+  FLAG_RECLAIM,
+  FLAG_RECLAIMABLE,
+  FLAG_REPLY,
+  FrameType,
+  HEADER_LENGTH,
+  HEARTBEAT_FRAME,
+  OPTION_RECLAIM,
+} from "../../src/protocol/index.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -83,10 +109,41 @@ import { RowModel } from "./row.ts";
  *   deadline still answers heartbeats (GrantGuard.mayConfirm always yes).
  * - no-restart-delay (single-server seeds): the lease record is lost before
  *   each start, so a restarted server holds nothing back.
+ * - reclaim-after-eof (reclaim seeds): a client whose grant was reclaimable
+ *   reclaims after a bare EOF or reset too, believing meanwhile, as if it had
+ *   had SHUTTING_DOWN with RECLAIM.
+ * - short-grace (single-server seeds): a restart after a clean stop holds
+ *   each published name back 1 ms less than its lock-delay.
+ * - reclaim-any-token (reclaim seeds): the engine is given a published set
+ *   that matches any reclaim (as if it did not check the set).
+ * - reclaim-not-durable (reclaim seeds): a reclaimed lease is not made
+ *   durable in the lease record (what Engine.reclaimClaim alone does: the
+ *   shell here covers it), so a crash after the grace under-delays it.
  */
-export type BelieverSelfTest = "no-delay" | "short-delay" | "no-carry" | "no-raise" | "no-heartbeat-guard" | "no-restart-delay";
+export type BelieverSelfTest =
+  | "no-delay"
+  | "short-delay"
+  | "no-carry"
+  | "no-raise"
+  | "no-heartbeat-guard"
+  | "no-restart-delay"
+  | "reclaim-after-eof"
+  | "short-grace"
+  | "reclaim-any-token"
+  | "reclaim-not-durable";
 
-export const BELIEVER_BREAKS: readonly BelieverSelfTest[] = ["no-delay", "short-delay", "no-carry", "no-raise", "no-heartbeat-guard", "no-restart-delay"];
+export const BELIEVER_BREAKS: readonly BelieverSelfTest[] = [
+  "no-delay",
+  "short-delay",
+  "no-carry",
+  "no-raise",
+  "no-heartbeat-guard",
+  "no-restart-delay",
+  "reclaim-after-eof",
+  "short-grace",
+  "reclaim-any-token",
+  "reclaim-not-durable",
+];
 
 export interface BelieverSimOptions {
   readonly seed: number;
@@ -141,8 +198,28 @@ export interface BelieverSimResult {
   readonly lapsed: number;
   /** The largest lease a client believed with. */
   readonly longestLease: number;
+  /** Reclaims (protocol.md section 14) clients sent, counting each connection one went out on; and those that re-confirmed a belief. */
+  readonly reclaimsSent: number;
+  readonly reclaims: number;
+  /** Reclaims that ended the claim instead (refused, an error, a broken connection, or the deadline before an answer). */
+  readonly reclaimsLost: number;
+  /** Answers to a reclaim read at or after the client's deadline (they confirm nothing). */
+  readonly lateReclaims: number;
+  /** Reclaims sent on a second connection while the first was still open or its close in flight. */
+  readonly doubleReclaims: number;
+  /** Fresh claims of a published name that reached a restarted server during the name's grace. */
+  readonly graceClaims: number;
+  /** Connections of holders closed by a proxy in between: both sides see a close, the server promotes the next waiter. */
+  readonly proxyCloses: number;
+  /** Beliefs in a shared claim of a read/write lock, and in a semaphore's slot (single-server seeds). */
+  readonly sharedBeliefs: number;
+  readonly semaphoreBeliefs: number;
+  /** The most clients that believed they held one name at once (beside each other: shared, or a semaphore's slots). */
+  readonly mostBelievers: number;
   /** Simulated time the run covered (ms). */
   readonly simMs: number;
+  /** The reclaim cap M of a single server with reclaim on; -1: off. */
+  readonly reclaimCap: number;
 }
 
 class Violation extends Error {}
@@ -191,6 +268,10 @@ interface Term {
   readonly info: string;
   /** server.ts's onDelayOver: called once when the delay is over (a single server's data directory stops carrying). */
   onDelayOver: (() => void) | null;
+  /** A single server's run after a clean stop: when each published name's grace ends (its clock), from the lease record. */
+  readonly graceEnd: ReadonlyMap<string, number>;
+  /** The reclaimable grants the last clean stop published, as the check sees them (null: none, after a crash). */
+  readonly published: ReadonlyMap<string, readonly ReclaimEntry[]> | null;
 }
 
 interface Conn {
@@ -208,9 +289,14 @@ interface Conn {
   /** When the last message each way is delivered (real ms): TCP keeps order. */
   upAt: number;
   downAt: number;
+  /** Refused at its opening (nothing listened): the client may try again, nothing was said. */
+  refused: boolean;
+  /** The token of the last ACQUIRED the server sent on it (0: none): a later one with the same token is a heartbeat's answer. */
+  grantedToken: number;
 }
 
-type Message = { readonly kind: "open" } | { readonly kind: "close" } | { readonly kind: "frame"; readonly bytes: Uint8Array };
+/** A close with `proxy`: a proxy in between closed the client's side; it closes the server's once the client has read that. */
+type Message = { readonly kind: "open" } | { readonly kind: "close"; readonly proxy?: true } | { readonly kind: "frame"; readonly bytes: Uint8Array };
 
 interface Client extends Clock {
   readonly id: string;
@@ -222,6 +308,8 @@ interface Client extends Clock {
   serial: number;
   /** The lease of its claims (0: none drawn yet). */
   leaseMs: number;
+  /** Reclaims when its grant was flagged RECLAIMABLE (the clients' default); false: the option turned off. */
+  readonly reclaims: boolean;
 }
 
 interface Claim {
@@ -234,7 +322,15 @@ interface Claim {
   /** How long to hold once granted (client ms). */
   readonly holdMs: number;
   conn: Conn | null;
-  phase: "acquiring" | "waiting" | "holding";
+  /** reclaiming: it held, had SHUTTING_DOWN with RECLAIM, and believes until its deadline while it reclaims. */
+  phase: "acquiring" | "waiting" | "holding" | "reclaiming";
+  /** The name's limit (above 1: a semaphore), and a shared claim of a read/write lock. */
+  readonly limit: number;
+  shared: boolean;
+  /** Its grant's token and slot (-1: not a semaphore's), and whether the last ACQUIRED of it had RECLAIMABLE. */
+  token: number;
+  slot: number;
+  reclaimable: boolean;
   /** Send times (client clock) of the frames not answered yet: the ACQUIRE, then at most one HEARTBEAT. */
   outstanding: number[];
   /** The send of the last answered frame (the ACQUIRE's until it is answered): the deadline is 0.8 x lease after it. */
@@ -247,9 +343,13 @@ interface Claim {
 interface Belief {
   readonly client: Client;
   readonly name: string;
+  /** Shared beside other shared beliefs (a read/write lock); or a semaphore's slot (-1: none). */
+  readonly shared: boolean;
+  readonly slot: number;
   readonly leaseMs: number;
   readonly token: number;
-  readonly from: Term;
+  /** The term that granted it, or that a reclaim re-confirmed it in. */
+  from: Term;
   /** Real time it began. */
   readonly since: number;
   /** Client clock: in force while the client's clock reads less. */
@@ -291,6 +391,24 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   const strikeRate = rng.pick([0.02, 0.1, 0.3, 0.3]);
   const steps = options.steps ?? 20_000;
   const single = options.single ?? options.seed % 5 === 0;
+  /**
+   * Reclaim (protocol.md section 14), in most single-server seeds: the cap M
+   * from every client's lease down to the coordinator lease, so that some
+   * grants are reclaimable and some not. -1: off. Drawn only in single-server
+   * seeds, so that a coordinated seed replays as before.
+   */
+  const reclaimCap = single && rng.chance(0.75) ? rng.pick([maxLease, maxLease, Math.max(1, Math.round(maxLease / 10)), leaseMs]) : -1;
+  const reclaimOn = reclaimCap >= 0;
+  /**
+   * Each name's kind: exclusive in a coordinated seed; in a single-server
+   * seed exclusive, a read/write lock (half its claims shared), or a
+   * semaphore of 2 or 3 permits (every claim of a name agrees on its limit).
+   */
+  const kinds = new Map<string, { readonly limit: number; readonly rw: boolean }>();
+  for (const name of names) {
+    const kind = single ? rng.weighted([2, 1, 1]) : 0;
+    kinds.set(name, { limit: kind === 2 ? rng.range(2, 3) : 1, rw: kind === 1 });
+  }
 
   let now = 0;
   let seq = 0;
@@ -304,7 +422,43 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   let connSerial = 0;
   let lastToken = 0;
   const beliefs = new Map<string, Set<Belief>>(names.map((n) => [n, new Set()]));
-  const stats = { grants: 0, beliefs: 0, handoffs: 0, late: 0, takeovers: 0, delayedTerms: 0, stepDowns: 0, pauses: 0, kills: 0, partitions: 0, lapsed: 0, longestLease: 0 };
+  const stats = {
+    grants: 0,
+    beliefs: 0,
+    handoffs: 0,
+    late: 0,
+    takeovers: 0,
+    delayedTerms: 0,
+    stepDowns: 0,
+    pauses: 0,
+    kills: 0,
+    partitions: 0,
+    lapsed: 0,
+    longestLease: 0,
+    reclaimsSent: 0,
+    reclaims: 0,
+    reclaimsLost: 0,
+    lateReclaims: 0,
+    doubleReclaims: 0,
+    graceClaims: 0,
+    proxyCloses: 0,
+    sharedBeliefs: 0,
+    semaphoreBeliefs: 0,
+    mostBelievers: 0,
+  };
+  /** What the last clean stop published for reclaim (the data directory's copy), until the next run starts with it. */
+  let pendingPublished: Map<string, ReclaimEntry[]> | null = null;
+  /** Tokens the token source issued and the engine has not sent yet: the next ACQUIRED with one is a fresh grant. */
+  const freshTokens = new Set<number>();
+  /** Each fresh grant's name and client: a reclaim keeps its token, for that client's claim only. */
+  const tokenOwner = new Map<number, { readonly name: string; readonly client: Client }>();
+  /** reclaim-any-token: the reclaim the engine is reading now, which the "published" set then matches. */
+  let lastReclaim: { readonly name: string; readonly entry: ReclaimEntry } | null = null;
+  const anyGrant = new (class extends Map<string, readonly ReclaimEntry[]> {
+    override get(name: string): readonly ReclaimEntry[] | undefined {
+      return lastReclaim !== null && lastReclaim.name === name ? [lastReclaim.entry] : undefined;
+    }
+  })();
   let tightest: { ms: number; share: number } | null = null;
 
   const at = (time: number, run: () => void): void => queue.push({ at: Math.max(time, now), seq: seq++, run });
@@ -551,16 +705,48 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const info =
       `${x.id} epoch ${action.epoch} (${action.why}; lock-delay: every name ${every} ms, ` +
       `${published.length === 0 ? "no published names" : published.map(([n, ms]) => `${n} ${ms} ms`).join(", ")}; largest lease ${action.maxLeaseMs} ms)`;
-    openTerm(x, action.epoch, delay, guardOf(x), tokensOf(x), info, null);
+    openTerm(x, action.epoch, delay, guardOf(x), tokensOf(x), info, null, null);
     log?.(`active: ${info}, tokens from ${action.firstToken}`);
   };
 
-  /** A LockServer's engine for a term (or a single server's run), driven as server.ts drives it. */
-  const openTerm = (x: Node, epoch: number, delay: LockDelay, guard: GrantGuard | null, tokens: TokenSource, info: string, onDelayOver: (() => void) | null): void => {
+  /**
+   * A LockServer's engine for a term (or a single server's run), driven as
+   * server.ts drives it; `run`: a single server's run on its data directory
+   * (the graces its lease record owes, the published set, reclaim's options).
+   */
+  const openTerm = (
+    x: Node,
+    epoch: number,
+    delay: LockDelay,
+    guard: GrantGuard | null,
+    tokens: TokenSource,
+    info: string,
+    onDelayOver: (() => void) | null,
+    run: { readonly graceEnd: ReadonlyMap<string, number>; readonly published: ReadonlyMap<string, readonly ReclaimEntry[]> | null; readonly reclaim: ReclaimOptions | null } | null,
+  ): void => {
     const t = local(x);
-    const term: Term = { node: x, epoch, engine: null as unknown as Engine<Conn>, delay, conns: new Set(), wheelSeq: 0, delaySeq: 0, info, onDelayOver: delay.over(t) ? null : onDelayOver };
+    const term: Term = {
+      node: x,
+      epoch,
+      engine: null as unknown as Engine<Conn>,
+      delay,
+      conns: new Set(),
+      wheelSeq: 0,
+      delaySeq: 0,
+      info,
+      onDelayOver: delay.over(t) ? null : onDelayOver,
+      graceEnd: run?.graceEnd ?? new Map(),
+      published: run?.published ?? null,
+    };
     const transport: EngineOutput<Conn> = {
       send: (conn, frame) => {
+        if (run !== null && frame[0] === FrameType.ACQUIRED && checkGrant(term, conn, frame) && selfTest !== "reclaim-not-durable") {
+          // A reclaimed lease made durable in the lease record as any grant's is, before its ACQUIRED leaves (the record's
+          // raise is synchronous): else, once the grace is over and the record no longer carries the last run's leases, a
+          // crash leaves a record that does not cover this holder, and the next run grants its name at once. Engine.reclaimClaim
+          // does not ask the delay (LockDelay.covers) itself; the shell does it here.
+          term.delay.covers(conn.session!.leaseMs);
+        }
         const strike = frame[0] === FrameType.ACQUIRED && (frame[1]! & FLAG_REPLY) !== 0 ? confirmed(x, conn) : null;
         sendDown(conn, { kind: "frame", bytes: frame.slice() }, strike);
       },
@@ -572,7 +758,8 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       },
     };
     x.term = term;
-    term.engine = new Engine<Conn>(transport, { ioTimeoutMs, tokens, ...(guard === null ? {} : { grantGuard: guard }), delay }, t);
+    const reclaim = run?.reclaim ?? null;
+    term.engine = new Engine<Conn>(transport, { ioTimeoutMs, tokens, ...(guard === null ? {} : { grantGuard: guard }), delay, ...(reclaim === null ? {} : { reclaim }) }, t);
     term.engine.setDriver({
       arm: (tick) => {
         const mySeq = ++term.wheelSeq;
@@ -584,6 +771,46 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       },
     });
     armDelay(term);
+  };
+
+  /**
+   * Every ACQUIRED a single server sends: a fresh grant (a token just issued,
+   * so above every earlier one) of a name the last clean stop published only
+   * once the name's grace is over; anything else (not a heartbeat's answer)
+   * is a reclaim, which must name a grant that stop published, with its
+   * token, to the client that token was granted to, while the grace runs.
+   */
+  const checkGrant = (term: Term, conn: Conn, frame: Uint8Array): boolean => {
+    const token = Number(decodeAcquired(frame, HEADER_LENGTH));
+    if (conn.grantedToken === token) return false; // a heartbeat's answer
+    conn.grantedToken = token;
+    const x = term.node;
+    const session = conn.session;
+    const name = session?.lock?.name;
+    if (session === null || name === undefined) throw new Violation(`${x.id} sent ACQUIRED (token ${token}) on conn ${conn.id}, which holds no lock`);
+    const end = term.graceEnd.get(name);
+    const t = local(x);
+    if (freshTokens.delete(token)) {
+      if (end !== undefined && t < end) {
+        throw new Violation(
+          `${x.id} granted "${name}" to a fresh claim (token ${token}, ${conn.client.id}) ${(end - t).toFixed(3)} ms before the name's grace ends ` +
+            `(the last clean stop published it): ${term.info}`,
+        );
+      }
+      tokenOwner.set(token, { name, client: conn.client });
+      return false;
+    }
+    const entry = term.published?.get(name)?.find((e) => e.token === token && e.slot === session.slot);
+    if (entry === undefined) {
+      const what = term.published === null ? "it published nothing (a first start, or after a crash)" : `it published ${JSON.stringify([...term.published])}`;
+      throw new Violation(`${x.id} granted a reclaim of "${name}" with token ${token} to ${conn.client.id}, not a grant the last clean stop published (${what}): ${term.info}`);
+    }
+    const owner = tokenOwner.get(token);
+    if (owner === undefined || owner.name !== name || owner.client !== conn.client) {
+      throw new Violation(`${x.id} granted token ${token} ("${name}") to ${conn.client.id} by reclaim; it was granted to ${owner === undefined ? "nobody" : `${owner.client.id} for "${owner.name}"`}: a token issued twice`);
+    }
+    if (end === undefined || t >= end) throw new Violation(`${x.id} granted a reclaim of "${name}" (token ${token}, ${conn.client.id}) ${end === undefined ? "outside any grace" : `${(t - end).toFixed(3)} ms after its grace ended`}`);
+    return true;
   };
 
   /** server.ts's resume(): grant what the delay, the durable lease or the tokens held back. */
@@ -700,11 +927,13 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   const arrive = (conn: Conn, message: Message): void => {
     const x = conn.node;
     if (!x.alive) {
+      if (message.kind === "open" && !x.silent) conn.refused = true;
       if (!x.silent && message.kind !== "close") reset(conn); // the process is gone: the kernel resets
       return;
     }
     // No listener while standby: the kernel refuses the connection, paused or not.
     if (message.kind === "open" && x.term === null) {
+      conn.refused = true;
       reset(conn);
       return;
     }
@@ -735,6 +964,16 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       return;
     }
     const bytes = message.bytes;
+    if (bytes[0] === FrameType.ACQUIRE && (term.graceEnd.size > 0 || selfTest === "reclaim-any-token")) {
+      const decoded = decodeAcquire(bytes, HEADER_LENGTH, bytes.length - HEADER_LENGTH);
+      if (decoded.ok) {
+        const request = decoded.request;
+        const reclaim = request.reclaim;
+        if (reclaim === undefined && local(x) < (term.graceEnd.get(request.name) ?? -Infinity)) stats.graceClaims++;
+        const slot = request.limit > 1 ? reclaim?.slot ?? NO_SLOT : request.shared ? SHARED_CLAIM : NO_SLOT;
+        lastReclaim = reclaim === undefined ? null : { name: request.name, entry: { token: reclaim.token, slot, limit: request.limit, leaseMs: request.leaseMs } };
+      }
+    }
     term.engine.frame(conn.session, bytes[0]!, bytes, HEADER_LENGTH, bytes.length - HEADER_LENGTH, local(x));
   };
 
@@ -771,9 +1010,13 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       c.leaseMs = Math.min(maxLease, rng.chance(0.5) ? roundLease(drawn) : drawn);
     }
     const lease = c.leaseMs;
+    const name = rng.pick(names);
+    const kind = kinds.get(name)!;
     const claim: Claim = {
       serial: ++c.serial,
-      name: rng.pick(names),
+      name,
+      limit: kind.limit,
+      shared: false,
       leaseMs: lease,
       try: rng.chance(0.1),
       // Half the claims are patient (up to about 400 heartbeats), the others give up sooner.
@@ -781,14 +1024,39 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       holdMs: lease * logUniform(0.05, 10),
       conn: null,
       phase: "acquiring",
+      token: 0,
+      slot: -1,
+      reclaimable: false,
       outstanding: [],
       base: 0,
       srtt: 0,
       hbSeq: 0,
       belief: null,
     };
+    claim.shared = kind.rw && rng.chance(0.5);
     c.claim = claim;
     connect(c, claim);
+  };
+
+  const openConn = (c: Client, x: Node): Conn => {
+    const conn: Conn = {
+      id: ++connSerial,
+      client: c,
+      node: x,
+      term: null,
+      session: null,
+      cut: now < c.cutUntil || now < x.isolatedUntil,
+      serverDone: false,
+      clientDone: false,
+      gaveUp: null,
+      upAt: 0,
+      downAt: 0,
+      refused: false,
+      grantedToken: 0,
+    };
+    c.conns.add(conn);
+    sendUp(conn, { kind: "open" });
+    return conn;
   };
 
   /** Connect to an instance (a live one, now and then any) and send the ACQUIRE. */
@@ -796,34 +1064,94 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const live = nodes.filter((x) => x.alive);
     // A single server has one address: its current run, or the last one's (down: refused, or silent with its host).
     const x = single ? nodes[nodes.length - 1]! : live.length === 0 || rng.chance(0.1) ? rng.pick(nodes) : rng.pick(live);
-    const conn: Conn = { id: ++connSerial, client: c, node: x, term: null, session: null, cut: now < c.cutUntil || now < x.isolatedUntil, serverDone: false, clientDone: false, gaveUp: null, upAt: 0, downAt: 0 };
-    c.conns.add(conn);
+    log?.(`${c.id} claims ${claim.name} (lease ${claim.leaseMs} ms${claim.try ? ", try" : ""}) at ${x.id}, conn ${connSerial + 1}`);
+    const conn = openConn(c, x);
     claim.conn = conn;
     claim.phase = "acquiring";
     claim.srtt = 0;
     const t = local(c);
     claim.outstanding = [t];
     claim.base = t;
-    log?.(`${c.id} claims ${claim.name} (lease ${claim.leaseMs} ms${claim.try ? ", try" : ""}) at ${x.id}, conn ${conn.id}`);
-    sendUp(conn, { kind: "open" });
-    sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try }) });
+    sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try, limit: claim.limit, shared: claim.shared }) });
     armDeadline(c, claim);
+  };
+
+  /**
+   * protocol.md section 14.3: the holder had SHUTTING_DOWN with RECLAIM (or,
+   * with reclaim-after-eof, a bare EOF). It still believes, until its
+   * deadline, which does not move; it connects again after a moment (now and
+   * then late, near the deadline) and reclaims.
+   */
+  const startReclaim = (c: Client, claim: Claim, why: string): void => {
+    claim.phase = "reclaiming";
+    claim.conn = null;
+    claim.outstanding = [];
+    const left = claim.base + GIVE_UP * claim.leaseMs - local(c);
+    // Mostly soon, with the clients' reconnect pacing; now and then late: sent within a few round trips of the deadline.
+    const wait = rng.chance(0.3) ? Math.max(0, left - rng.float() * 2 * netDelay) : rng.float() * Math.min(100, leaseMs / 4);
+    log?.(`${c.id} will reclaim ${claim.name} (token ${claim.token}) after ${why}, in ${wait.toFixed(3)} ms; believes for ${(left / c.rate).toFixed(3)} ms more`);
+    reclaimIn(c, claim, wait);
+  };
+
+  const reclaimIn = (c: Client, claim: Claim, wait: number): void => {
+    clientTimer(c, local(c) + wait, () => {
+      if (c.claim === claim && claim.phase === "reclaiming" && claim.conn === null) sendReclaim(c, claim);
+    });
+  };
+
+  /** ACQUIRE with RECLAIM and the grant's token, to the server's address; its send is what the deadline counts from if it is granted. */
+  const sendReclaim = (c: Client, claim: Claim): void => {
+    const x = nodes[nodes.length - 1]!;
+    log?.(`${c.id} reclaims ${claim.name} (token ${claim.token}) at ${x.id}, conn ${connSerial + 1}`);
+    const conn = openConn(c, x);
+    claim.conn = conn;
+    claim.srtt = 0;
+    claim.outstanding = [local(c)];
+    stats.reclaimsSent++;
+    const reclaim = claim.limit > 1 ? { token: claim.token, slot: claim.slot } : { token: claim.token };
+    sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try, limit: claim.limit, shared: claim.shared, reclaim }) });
+    // A stale reclaim of the name races it: another connection names a token the stop did not publish (an earlier holder's).
+    // (A published token is the grant's credential: whoever names it reclaims it, so a forged one is not tried.)
+    if (rng.chance(0.1)) {
+      const published = x.term?.published?.get(claim.name) ?? [];
+      let stale = claim.token + 1;
+      for (const [token, owner] of tokenOwner) {
+        if (owner.name === claim.name && token < claim.token && (stale > claim.token || token > stale) && !published.some((e) => e.token === token)) stale = token;
+      }
+      log?.(`a stale reclaim of ${claim.name} (token ${stale}) at ${x.id}, conn ${connSerial + 1}`);
+      const forged = openConn(rogue, x);
+      const forgedReclaim = claim.limit > 1 ? { token: stale, slot: claim.slot } : { token: stale };
+      sendUp(forged, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: "stale", try: false, limit: claim.limit, shared: claim.shared, reclaim: forgedReclaim }) });
+      at(now + leaseMs, () => closeUp(forged));
+    }
+    // Now and then the client takes the connection for stuck and reclaims on a second one, closing the first or leaving it open.
+    if (rng.chance(0.15)) {
+      clientTimer(c, local(c) + rng.float() * 2 * netDelay, () => {
+        if (c.claim !== claim || claim.phase !== "reclaiming" || claim.conn !== conn) return;
+        stats.doubleReclaims++;
+        if (rng.chance(0.5)) closeUp(conn);
+        sendReclaim(c, claim);
+      });
+    }
   };
 
   const armDeadline = (c: Client, claim: Claim): void => {
     clientTimer(c, claim.base + GIVE_UP * claim.leaseMs, () => {});
   };
 
-  /** The client's deadline passed: a holder has lost the lock, a waiter or an unanswered claim moves on. */
+  /** The client's deadline passed: a holder has lost the lock (a pending reclaim with it), a waiter or an unanswered claim moves on. */
   const expire = (c: Client): void => {
     const claim = c.claim;
-    if (claim === null || claim.conn === null || local(c) < claim.base + GIVE_UP * claim.leaseMs) return;
-    log?.(`${c.id} deadline passed (${claim.phase}, conn ${claim.conn.id})`);
-    claim.conn.gaveUp = claim.phase;
-    closeUp(claim.conn);
-    claim.conn = null;
-    if (claim.phase === "holding") {
+    if (claim === null || (claim.conn === null && claim.phase !== "reclaiming") || local(c) < claim.base + GIVE_UP * claim.leaseMs) return;
+    log?.(`${c.id} deadline passed (${claim.phase}, conn ${claim.conn?.id ?? "none"})`);
+    if (claim.conn !== null) {
+      claim.conn.gaveUp = claim.phase;
+      closeUp(claim.conn);
+      claim.conn = null;
+    }
+    if (claim.phase === "holding" || claim.phase === "reclaiming") {
       stats.lapsed++;
+      if (claim.phase === "reclaiming") stats.reclaimsLost++;
       endBelief(claim, null); // it lapsed at its deadline
       think(c);
     } else {
@@ -849,28 +1177,41 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     });
   };
 
+  /** The lock is lost (or given back): the belief ends now, the work stops. */
+  const drop = (c: Client, claim: Claim): void => {
+    if (claim.phase === "reclaiming") stats.reclaimsLost++;
+    endBelief(claim, now);
+    think(c);
+  };
+
   const clientGets = (conn: Conn, message: Message): void => {
     const c = conn.client;
     const claim = c.claim;
     if (message.kind === "close") {
-      conn.serverDone = true;
+      if (message.proxy === true) sendUp(conn, { kind: "close" }); // the proxy closes the server's side now
+      else conn.serverDone = true;
       conn.clientDone = true;
       c.conns.delete(conn);
     }
     if (claim === null || claim.conn !== conn) {
       // A connection the client already left: a grant on it, read at or after the deadline, confirms nothing.
       if (conn.gaveUp !== null && conn.gaveUp !== "holding" && message.kind === "frame" && message.bytes[0] === FrameType.ACQUIRED) {
+        if (conn.gaveUp === "reclaiming") stats.lateReclaims++;
+        else stats.late++;
         conn.gaveUp = null;
-        stats.late++;
       }
       return;
     }
     if (message.kind === "close") {
-      log?.(`${c.id} conn ${conn.id} closed`);
+      log?.(`${c.id} conn ${conn.id} closed${conn.refused ? " (refused)" : ""}`);
       claim.conn = null;
-      if (claim.phase === "holding") {
-        endBelief(claim, now);
-        think(c);
+      if (claim.phase === "reclaiming") {
+        // Refused: nothing listened yet (the server not back): try again, paced. A connection that broke: lost.
+        if (conn.refused) reclaimIn(c, claim, rng.float() * Math.min(100, leaseMs / 4));
+        else drop(c, claim);
+      } else if (claim.phase === "holding") {
+        if (selfTest === "reclaim-after-eof" && claim.reclaimable && c.reclaims) startReclaim(c, claim, "a bare EOF (reclaim-after-eof)");
+        else drop(c, claim);
       } else {
         requeue(c, claim);
       }
@@ -881,12 +1222,17 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const type = bytes[0]!;
     if (type === FrameType.ERROR) {
       const error = decodeError(bytes, HEADER_LENGTH, bytes.length - HEADER_LENGTH);
-      log?.(`${c.id} conn ${conn.id} ERROR ${errorCodeName(error.code)}`);
+      const reclaimFlag = error.code === ErrorCode.SHUTTING_DOWN && (bytes[1]! & FLAG_RECLAIM) !== 0;
+      log?.(`${c.id} conn ${conn.id} ERROR ${errorCodeName(error.code)}${reclaimFlag ? " with RECLAIM" : ""}`);
+      if (reclaimFlag && (claim.phase !== "holding" || !claim.reclaimable)) {
+        throw new Violation(`client ${c.id} conn ${conn.id} (${claim.phase}${claim.phase === "holding" ? ", its grant not RECLAIMABLE" : ""}) got SHUTTING_DOWN with RECLAIM`);
+      }
       closeUp(conn);
       claim.conn = null;
-      if (claim.phase === "holding") {
-        endBelief(claim, now);
-        think(c);
+      if (reclaimFlag && c.reclaims) {
+        startReclaim(c, claim, "SHUTTING_DOWN with RECLAIM");
+      } else if (claim.phase === "holding" || claim.phase === "reclaiming") {
+        drop(c, claim);
       } else if (error.code === ErrorCode.LOCK_BUSY || error.code === ErrorCode.LOCK_DELAYED) {
         think(c);
       } else {
@@ -897,12 +1243,38 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const reply = (bytes[1]! & FLAG_REPLY) !== 0;
     if (reply) answered(c, claim, conn);
     if (type === FrameType.WAITING) {
-      if (claim.phase === "holding") throw new Violation(`client ${c.id} conn ${conn.id}: WAITING after its grant`);
+      if (claim.phase === "holding" || claim.phase === "reclaiming") throw new Violation(`client ${c.id} conn ${conn.id}: WAITING ${claim.phase === "holding" ? "after its grant" : "to a reclaim"}`);
       claim.phase = "waiting";
       return;
     }
     if (type !== FrameType.ACQUIRED) throw new Violation(`client ${c.id} got frame type ${type}`);
     const token = Number(decodeAcquired(bytes, HEADER_LENGTH));
+    const slot = decodeSlot(bytes, HEADER_LENGTH, bytes.length - HEADER_LENGTH);
+    if (claim.limit > 1 ? !(slot >= 0 && slot < claim.limit) : slot !== -1) throw new Violation(`client ${c.id} conn ${conn.id}: ACQUIRED with slot ${slot} for limit ${claim.limit}`);
+    const reclaimable = (bytes[1]! & FLAG_RECLAIMABLE) !== 0;
+    if (reclaimable !== (reclaimOn && claim.leaseMs <= reclaimCap)) {
+      throw new Violation(`client ${c.id} conn ${conn.id}: ACQUIRED ${reclaimable ? "with" : "without"} RECLAIMABLE for lease ${claim.leaseMs} ms (reclaim cap ${reclaimCap} ms)`);
+    }
+    if (claim.phase === "reclaiming") {
+      const belief = claim.belief!;
+      if (!reply || token !== claim.token || slot !== claim.slot) {
+        // protocol.md 14.3: another token (or slot) is a loss (and checkGrant has already judged the server).
+        log?.(`${c.id} reclaim of ${claim.name} answered with token ${token} slot ${slot}, not ${claim.token} slot ${claim.slot}: lost`);
+        closeUp(conn);
+        claim.conn = null;
+        drop(c, claim);
+        return;
+      }
+      // Read before the deadline (expire ran first): the reclaim's send is now the last answered one.
+      claim.phase = "holding";
+      claim.reclaimable = reclaimable;
+      belief.deadline = claim.base + GIVE_UP * claim.leaseMs;
+      belief.from = conn.term!;
+      stats.reclaims++;
+      log?.(`${c.id} reclaimed ${claim.name} (token ${token}) from ${conn.node.id}: believes for ${((belief.deadline - local(c)) / c.rate).toFixed(3)} ms`);
+      return;
+    }
+    claim.reclaimable = reclaimable;
     if (claim.phase === "holding") {
       if (claim.belief !== null) {
         claim.belief.deadline = claim.base + GIVE_UP * claim.leaseMs;
@@ -911,6 +1283,8 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       return;
     }
     claim.phase = "holding";
+    claim.token = token;
+    claim.slot = slot;
     begin(c, claim, token, conn);
   };
 
@@ -936,20 +1310,37 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   /** A grant reached client c before its deadline: it believes now. The check. */
   const begin = (c: Client, claim: Claim, token: number, conn: Conn): void => {
     const term = conn.term!;
-    const belief: Belief = { client: c, name: claim.name, leaseMs: claim.leaseMs, token, from: term, since: now, deadline: claim.base + GIVE_UP * claim.leaseMs, dropped: null };
+    const belief: Belief = {
+      client: c,
+      name: claim.name,
+      shared: claim.shared,
+      slot: claim.slot,
+      leaseMs: claim.leaseMs,
+      token,
+      from: term,
+      since: now,
+      deadline: claim.base + GIVE_UP * claim.leaseMs,
+      dropped: null,
+    };
     claim.belief = belief;
     stats.beliefs++;
     if (claim.leaseMs > stats.longestLease) stats.longestLease = claim.leaseMs;
-    log?.(`${c.id} believes it holds ${claim.name} (token ${token}, lease ${claim.leaseMs} ms, from ${term.node.id} epoch ${term.epoch}) for ${((belief.deadline - local(c)) / c.rate).toFixed(3)} ms`);
+    const what = (b: { readonly shared: boolean; readonly slot: number }): string => (b.shared ? " (shared)" : b.slot >= 0 ? ` (slot ${b.slot} of ${claim.limit})` : "");
+    log?.(`${c.id} believes it holds ${claim.name}${what(belief)} (token ${token}, lease ${claim.leaseMs} ms, from ${term.node.id} epoch ${term.epoch}) for ${((belief.deadline - local(c)) / c.rate).toFixed(3)} ms`);
     const set = beliefs.get(claim.name)!;
+    let inForce = 0;
     for (const other of set) {
       const d = other.client;
       if (other.dropped === null && local(d) < other.deadline) {
+        // Beside it: shared with shared; a semaphore's other slots while fewer than its limit believe.
+        inForce++;
+        const fits = claim.limit > 1 ? other.slot !== belief.slot && inForce < claim.limit : belief.shared && other.shared;
+        if (fits) continue;
         const left = realAt(d, other.deadline) - now;
         throw new Violation(
-          `client ${c.id} came to believe it holds "${claim.name}" (token ${token}, lease ${claim.leaseMs} ms, granted in ${term.info}) ` +
-            `while client ${d.id} still believes it holds it for ${left.toFixed(3)} ms more (token ${other.token}, lease ${other.leaseMs} ms, ` +
-            `granted in ${other.from.info} ${(now - other.since).toFixed(1)} ms ago); clock rates: ${c.id} ${c.rate.toFixed(4)}, ${d.id} ${d.rate.toFixed(4)}, ` +
+          `client ${c.id} came to believe it holds "${claim.name}"${what(belief)} (token ${token}, lease ${claim.leaseMs} ms, granted in ${term.info}) ` +
+            `while client ${d.id} still believes it holds it${what(other)} for ${left.toFixed(3)} ms more (token ${other.token}, lease ${other.leaseMs} ms, ` +
+            `granted in ${other.from.info} ${(now - other.since).toFixed(1)} ms ago)${claim.limit > 1 ? `, ${inForce} believing beside it` : ""}; clock rates: ${c.id} ${c.rate.toFixed(4)}, ${d.id} ${d.rate.toFixed(4)}, ` +
             `${term.node.id} ${term.node.rate.toFixed(4)}, ${other.from.node.id} ${other.from.node.rate.toFixed(4)}`,
         );
       }
@@ -963,11 +1354,15 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       }
     }
     set.add(belief);
+    if (belief.shared) stats.sharedBeliefs++;
+    if (belief.slot >= 0) stats.semaphoreBeliefs++;
+    if (inForce + 1 > stats.mostBelievers) stats.mostBelievers = inForce + 1;
     clientTimer(c, local(c) + claim.holdMs, () => {
-      if (c.claim !== claim || claim.phase !== "holding" || claim.conn === null) return;
+      // Done with the work: release (or, reclaiming, give the reclaim up).
+      if (c.claim !== claim || (claim.phase !== "holding" && claim.phase !== "reclaiming") || (claim.phase === "holding" && claim.conn === null)) return;
       log?.(`${c.id} releases ${claim.name}`);
       endBelief(claim, now);
-      closeUp(claim.conn);
+      if (claim.conn !== null) closeUp(claim.conn);
       claim.conn = null;
       think(c);
     });
@@ -985,10 +1380,26 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   };
 
   const spawnClient = (): void => {
-    const c: Client = { id: `c${clients.length + 1}`, offset: rng.int(2 ** 40), rate: rate(), pausedUntil: -1, backlog: [], cutUntil: -1, claim: null, conns: new Set(), serial: 0, leaseMs: 0 };
+    const c: Client = {
+      id: `c${clients.length + 1}`,
+      offset: rng.int(2 ** 40),
+      rate: rate(),
+      pausedUntil: -1,
+      backlog: [],
+      cutUntil: -1,
+      claim: null,
+      conns: new Set(),
+      serial: 0,
+      leaseMs: 0,
+      // Reclaim is on by default in the clients; now and then one has it off.
+      reclaims: reclaimOn ? rng.chance(0.85) : true,
+    };
     clients.push(c);
     think(c);
   };
+
+  /** Where stale reclaims come from: a peer that believes nothing and reads nothing. */
+  const rogue: Client = { id: "stale", offset: 0, rate: 1, pausedUntil: -1, backlog: [], cutUntil: -1, claim: null, conns: new Set(), serial: 0, leaseMs: 0, reclaims: false };
 
   const wakeClient = (c: Client): void => {
     if (now < c.pausedUntil) return;
@@ -1028,11 +1439,13 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const term = x.term;
     const held = term === null ? [] : (term.engine.held(MAX_PUBLISHED_NAMES) ?? "*");
     if (x.leases !== null) {
+      // Before anything is sent: the names held, and with reclaim on the reclaimable grants, made durable.
       x.term = null;
-      term?.engine.shutdown(local(x));
+      pendingPublished = reclaimOn && term !== null ? term.engine.reclaimableGrants() : null;
       x.leases.close(held);
+      term?.engine.shutdown(local(x), pendingPublished !== null);
       x.alive = false;
-      restartLater();
+      restartLater(true);
       return;
     }
     const actions = x.machine.stop(local(x), held);
@@ -1053,6 +1466,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     next: (): number => {
       const token = lastToken + 1;
       lastToken = token;
+      freshTokens.add(token);
       stats.grants++;
       log?.(`grants token ${token}`);
       return token;
@@ -1093,16 +1507,47 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     stats.takeovers++;
     if (!leases.delay.over(t)) stats.delayedTerms++;
     const previous = leases.previous;
+    // What the last clean stop published (the data directory's copy), read once: after this run, a crash leaves nothing to reclaim.
+    const published = pendingPublished;
+    pendingPublished = null;
+    // The check's own account of each published name's grace, from the lease record: no fresh grant before it.
+    const graceEnd = new Map<string, number>();
+    if (previous !== null && previous.clean && previous.held !== null && previous.held !== "*") {
+      const every = delayFor(previous.carryLeaseMs);
+      for (const [name, lease] of previous.held) graceEnd.set(name, t + Math.max(every, delayFor(lease)));
+    }
+    let delay = leases.delay;
+    if (selfTest === "short-grace" && owed.names.length > 0) {
+      // The published names held back 1 ms less; the rest as the lease record says, its raises written as LeasesFile writes them.
+      const file = leases as unknown as { raise(leaseMs: number): boolean };
+      delay = new LockDelay({
+        why: "clean-restart",
+        until: t + owed.everyNameMs,
+        names: new Map(owed.names.map(([name, ms]) => [name, t + ms - 1])),
+        durableMaxMs: 0,
+        raise: (lease) => file.raise(lease),
+      });
+    }
+    const reclaim: ReclaimOptions | null = !reclaimOn
+      ? null
+      : { maxLeaseMs: reclaimCap, ...(selfTest === "reclaim-any-token" ? { published: anyGrant } : published === null ? {} : { published }) };
     const info =
       `${x.id}, run ${runs + 1} on the data directory (${previous === null ? "first start" : previous.clean ? "after a clean stop" : "after a crash"}; ` +
       `lock-delay: every name ${owed.everyNameMs} ms, ${owed.names.length === 0 ? "no published names" : owed.names.map(([n, ms]) => `${n} ${ms} ms`).join(", ")}; ` +
-      `record ${JSON.stringify(previous)})`;
-    openTerm(x, ++runs, leases.delay, null, singleTokens, info, () => leases.delayOver());
+      `record ${JSON.stringify(previous)}${reclaimOn ? `; reclaim cap ${reclaimCap} ms, ${published === null ? "nothing published" : `published ${JSON.stringify([...published])}`}` : ""})`;
+    openTerm(x, ++runs, delay, null, singleTokens, info, () => leases.delayOver(), { graceEnd, published, reclaim });
     log?.(`serving: ${info}`);
+    // Now and then a run that published reclaims crashes before they all come in: the next run accepts none.
+    if (reclaimOn && published !== null && rng.chance(0.3)) {
+      at(now + logUniform(0.05, leaseMs), () => {
+        if (x.alive && nodes[nodes.length - 1] === x) kill(x, false);
+      });
+    }
   };
 
-  const restartLater = (): void => {
-    at(now + logUniform(1, 2 * leaseMs), startServer);
+  /** A restart after a crash or a stop; with reclaim on, a clean stop is mostly an upgrade step: the new version starts at once. */
+  const restartLater = (clean = false): void => {
+    at(now + (clean && reclaimOn && rng.chance(0.7) ? logUniform(0.5, leaseMs / 4) : logUniform(1, 2 * leaseMs)), startServer);
   };
 
   /** A network partition of the instance's host: the coordinator and every client lose it, silently. */
@@ -1173,7 +1618,37 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     };
   };
 
+  /**
+   * A proxy between client and server closes a live holder's connection: the
+   * client reads an EOF, and the server sees the close after that (and may
+   * promote the next waiter at once). The order matters: were the server told
+   * first, its next grant could reach a client before the holder read its
+   * EOF, and no rule of the client's could help. No reclaim may follow an EOF.
+   */
+  const proxyClose = (conn: Conn): void => {
+    if (conn.cut || conn.serverDone) return;
+    stats.proxyCloses++;
+    log?.(`a proxy closes conn ${conn.id} of ${conn.client.id}: the client reads an EOF, then the server sees the close`);
+    sendDown(conn, { kind: "close", proxy: true });
+  };
+
+  /** Reclaim seeds, besides the rest: clean stops (reclaimable holders get SHUTTING_DOWN with RECLAIM), and proxies closing holders' connections. */
+  const reclaimChaos = (): void => {
+    const x = nodes[nodes.length - 1]!;
+    if (rng.chance(0.5)) {
+      if (x.alive && now >= x.pausedUntil) stopCleanly(x);
+      return;
+    }
+    const holders = clients.filter((c) => c.claim !== null && c.claim.phase === "holding" && c.claim.conn !== null);
+    if (holders.length > 0) proxyClose(rng.pick(holders).claim!.conn!);
+  };
+
   const chaos = (): void => {
+    if (reclaimOn && rng.chance(0.4)) {
+      reclaimChaos();
+      at(now + rng.float() * 2 * chaosMs, chaos);
+      return;
+    }
     const live = nodes.filter((x) => x.alive);
     // Failures hit the active more often than not: that is where clients hold.
     const active = live.filter((x) => x.term !== null);
@@ -1236,7 +1711,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   } finally {
     if (single) rmSync(dataDir, { recursive: true, force: true });
   }
-  return { seed: options.seed, failure, tightest, ...stats, simMs: now };
+  return { seed: options.seed, failure, tightest, reclaimCap, ...stats, simMs: now };
 }
 
 /** Run `count` seeds from `from`; one line per failure and a summary. Returns the number that failed. */
@@ -1249,7 +1724,27 @@ export function runBelieverSeeds(
   const started = performance.now();
   let lastProgress = started;
   let failed = 0;
-  const sum = { grants: 0, beliefs: 0, handoffs: 0, lapsed: 0, late: 0, takeovers: 0, delayedTerms: 0, stepDowns: 0, pauses: 0, kills: 0, partitions: 0 };
+  const sum = {
+    grants: 0,
+    beliefs: 0,
+    handoffs: 0,
+    lapsed: 0,
+    late: 0,
+    takeovers: 0,
+    delayedTerms: 0,
+    stepDowns: 0,
+    pauses: 0,
+    kills: 0,
+    partitions: 0,
+    reclaimsSent: 0,
+    reclaims: 0,
+    reclaimsLost: 0,
+    lateReclaims: 0,
+    graceClaims: 0,
+    proxyCloses: 0,
+    sharedBeliefs: 0,
+    semaphoreBeliefs: 0,
+  };
   let tightest: { seed: number; ms: number; share: number } | null = null;
   const flags = `${options.selfTest === undefined ? "" : ` --break ${options.selfTest}`}${options.rateSpread === undefined ? "" : ` --rates ${options.rateSpread * 100}`}${options.steps === undefined ? "" : ` --steps ${options.steps}`}`;
   for (let seed = from; seed < from + count; seed++) {
@@ -1273,7 +1768,9 @@ export function runBelieverSeeds(
     `believers sim: seeds ${from}..${from + count - 1}, ${failed} failed in ${seconds.toFixed(1)} s; ` +
       `${sum.beliefs} beliefs of ${sum.grants} grants, ${sum.lapsed} lapsed unseen, ${sum.handoffs} close handoffs across terms, ` +
       `${sum.takeovers} terms begun (${sum.delayedTerms} with a lock-delay), ${sum.stepDowns} step-downs, ${sum.pauses} pauses, ` +
-      `${sum.kills} kills, ${sum.partitions} partitions` +
+      `${sum.kills} kills, ${sum.partitions} partitions; reclaims: ${sum.reclaims} of ${sum.reclaimsSent} sent re-confirmed a belief, ${sum.reclaimsLost} lost, ` +
+      `${sum.lateReclaims} answered past the deadline, ${sum.graceClaims} fresh claims in a grace, ${sum.proxyCloses} proxy closes; ` +
+      `${sum.sharedBeliefs} shared beliefs, ${sum.semaphoreBeliefs} in semaphore slots` +
       (tightest === null ? "" : `; closest handoff ${tightest.ms.toFixed(3)} ms (${(tightest.share * 100).toFixed(3)} % of the old lease) after a belief lapsed, seed ${tightest.seed}`),
   );
   return failed;
