@@ -174,9 +174,10 @@ class Reclaim(unittest.TestCase):
         first = server.acquires.get(timeout=WAIT)
         self.assertEqual(lock.token, TOKEN)
         server.heartbeats.get(timeout=WAIT)  # a HEARTBEAT answered: the grant's RECLAIMABLE seen twice
-        before = lock._session.confirmed_until()
         server.on_reclaim = lambda _frame: deadlines.put((lock._session.confirmed_until(), lock.held, lock.reclaiming, lock.lost.is_set()))
         server.stop()
+        # Read once the server is gone: heartbeats answered until the stop may have moved it before.
+        before = lock._session.confirmed_until()
         again = reclaims.get(timeout=WAIT)
         self.assertIs(again, lock)
         frame = server.acquires.get(timeout=WAIT)
