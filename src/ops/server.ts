@@ -140,6 +140,9 @@ const FORCE_RELEASE = "/force-release";
 const LOCKS = "/v1/locks";
 /** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
 const MAX_PAGE = 1000;
+/** Walks (listings, lock views) the queue holds at most; a request beyond gets 503 OPS_BUSY at once. */
+export const MAX_QUEUED_WALKS = 256;
+const RETRY_AFTER = { "retry-after": "1" };
 const encoder = new TextEncoder();
 
 /** A HEAD answer that builds no body: the head says a JSON answer of a length not computed. */
@@ -417,6 +420,7 @@ export class OpsServer {
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
       opsRequests: this.http.pending,
+      walksQueued: this.slices.queued,
       lockDelay: this.options.lockDelay?.() ?? null,
       tokensExhausted: this.options.trouble?.() === "tokens_exhausted",
       ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
@@ -469,6 +473,8 @@ export class OpsServer {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
     }
     if (head) return headOnly();
+    const busy = this.busy();
+    if (busy !== null) return busy;
     // The page is of the source walked: with --coordinator a term can change mid-walk.
     const locks = this.options.locks;
     const page = new TopK<string>(limit, ascending);
@@ -478,7 +484,7 @@ export class OpsServer {
     return this.slices
       .walk(locks.lockNames(), (name) => {
         if (after === null || name > after) page.offer(name);
-      })
+      }, () => request.aborted)
       .then(() => {
         // A caller gone while the page was picked gets no page built (its JSON is the costly part).
         if (request.aborted) return fail(503, "GONE", "the client went away");
@@ -522,9 +528,12 @@ export class OpsServer {
     const holderWalk = locks.holders(name);
     if (walk === null || holderWalk === null) return this.noSuchLock(name);
     if (head) return headOnly();
-    return holdersPage(this.slices, holderWalk, holdersAfter, holderLimit).then((holders) => {
+    const busy = this.busy();
+    if (busy !== null) return busy;
+    const gone = () => request.aborted;
+    return holdersPage(this.slices, holderWalk, holdersAfter, holderLimit, gone).then((holders) => {
       if (request.aborted) return fail(503, "GONE", "the client went away");
-      return waitersPage(this.slices, walk, after, limit).then((page) => {
+      return waitersPage(this.slices, walk, after, limit, gone).then((page) => {
         // A caller gone while the waiters were picked gets no view built.
         if (request.aborted) return fail(503, "GONE", "the client went away");
         const lock = locks.lock(name, performance.now(), 0, 0);
@@ -532,6 +541,22 @@ export class OpsServer {
         return json(200, { ...lock, holders: holders.holders, holdersNext: holders.next, waiters: page.waiters, next: page.next, shard: this.shardView });
       });
     });
+  }
+
+  /** Walks waiting in the queue (listings, lock views, the page's snapshots and views, token look-ups). */
+  get walksQueued(): number {
+    return this.slices.queued;
+  }
+
+  /** Walks skipped because their client had gone, and walks run to their end. */
+  get walkCounts(): { readonly skipped: number; readonly finished: number } {
+    return { skipped: this.slices.skipped, finished: this.slices.finished };
+  }
+
+  /** 503 OPS_BUSY (Retry-After: 1) when the queue of walks is full, else null. */
+  private busy(): HttpReply | null {
+    if (this.slices.queued < MAX_QUEUED_WALKS) return null;
+    return fail(503, "OPS_BUSY", `${MAX_QUEUED_WALKS} listings and lock views are queued already; retry in a second`, RETRY_AFTER);
   }
 
   private noSuchLock(name: string): HttpReply {
