@@ -33,7 +33,7 @@ import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log/logger.ts";
-import { AdminAuth, AuthResult, adminDisabled, describePrecondition, holderChanged, holderGone, type HolderPrecondition, holderPrecondition, parseSessionId } from "./admin.ts";
+import { AdminAuth, AuthResult, adminDisabled, givenTwice, unknownParam, describePrecondition, holderChanged, holderGone, type HolderPrecondition, holderPrecondition, parseSessionId } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
 import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
@@ -142,6 +142,9 @@ const LOCKS = "/v1/locks";
 const MAX_PAGE = 1000;
 /** Walks (listings, lock views) the queue holds at most; a request beyond gets 503 OPS_BUSY at once. */
 export const MAX_QUEUED_WALKS = 256;
+/** The query parameters each admin action takes; any other is refused (400 BAD_REQUEST). */
+const FORCE_RELEASE_PARAMS = ["name", "session", "token"] as const;
+const KICK_PARAMS = ["lock", "shard"] as const;
 const RETRY_AFTER = { "retry-after": "1" };
 const encoder = new TextEncoder();
 
@@ -601,6 +604,8 @@ export class OpsServer {
   private forceRelease(encoded: string, query: string, request: HttpRequest): HttpReply | Promise<HttpReply> {
     const denied = this.authorize("force-release", request) ?? this.notActive();
     if (denied !== null) return denied;
+    const unknown = unknownParam(query, FORCE_RELEASE_PARAMS) ?? givenTwice(query, ["name"]);
+    if (unknown !== null) return fail(400, "BAD_REQUEST", unknown);
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const name = decoded.name;
@@ -668,6 +673,8 @@ export class OpsServer {
   private kick(idText: string, query: string, request: HttpRequest): HttpReply {
     const denied = this.authorize("kick", request) ?? this.notActive();
     if (denied !== null) return denied;
+    const unknown = unknownParam(query, KICK_PARAMS) ?? givenTwice(query, KICK_PARAMS);
+    if (unknown !== null) return fail(400, "BAD_REQUEST", unknown);
     // Session ids are per server: `?shard=` says which shard's session is meant (lockd kick with a map of one shard).
     const raw = param(query, "shard");
     let asked = raw;
