@@ -13,7 +13,9 @@
  * a lock view, the /ui page's snapshots and views)
  * goes through one queue doing one slice of `scanSlice` per loop turn in
  * all (slices.ts), each page or view is built in the turn its walk ends,
- * and HEAD of the lock routes builds no body.
+ * and HEAD of the lock routes builds no body. A walk whose client has gone
+ * is dropped before its next slice, and beyond MAX_QUEUED_WALKS a listing
+ * or lock view is answered 503 OPS_BUSY at once.
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
@@ -25,8 +27,8 @@
  * takes the target as sent).
  *
  * Every answer is JSON except /metrics; errors are
- * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
- * 405 or 409.
+ * `{"error": {"code": "...", "message": "..."}}` (docs/operations.md lists
+ * the statuses and codes).
  */
 import { isIPv4, isIPv6, unbracket } from "../net/address.ts";
 import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";

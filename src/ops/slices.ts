@@ -4,7 +4,8 @@
  * page of /v1/locks, filling a /ui snapshot, picking a view of a snapshot)
  * goes through one SliceQueue: each turn, one walk takes at most `slice`
  * steps, walks in turn. So a turn does one slice of work however many walks
- * or callers there are, and lock traffic runs between slices.
+ * or callers there are, and lock traffic runs between slices. A walk whose
+ * caller has gone (`gone`) is dropped without a step when its turn comes.
  */
 
 interface Walk {
