@@ -87,6 +87,34 @@ export function parseFencingToken(text: string): string | null {
   return value >= 1n && value <= U64_MAX ? value.toString() : null;
 }
 
+/**
+ * The 400 message for the first query parameter of `query` not in
+ * `allowed`, or null. An admin action must not read a typo (`?Session=`)
+ * as "no precondition" and act on whoever holds the lock now.
+ */
+export function unknownParam(query: string, allowed: readonly string[]): string | null {
+  if (query === "") return null;
+  for (const part of query.split("&")) {
+    if (part === "") continue;
+    const eq = part.indexOf("=");
+    const key = eq < 0 ? part : part.slice(0, eq);
+    if (!allowed.includes(key)) {
+      const shown = JSON.stringify(key.length > 40 ? `${key.slice(0, 40)}...` : key);
+      return `unknown query parameter ${shown}; this action takes ${allowed.map((k) => `?${k}=`).join(", ")} (names are case-sensitive): nothing was done`;
+    }
+  }
+  return null;
+}
+
+/** The 400 message for the first of `keys` given more than once in `query`, or null. */
+export function givenTwice(query: string, keys: readonly string[]): string | null {
+  for (const key of keys) {
+    const n = rawValues(query, key).length;
+    if (n > 1) return `${key} is given ${n} times; give it once`;
+  }
+  return null;
+}
+
 /** One optional query value (given twice is an error). */
 function single(query: string, key: string): { value: string | null } | { error: string } {
   const values = rawValues(query, key);

@@ -45,6 +45,8 @@ export interface MetricsInput {
   readonly logSuppressed: number;
   /** Ops requests whose answer is being made (the scrape's own included). */
   readonly opsRequests: number;
+  /** Walks waiting in the ops server's queue of walks (slices.ts). */
+  readonly walksQueued?: number;
   /** With --coordinator: the instance's role and the coordinator's figures. */
   readonly coordinator?: CoordinatorMetrics;
   /** The token counter reached the end of its generation. */
@@ -135,6 +137,7 @@ export function renderMetrics(input: MetricsInput): string {
   out.single("lockd_log_lines_suppressed_total", "counter", "Warning lines dropped by the log rate limit.", input.logSuppressed);
 
   out.single("lockd_ops_requests_in_flight", "gauge", "Ops requests whose answer is being made, this scrape's included (answers being written no longer count).", input.opsRequests);
+  out.single("lockd_ops_walks_queued", "gauge", "Walks over the lock table or a lock's queue or holders waiting in the ops server's queue (listings, lock views, the page's snapshots); at 256, listings and lock views get 503 OPS_BUSY.", input.walksQueued ?? 0);
 
   if (input.coordinator !== undefined) coordinatorMetrics(out, input.coordinator);
   processMetrics(out);

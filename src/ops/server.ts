@@ -13,7 +13,9 @@
  * a lock view, the /ui page's snapshots and views)
  * goes through one queue doing one slice of `scanSlice` per loop turn in
  * all (slices.ts), each page or view is built in the turn its walk ends,
- * and HEAD of the lock routes builds no body.
+ * and HEAD of the lock routes builds no body. A walk whose client has gone
+ * is dropped before its next slice, and beyond MAX_QUEUED_WALKS a listing
+ * or lock view is answered 503 OPS_BUSY at once.
  *
  * Lock names travel URL-encoded in the path, and a name may contain slashes,
  * so routes are matched on the raw (undecoded) path: everything after
@@ -25,15 +27,15 @@
  * takes the target as sent).
  *
  * Every answer is JSON except /metrics; errors are
- * `{"error": {"code": "...", "message": "..."}}` with 400, 401, 403, 404,
- * 405 or 409.
+ * `{"error": {"code": "...", "message": "..."}}` (docs/operations.md lists
+ * the statuses and codes).
  */
 import { isIPv4, isIPv6, unbracket } from "../net/address.ts";
 import { DEFAULT_OPS_IDLE_TIMEOUT_MS } from "../process/limits.ts";
 import { MAX_NAME_LENGTH } from "../protocol/constants.ts";
 import { checkText, TextCheck } from "../protocol/text.ts";
 import { type Logger, RateLimit } from "../log/logger.ts";
-import { AdminAuth, AuthResult, adminDisabled, describePrecondition, holderChanged, holderGone, type HolderPrecondition, holderPrecondition, parseSessionId } from "./admin.ts";
+import { AdminAuth, AuthResult, adminDisabled, givenTwice, unknownParam, describePrecondition, holderChanged, holderGone, type HolderPrecondition, holderPrecondition, parseSessionId } from "./admin.ts";
 import { EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { Placement } from "../shard/placement.ts";
 import { NO_SHARDS, type ShardIdentity } from "../shard/identity.ts";
@@ -139,6 +141,12 @@ const FORCE_RELEASE = "/force-release";
 const LOCKS = "/v1/locks";
 /** The largest page of /v1/locks, and the most waiters one lock view shows: also the defaults. */
 const MAX_PAGE = 1000;
+/** Walks (listings, lock views) the queue holds at most; a request beyond gets 503 OPS_BUSY at once. */
+export const MAX_QUEUED_WALKS = 256;
+/** The query parameters each admin action takes; any other is refused (400 BAD_REQUEST). */
+const FORCE_RELEASE_PARAMS = ["name", "session", "token"] as const;
+const KICK_PARAMS = ["lock", "shard"] as const;
+const RETRY_AFTER = { "retry-after": "1" };
 const encoder = new TextEncoder();
 
 /** A HEAD answer that builds no body: the head says a JSON answer of a length not computed. */
@@ -416,6 +424,7 @@ export class OpsServer {
       ops: this.stats,
       logSuppressed: this.options.log.suppressed,
       opsRequests: this.http.pending,
+      walksQueued: this.slices.queued,
       lockDelay: this.options.lockDelay?.() ?? null,
       tokensExhausted: this.options.trouble?.() === "tokens_exhausted",
       ...(this.options.roles === undefined ? {} : { coordinator: this.options.roles.metrics() }),
@@ -468,6 +477,8 @@ export class OpsServer {
       return fail(400, "BAD_CURSOR", "cursor is not one this server gave: pass the `next` of the previous page, or none for the first");
     }
     if (head) return headOnly();
+    const busy = this.busy();
+    if (busy !== null) return busy;
     // The page is of the source walked: with --coordinator a term can change mid-walk.
     const locks = this.options.locks;
     const page = new TopK<string>(limit, ascending);
@@ -477,7 +488,7 @@ export class OpsServer {
     return this.slices
       .walk(locks.lockNames(), (name) => {
         if (after === null || name > after) page.offer(name);
-      })
+      }, () => request.aborted)
       .then(() => {
         // A caller gone while the page was picked gets no page built (its JSON is the costly part).
         if (request.aborted) return fail(503, "GONE", "the client went away");
@@ -521,9 +532,12 @@ export class OpsServer {
     const holderWalk = locks.holders(name);
     if (walk === null || holderWalk === null) return this.noSuchLock(name);
     if (head) return headOnly();
-    return holdersPage(this.slices, holderWalk, holdersAfter, holderLimit).then((holders) => {
+    const busy = this.busy();
+    if (busy !== null) return busy;
+    const gone = () => request.aborted;
+    return holdersPage(this.slices, holderWalk, holdersAfter, holderLimit, gone).then((holders) => {
       if (request.aborted) return fail(503, "GONE", "the client went away");
-      return waitersPage(this.slices, walk, after, limit).then((page) => {
+      return waitersPage(this.slices, walk, after, limit, gone).then((page) => {
         // A caller gone while the waiters were picked gets no view built.
         if (request.aborted) return fail(503, "GONE", "the client went away");
         const lock = locks.lock(name, performance.now(), 0, 0);
@@ -531,6 +545,22 @@ export class OpsServer {
         return json(200, { ...lock, holders: holders.holders, holdersNext: holders.next, waiters: page.waiters, next: page.next, shard: this.shardView });
       });
     });
+  }
+
+  /** Walks waiting in the queue (listings, lock views, the page's snapshots and views, token look-ups). */
+  get walksQueued(): number {
+    return this.slices.queued;
+  }
+
+  /** Walks skipped because their client had gone, and walks run to their end. */
+  get walkCounts(): { readonly skipped: number; readonly finished: number } {
+    return { skipped: this.slices.skipped, finished: this.slices.finished };
+  }
+
+  /** 503 OPS_BUSY (Retry-After: 1) when the queue of walks is full, else null. */
+  private busy(): HttpReply | null {
+    if (this.slices.queued < MAX_QUEUED_WALKS) return null;
+    return fail(503, "OPS_BUSY", `${MAX_QUEUED_WALKS} listings and lock views are queued already; retry in a second`, RETRY_AFTER);
   }
 
   private noSuchLock(name: string): HttpReply {
@@ -575,6 +605,8 @@ export class OpsServer {
   private forceRelease(encoded: string, query: string, request: HttpRequest): HttpReply | Promise<HttpReply> {
     const denied = this.authorize("force-release", request) ?? this.notActive();
     if (denied !== null) return denied;
+    const unknown = unknownParam(query, FORCE_RELEASE_PARAMS) ?? givenTwice(query, ["name"]);
+    if (unknown !== null) return fail(400, "BAD_REQUEST", unknown);
     const decoded = decodeLockName(encoded);
     if ("error" in decoded) return fail(400, "BAD_NAME", decoded.error);
     const name = decoded.name;
@@ -642,6 +674,8 @@ export class OpsServer {
   private kick(idText: string, query: string, request: HttpRequest): HttpReply {
     const denied = this.authorize("kick", request) ?? this.notActive();
     if (denied !== null) return denied;
+    const unknown = unknownParam(query, KICK_PARAMS) ?? givenTwice(query, KICK_PARAMS);
+    if (unknown !== null) return fail(400, "BAD_REQUEST", unknown);
     // Session ids are per server: `?shard=` says which shard's session is meant (lockd kick with a map of one shard).
     const raw = param(query, "shard");
     let asked = raw;

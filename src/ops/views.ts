@@ -198,7 +198,7 @@ const MAX_RESTARTS = 8;
  * are counted from the head as the walk goes: exact when the queue does not
  * change under a walk of several turns.
  */
-export function waitersPage(slices: SliceQueue, walk: QueueWalk, after: WaiterCursor | null, limit: number): Promise<WaitersPage> {
+export function waitersPage(slices: SliceQueue, walk: QueueWalk, after: WaiterCursor | null, limit: number, gone?: () => boolean): Promise<WaitersPage> {
   const waiters: WaiterView[] = [];
   // The waiter the walk must get past before it picks (seeking), and the last one picked (or the cursor's).
   let seeking = after !== null;
@@ -244,7 +244,7 @@ export function waitersPage(slices: SliceQueue, walk: QueueWalk, after: WaiterCu
       return STEP;
     },
   };
-  return slices.walk(steps, () => {}).then(() => ({
+  return slices.walk(steps, () => {}, gone).then(() => ({
     waiters,
     next: more && lastSession !== 0 ? encodeWaiterCursor({ session: lastSession, queuedAt: lastAt }) : null,
   }));
@@ -289,7 +289,7 @@ export interface HoldersPage {
  * oldest (the holder it stood on ended) skips what it has shown by token.
  * A holder that holds from the first page to the last is shown once.
  */
-export function holdersPage(slices: SliceQueue, walk: HolderWalk, after: HolderCursor | null, limit: number): Promise<HoldersPage> {
+export function holdersPage(slices: SliceQueue, walk: HolderWalk, after: HolderCursor | null, limit: number, gone?: () => boolean): Promise<HoldersPage> {
   const holders: HolderView[] = [];
   let lastSession = after?.session ?? 0;
   let lastToken = after?.token ?? 0;
@@ -314,7 +314,7 @@ export function holdersPage(slices: SliceQueue, walk: HolderWalk, after: HolderC
       return STEP;
     },
   };
-  return slices.walk(steps, () => {}).then(() => ({
+  return slices.walk(steps, () => {}, gone).then(() => ({
     holders,
     next: more && lastSession !== 0 ? encodeHolderCursor({ session: lastSession, token: lastToken }) : null,
   }));
