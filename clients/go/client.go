@@ -146,7 +146,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts Options) (*Lock,
 	shard := m.ShardOf(name)
 	lock, err := c.acquire(ctx, name, opts, m.Shards[shard].Addresses)
 	if e, ok := err.(*Error); ok && e.Code == "WRONG_SHARD" {
-		e.Message = fmt.Sprintf("the client's map %s places it on shard %s, but %s", m.Describe(), m.Shards[shard].Name, e.ServerMessage)
+		e.Message = describeMismatch(m, m.Shards[shard].Name, e.server, e.ServerMessage)
 	}
 	return lock, err
 }

@@ -16,7 +16,8 @@ type Error struct {
 	ServerMessage string
 	Lock          string
 	Message       string
-	Err           error // the underlying error, if any
+	Err           error  // the underlying error, if any
+	server        string // the address (HOST:PORT) whose ERROR frame this is, "" otherwise
 }
 
 func (e *Error) Error() string {
@@ -53,7 +54,7 @@ var (
 	ErrAborted           = &Error{Code: "ABORTED"}
 	ErrKicked            = &Error{Code: "KICKED"}
 	ErrBadRequest        = &Error{Code: "BAD_REQUEST"}
-	// ErrWrongShard: the server serves another shard than this client's map says (the maps differ; fix the map, do not retry).
+	// ErrWrongShard: the server serves another shard than this client's map says; the message names what differs (shards, generation, or the address listed under the wrong shard). Fix the map, do not retry.
 	ErrWrongShard = &Error{Code: "WRONG_SHARD"}
 	// ErrLockDelayed: Try, and the server holds the name back by a lock-delay (it started
 	// serving after a failover or a restart, and a holder an earlier server granted may still

@@ -312,7 +312,7 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		}
 		switch why {
 		case "server-error":
-			s.end(&Error{Code: CodeName(code), Class: ClassOfCode(code), Lock: s.name, ServerCode: code, ServerMessage: msg, Message: msg})
+			s.end(&Error{Code: CodeName(code), Class: ClassOfCode(code), Lock: s.name, ServerCode: code, ServerMessage: msg, Message: msg, server: addr})
 		case "closed":
 			s.end(&Error{Code: "CLOSED", Class: "server", Lock: s.name, Message: "the connection to " + addr + " closed", Err: err})
 		case "unconfirmed":

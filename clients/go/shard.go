@@ -172,3 +172,113 @@ func ParseServerMap(s string) (*ServerMap, error) {
 	}
 	return m, nil
 }
+
+// serverShardView is what a server that refused a name says about itself
+// (its WRONG_SHARD message, docs/protocol.md section 12.2): its shard, its
+// map's shard names and generation, and the shard the name belongs to.
+type serverShardView struct {
+	shard      string
+	shards     []string
+	generation int
+	owner      string
+}
+
+var wrongShardWords = regexp.MustCompile(`^this server is shard ([a-z0-9][a-z0-9_-]*) of ([a-z0-9][a-z0-9_,-]*) \(generation (\d+)\), where this lock belongs to shard ([a-z0-9][a-z0-9_-]*):`)
+
+// parseWrongShard reads a lockd server's WRONG_SHARD message; ok is false
+// when the message is in other words.
+func parseWrongShard(message string) (v serverShardView, ok bool) {
+	m := wrongShardWords.FindStringSubmatch(message)
+	if m == nil {
+		return v, false
+	}
+	g, err := strconv.Atoi(m[3])
+	if err != nil {
+		return v, false
+	}
+	return serverShardView{shard: m[1], shards: strings.Split(m[2], ","), generation: g, owner: m[4]}, true
+}
+
+func describeShards(shards []string, generation int) string {
+	return fmt.Sprintf("%s (generation %d)", strings.Join(shards, ","), generation)
+}
+
+// describeMismatch is a WRONG_SHARD refusal in the client's words (the same
+// as the TypeScript client's): where the client sent the name (shard, and
+// address when known), what the server there is, and what differs: the
+// shard names (and counts), the generation, or the address the map lists
+// under the wrong shard. A server message in other words is passed on.
+func describeMismatch(m *ServerMap, shard, address, serverMessage string) string {
+	names := m.Names()
+	sentTo := ""
+	if address != "" {
+		sentTo = " and sent it to " + address
+	}
+	head := fmt.Sprintf("the client's map %s places it on shard %s%s", describeShards(names, m.Generation), shard, sentTo)
+	server, ok := parseWrongShard(serverMessage)
+	if !ok {
+		if serverMessage == "" {
+			serverMessage = "the server says it is another shard's"
+		}
+		return head + ", but " + serverMessage
+	}
+	in := func(list []string, name string) bool {
+		for _, s := range list {
+			if s == name {
+				return true
+			}
+		}
+		return false
+	}
+	var onlyOurs, onlyTheirs []string
+	for _, n := range names {
+		if !in(server.shards, n) {
+			onlyOurs = append(onlyOurs, n)
+		}
+	}
+	for _, n := range server.shards {
+		if !in(names, n) {
+			onlyTheirs = append(onlyTheirs, n)
+		}
+	}
+	sameNames := len(onlyOurs) == 0 && len(onlyTheirs) == 0
+	sameGeneration := server.generation == m.Generation
+	var differs []string
+	if !sameNames {
+		var only []string
+		if len(onlyOurs) > 0 {
+			only = append(only, strings.Join(onlyOurs, ",")+" only in the client's")
+		}
+		if len(onlyTheirs) > 0 {
+			only = append(only, strings.Join(onlyTheirs, ",")+" only in the server's")
+		}
+		differs = append(differs, fmt.Sprintf("the shards (%d in the client's map, %d in the server's; %s)", len(names), len(server.shards), strings.Join(only, "; ")))
+	}
+	if !sameGeneration {
+		differs = append(differs, fmt.Sprintf("the generation (%d in the client's map, %d in the server's)", m.Generation, server.generation))
+	}
+	if server.shard != shard {
+		at := address
+		if at == "" {
+			at = "the address it asked"
+		}
+		differs = append(differs, fmt.Sprintf("the addresses: the client's map lists %s, a server of shard %s, under shard %s", at, server.shard, shard))
+	}
+	there := "the server there"
+	if address == "" {
+		there = "the server"
+	}
+	serverMap := "of the same shards and generation"
+	if !sameNames || !sameGeneration {
+		serverMap = "of " + describeShards(server.shards, server.generation)
+	}
+	owner := ""
+	if server.owner != shard {
+		owner = ", where it belongs to shard " + server.owner
+	}
+	what := "the maps differ"
+	if len(differs) > 0 {
+		what = "what differs is " + strings.Join(differs, ", and ")
+	}
+	return fmt.Sprintf("%s, but %s is shard %s %s%s: %s; fix the map (LOCKD_SERVER) and claim again", head, there, server.shard, serverMap, owner, what)
+}

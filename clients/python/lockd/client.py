@@ -225,7 +225,9 @@ class _Session:
             if class_of_code(code) == "server" or code == 0x10:
                 self._end(_Retry(f"{code_name(code)}: {message}", self.answered))
             else:
-                self._end(server_error(self.name, code, message, self.limit, self.shared))
+                err = server_error(self.name, code, message, self.limit, self.shared)
+                err.server = f"[{self.addr[0]}]:{self.addr[1]}" if ":" in self.addr[0] else f"{self.addr[0]}:{self.addr[1]}"  # the address that sent it
+                self._end(err)
         elif why == "violation":
             self._end(LockRequestError("PROTOCOL_VIOLATION", f"broken server at {self.addr[0]}:{self.addr[1]}: {detail}", lock=self.name))
         else:
@@ -546,7 +548,11 @@ class Client:
         except LockRequestError as e:
             if e.code != "WRONG_SHARD":
                 raise
-            raise WrongShardError(name, self.map.shards[shard].name, self.map.describe(), e.server_message) from None
+            from .shard import describe_mismatch
+
+            client_shard = self.map.shards[shard].name
+            detail = describe_mismatch(self.map.names(), self.map.generation, client_shard, getattr(e, "server", None), e.server_message)
+            raise WrongShardError(name, client_shard, self.map.describe(), e.server_message, detail) from None
 
     def shard_of(self, name: str) -> str:
         """The shard ``name`` belongs to in this client's map ('' for a plain address list)."""

@@ -60,15 +60,15 @@ class LockRequestError(LockError):
 
 class WrongShardError(LockRequestError):
     """ERROR WRONG_SHARD: the server serves another shard than this client's map places the
-    name on (the maps differ). A setting to fix, never retried. ``client_shard`` and
-    ``client_map`` are this client's view; ``server_message`` is the server's."""
+    name on; the text names what differs (shards, generation, or the address listed under
+    the wrong shard). A setting to fix, never retried. ``client_shard`` and ``client_map``
+    are this client's view; ``server_message`` is the server's; ``detail`` the text after
+    ``lock NAME: ``."""
 
-    def __init__(self, lock: str, client_shard: str, client_map: str, server_message: str) -> None:
-        super().__init__(
-            "WRONG_SHARD",
-            f"lock {lock!r}: the client's map {client_map} places it on shard {client_shard}, but {server_message}",
-            lock=lock, server_code=0x24, server_message=server_message,
-        )
+    def __init__(self, lock: str, client_shard: str, client_map: str, server_message: str, detail: str | None = None) -> None:
+        if detail is None:
+            detail = f"the client's map {client_map} places it on shard {client_shard}, but {server_message}"
+        super().__init__("WRONG_SHARD", f"lock {lock!r}: {detail}", lock=lock, server_code=0x24, server_message=server_message)
         self.client_shard = client_shard
         self.client_map = client_map
 

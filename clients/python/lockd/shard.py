@@ -111,3 +111,43 @@ def parse_server_map(servers: str) -> ServerMap:
 def format_address(addr: tuple[str, int]) -> str:
     host, port = addr
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+_WRONG_SHARD = re.compile(
+    r"this server is shard ([a-z0-9][a-z0-9_-]*) of ([a-z0-9][a-z0-9_,-]*) \(generation (\d+)\), where this lock belongs to shard ([a-z0-9][a-z0-9_-]*):"
+)
+
+
+def describe_mismatch(names: list[str], generation: int, shard: str, address: str | None, server_message: str) -> str:
+    """A WRONG_SHARD refusal in the client's words (the same as the TypeScript client's), after
+    "lock NAME: ": where the client sent the name (shard, and address when known), what the
+    server there is (read from its message, docs/protocol.md section 12.2), and what differs:
+    the shard names (and counts), the generation, or the address the map lists under the
+    wrong shard. A server message in other words is passed on."""
+    sent_to = "" if address is None else f" and sent it to {address}"
+    head = f"the client's map {','.join(names)} (generation {generation}) places it on shard {shard}{sent_to}"
+    m = _WRONG_SHARD.match(server_message)
+    if m is None:
+        return f"{head}, but {server_message or 'the server says it is another shard' + chr(39) + 's'}"
+    s_shard, s_names, s_gen, s_owner = m[1], m[2].split(","), int(m[3]), m[4]
+    only_ours = [n for n in names if n not in s_names]
+    only_theirs = [n for n in s_names if n not in names]
+    same_names = not only_ours and not only_theirs
+    same_generation = s_gen == generation
+    differs: list[str] = []
+    if not same_names:
+        only = [part for part in (
+            f"{','.join(only_ours)} only in the client's" if only_ours else "",
+            f"{','.join(only_theirs)} only in the server's" if only_theirs else "",
+        ) if part]
+        differs.append(f"the shards ({len(names)} in the client's map, {len(s_names)} in the server's; {'; '.join(only)})")
+    if not same_generation:
+        differs.append(f"the generation ({generation} in the client's map, {s_gen} in the server's)")
+    if s_shard != shard:
+        at = "the address it asked" if address is None else address
+        differs.append(f"the addresses: the client's map lists {at}, a server of shard {s_shard}, under shard {shard}")
+    there = "the server" if address is None else "the server there"
+    server_map = "of the same shards and generation" if same_names and same_generation else f"of {','.join(s_names)} (generation {s_gen})"
+    owner = "" if s_owner == shard else f", where it belongs to shard {s_owner}"
+    what = "the maps differ" if not differs else f"what differs is {', and '.join(differs)}"
+    return f"{head}, but {there} is shard {s_shard} {server_map}{owner}: {what}; fix the map (LOCKD_SERVER) and claim again"

@@ -34,4 +34,11 @@ class ShardsAgainstRealServers(unittest.TestCase):
             old.acquire(moved, lease=5)
         e = caught.exception
         self.assertEqual((e.code, e.error_class, e.client_shard, e.client_map), ("WRONG_SHARD", "client", "alpha", "alpha,beta (generation 0)"))
-        self.assertIn("this server is shard alpha of alpha,beta,gamma (generation 1), where this lock belongs to shard gamma", str(e))
+        sent_to = STALE.split(";")[0].split("=")[1]
+        self.assertEqual(
+            str(e),
+            f"lock {moved!r}: the client's map alpha,beta (generation 0) places it on shard alpha and sent it to {sent_to}, "
+            "but the server there is shard alpha of alpha,beta,gamma (generation 1), where it belongs to shard gamma: "
+            "what differs is the shards (2 in the client's map, 3 in the server's; gamma only in the server's), and the generation (0 in the client's map, 1 in the server's); "
+            "fix the map (LOCKD_SERVER) and claim again",
+        )
