@@ -63,7 +63,7 @@ export const FORCE_RELEASE_OPTIONS = {
     value: "N",
     schema: textValue("N", (text) => {
       const token = parseFencingToken(text);
-      if (token === null) throw new ValueProblem("is not a fencing token (a whole number 1..2^64-1, as lockd status shows the holder's); the admin token is --admin-token-file or --admin-token");
+      if (token === null) throw new ValueProblem(`${JSON.stringify(text.slice(0, 40))} is not a fencing token (a whole number 1..2^64-1, as lockd status shows the holder's); the admin token is --admin-token-file or --admin-token`);
       return token;
     }),
   },
