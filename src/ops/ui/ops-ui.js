@@ -147,7 +147,7 @@
     const grants = board.series.grantsPerSecond;
     $("t-grants").textContent = grants.length === 0 ? "—" : number(grants[grants.length - 1]);
     const h = t.handoverSinceStart;
-    $("t-handover").textContent = `${micros(h.p50Us)} / ${micros(h.p99Us)} (since start, ${number(h.count)} handovers)`;
+    $("t-handover").textContent = `${micros(h.p50Us)} / ${micros(h.p99Us)} (since start, ${number(h.count)} handover${h.count === 1 ? "" : "s"})`;
     const e = t.ends;
     $("t-ends").textContent = `lease expired ${number(e.leaseExpired)} · I/O timeout ${number(e.ioTimeout)} · force-released ${number(e.forceReleased)} · kicked ${number(e.kicked)}`;
   }
