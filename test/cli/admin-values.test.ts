@@ -26,3 +26,10 @@ test("--token abc: the refusal quotes the value and says what a fencing token is
 test("--session x: the refusal quotes the value", () => {
   expect(problems(["--session", "x"])).toEqual(['--session: "x" is not a session id (a positive whole number)']);
 });
+
+test("--token with a long non-numeric value (the admin token given by mistake): its length only, never the value", () => {
+  const said = problems(["--token", "verb-token"]);
+  expect(said).toEqual([expect.stringContaining("--token: a 10-character value (not repeated: it may be a secret, such as the admin token) is not a fencing token")]);
+  expect(said.join("\n")).not.toContain("verb-token");
+  expect(problems(["--token", "99999999999999999999999"])).toEqual([expect.stringContaining('--token: "99999999999999999999999" is not a fencing token')]);
+});
