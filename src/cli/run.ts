@@ -172,6 +172,8 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     });
     let lock: Lock;
     let retrying = false;
+    // The last trouble of each address (its detail names it), for the final error of a --server list.
+    const met = new Map<string, string>();
     try {
       lock = await client.acquire(name, {
         lease,
@@ -185,6 +187,8 @@ export async function run(argv: readonly string[], env: Record<string, string | 
           // next one may answer (a standby of a failover service, with no
           // listener) is the normal state, not worth a line. And one line per
           // run, so a cron log shows why it waited; not one per attempt.
+          const at = ADDRESS_IN_DETAIL.exec(detail);
+          if (at !== null) met.set(at[0], detail);
           if (!backoff || retrying) return;
           retrying = true;
           const budget = wait === undefined ? `${UNAVAILABLE_WITHOUT_WAIT_MS / 1000} s` : "--wait";
@@ -193,7 +197,10 @@ export async function run(argv: readonly string[], env: Record<string, string | 
         ...(wait !== undefined ? { wait } : {}),
       });
     } catch (error) {
-      return claimFailed(error, conflictExitCode, interrupted);
+      const unavailable = (error instanceof ServerUnavailableError && error.tls === undefined) || (error instanceof WaitTimeoutError && error.unavailable !== undefined);
+      const code = claimFailed(error, conflictExitCode, interrupted);
+      if (unavailable && met.size >= 2) process.stderr.write(`lockd run: what each server met: ${[...met.values()].join("; ")}\n`);
+      return code;
     }
     try {
       return await runHolding(lock, command, env, killAfter, (spawned) => (tree = spawned));
@@ -204,6 +211,9 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     for (const signal of FORWARDED) process.off(signal, onSignal);
   }
 }
+
+/** The first HOST:PORT (or [v6]:PORT) in a retry's detail: the address it is about. */
+const ADDRESS_IN_DETAIL = /\[[0-9A-Fa-f:.]+\]:\d+|[^\s\[\]:"()]+:\d+/;
 
 /** Signals to `lockd run` that are passed on to COMMAND's processes. */
 const FORWARDED: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
