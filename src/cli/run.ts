@@ -197,10 +197,7 @@ export async function run(argv: readonly string[], env: Record<string, string | 
         ...(wait !== undefined ? { wait } : {}),
       });
     } catch (error) {
-      const unavailable = (error instanceof ServerUnavailableError && error.tls === undefined) || (error instanceof WaitTimeoutError && error.unavailable !== undefined);
-      const code = claimFailed(error, conflictExitCode, interrupted);
-      if (unavailable && met.size >= 2) process.stderr.write(`lockd run: what each server met: ${[...met.values()].join("; ")}\n`);
-      return code;
+      return claimFailed(error, conflictExitCode, interrupted, met);
     }
     try {
       return await runHolding(lock, command, env, killAfter, (spawned) => (tree = spawned));
@@ -210,6 +207,19 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
   }
+}
+
+/**
+ * An unavailable claim's message with what each address of a --server list
+ * met: the client's message names the last trouble only (one address), so
+ * that detail is replaced by every address's last one.
+ */
+function withEachAddress(error: LockError, met: ReadonlyMap<string, string>): string {
+  const unavailable = error instanceof ServerUnavailableError || (error instanceof WaitTimeoutError && error.unavailable !== undefined);
+  if (!unavailable || met.size < 2) return error.message;
+  const each = [...met.values()];
+  const last = each.find((detail) => error.message.includes(detail));
+  return last === undefined ? `${error.message}; each address met: ${each.join("; ")}` : error.message.replace(last, each.join("; "));
 }
 
 /** The first HOST:PORT (or [v6]:PORT) in a retry's detail: the address it is about. */
@@ -401,7 +411,7 @@ async function runHolding(
 }
 
 /** The exit status and message for a claim that did not get the lock. */
-function claimFailed(error: unknown, conflictExitCode: number, interrupted: NodeJS.Signals | null): number {
+function claimFailed(error: unknown, conflictExitCode: number, interrupted: NodeJS.Signals | null, met: ReadonlyMap<string, string>): number {
   if (!(error instanceof LockError)) throw error;
   if (error instanceof ServerUnavailableError && error.tls !== undefined) {
     process.stderr.write(`lockd run: ${error.tls.what}: ${TLS_FIX[error.tls.kind]}\n`);
@@ -411,7 +421,7 @@ function claimFailed(error: unknown, conflictExitCode: number, interrupted: Node
     process.stderr.write(`lockd run: ${delayedLine(error)}\n`);
     return conflictExitCode;
   }
-  process.stderr.write(`lockd run: ${error.message}\n`);
+  process.stderr.write(`lockd run: ${withEachAddress(error, met)}\n`);
   if (error instanceof LockBusyError) return conflictExitCode;
   if (error instanceof WaitTimeoutError) return error.unavailable === undefined ? ExitCode.TEMPFAIL : ExitCode.UNAVAILABLE;
   if (error instanceof ServerUnavailableError) return ExitCode.UNAVAILABLE;
