@@ -315,7 +315,7 @@
         "tr",
         null,
         el("td", null, name),
-        el("td", { textContent: held ? shown(row.owner) : "", className: held ? "" : "none" }),
+        el("td", { textContent: held ? shown(row.owner) : "", className: held ? (row.owner.length <= SHORT_OWNER ? "label short" : "label") : "none" }),
         el("td", { textContent: held ? row.remote : "free", className: held ? "addr" : "addr none" }),
         el("td", { textContent: duration(row.heldForMs) }),
         el("td", { textContent: row.token }),
