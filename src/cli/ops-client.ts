@@ -160,6 +160,8 @@ async function whyUnreachable(ops: HostPort, error: unknown, https: boolean, tim
     return message;
   }
   if (code === "ECONNREFUSED") return "connection refused: is lockd serve running, with its --ops at this address?";
+  // What answered is no HTTP server: most often lockd's lock listener (--listen), given for --ops.
+  if (code === "Malformed_HTTP_Response") return "it does not speak HTTP: that is likely a lock port (--listen), not an ops port (the ops server's default is 127.0.0.1:7701)";
   if (code !== "ECONNRESET" && code !== "ECONNABORTED" && !/closed unexpectedly/.test(message)) return message;
   // The connection was accepted and then dropped: an HTTPS server that got plain HTTP does that.
   if (await speaksHttps(ops, Math.min(timeoutMs, 2000))) {

@@ -182,6 +182,8 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     });
     let lock: Lock;
     let retrying = false;
+    // The last trouble of each address (its detail names it), for the final error of a --server list.
+    const met = new Map<string, string>();
     try {
       lock = await client.acquire(name, {
         lease,
@@ -199,6 +201,8 @@ export async function run(argv: readonly string[], env: Record<string, string | 
           // next one may answer (a standby of a failover service, with no
           // listener) is the normal state, not worth a line. And one line per
           // run, so a cron log shows why it waited; not one per attempt.
+          const at = ADDRESS_IN_DETAIL.exec(detail);
+          if (at !== null) met.set(at[0], detail);
           if (!backoff || retrying) return;
           retrying = true;
           const budget = wait === undefined ? `${UNAVAILABLE_WITHOUT_WAIT_MS / 1000} s` : "--wait";
@@ -207,7 +211,7 @@ export async function run(argv: readonly string[], env: Record<string, string | 
         ...(wait !== undefined ? { wait } : {}),
       });
     } catch (error) {
-      return claimFailed(error, conflictExitCode, interrupted);
+      return claimFailed(error, conflictExitCode, interrupted, met);
     }
     try {
       return await runHolding(lock, command, env, killAfter, (spawned) => (tree = spawned));
@@ -218,6 +222,22 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     for (const signal of FORWARDED) process.off(signal, onSignal);
   }
 }
+
+/**
+ * An unavailable claim's message with what each address of a --server list
+ * met: the client's message names the last trouble only (one address), so
+ * that detail is replaced by every address's last one.
+ */
+function withEachAddress(error: LockError, met: ReadonlyMap<string, string>): string {
+  const unavailable = error instanceof ServerUnavailableError || (error instanceof WaitTimeoutError && error.unavailable !== undefined);
+  if (!unavailable || met.size < 2) return error.message;
+  const each = [...met.values()];
+  const last = each.find((detail) => error.message.includes(detail));
+  return last === undefined ? `${error.message}; each address met: ${each.join("; ")}` : error.message.replace(last, each.join("; "));
+}
+
+/** The first HOST:PORT (or [v6]:PORT) in a retry's detail: the address it is about. */
+const ADDRESS_IN_DETAIL = /\[[0-9A-Fa-f:.]+\]:\d+|[^\s\[\]:"()]+:\d+/;
 
 /** Signals to `lockd run` that are passed on to COMMAND's processes. */
 const FORWARDED: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
@@ -405,7 +425,7 @@ async function runHolding(
 }
 
 /** The exit status and message for a claim that did not get the lock. */
-function claimFailed(error: unknown, conflictExitCode: number, interrupted: NodeJS.Signals | null): number {
+function claimFailed(error: unknown, conflictExitCode: number, interrupted: NodeJS.Signals | null, met: ReadonlyMap<string, string>): number {
   if (!(error instanceof LockError)) throw error;
   if (error instanceof ServerUnavailableError && error.tls !== undefined) {
     process.stderr.write(`lockd run: ${error.tls.what}: ${TLS_FIX[error.tls.kind]}\n`);
@@ -415,7 +435,7 @@ function claimFailed(error: unknown, conflictExitCode: number, interrupted: Node
     process.stderr.write(`lockd run: ${delayedLine(error)}\n`);
     return conflictExitCode;
   }
-  process.stderr.write(`lockd run: ${error.message}\n`);
+  process.stderr.write(`lockd run: ${withEachAddress(error, met)}\n`);
   if (error instanceof LockBusyError) return conflictExitCode;
   if (error instanceof WaitTimeoutError) return error.unavailable === undefined ? ExitCode.TEMPFAIL : ExitCode.UNAVAILABLE;
   if (error instanceof ServerUnavailableError) return ExitCode.UNAVAILABLE;

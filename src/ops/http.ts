@@ -154,6 +154,8 @@ export class HttpServer {
     this.server = Bun.serve({
       hostname: options.hostname,
       port: options.port,
+      // Exclusive: a second lockd on this --ops port must fail to start (EADDRINUSE, exit 69), not share the port.
+      reusePort: false,
       ...(tls === undefined ? {} : { tls: { cert: tls.cert, key: tls.key } }),
       idleTimeout: this.idleSeconds,
       maxRequestBodySize: MAX_BODY,

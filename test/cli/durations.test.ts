@@ -1,5 +1,5 @@
 // Every duration option of every command names its unit: a bare number is
-// refused (exit 64), naming both readings, as a flag and as its LOCKD_*
+// refused (exit 64), naming the readings in the option's range, as a flag and as its LOCKD_*
 // variable. The options are found in the option tables (COMMAND_OPTIONS,
 // by their DURATION placeholder), so a new duration option is covered
 // without a change here.
@@ -47,6 +47,36 @@ const around: Record<keyof typeof COMMAND_OPTIONS, (args: readonly string[]) => 
   "shard-of": (args) => ["shard-of", ...args, "jobs/durations"],
 };
 
+/** What the refusal of a bare "5" advises: only the spellings (5s, 5ms) the option takes, found by parsing each. */
+function advice(command: keyof typeof COMMAND_OPTIONS, spec: OptionSpec): string {
+  const table = COMMAND_OPTIONS[command] as OptionTable;
+  const fits = ["5s", "5ms"].filter((spelled) => {
+    try {
+      parseOptions(table, [spec.flag, spelled], {});
+      return true;
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      return false;
+    }
+  });
+  expect({ command, flag: spec.flag, fits: fits.length > 0 }).toEqual({ command, flag: spec.flag, fits: true });
+  return `"5" has no unit: write ${fits.join(" or ")}`;
+}
+
+test("a bare number's refusal suggests only the spellings in range: --ops-idle-timeout (1s..255s) gets 5s, not 5ms; --io-timeout both", () => {
+  const of = (command: keyof typeof COMMAND_OPTIONS, flag: string) => DURATIONS.find((d) => d.command === command && d.spec.flag === flag)!.spec;
+  expect(advice("serve", of("serve", "--ops-idle-timeout"))).toBe('"5" has no unit: write 5s');
+  expect(advice("serve", of("serve", "--io-timeout"))).toBe('"5" has no unit: write 5s or 5ms');
+  let problems: readonly string[] = [];
+  try {
+    parseOptions(COMMAND_OPTIONS.serve as OptionTable, ["--ops-idle-timeout", "5"], {});
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems = error.problems;
+  }
+  expect(problems).toEqual(['--ops-idle-timeout: "5" has no unit: write 5s']);
+});
+
 test("the walk finds the duration options of serve, run and the ops verbs", () => {
   const flags = (command: keyof typeof COMMAND_OPTIONS) => DURATIONS.filter((d) => d.command === command).map((d) => d.spec.flag);
   expect(flags("serve")).toEqual(expect.arrayContaining(["--io-timeout", "--max-lease", "--shutdown-grace", "--ops-idle-timeout", "--coordinator-lease"]));
@@ -67,7 +97,7 @@ test("every duration option refuses a bare number and takes one with a unit (par
         if (!(error instanceof ConfigError)) throw error;
         problems = error.problems;
       }
-      const refusal = `${lead}"5" has no unit: write 5s or 5ms`;
+      const refusal = `${lead}${advice(command, spec)}`;
       expect({ command, argv, env, refused: problems.some((p) => p.startsWith(refusal)) }).toEqual({ command, argv, env, refused: true });
     }
     const parsed = parseOptions(table, [spec.flag, "5s"], {});
@@ -81,7 +111,7 @@ test("every duration option's bare number ends the command with 64 and one line 
     if (spec.env !== undefined) forms.push([[], { [spec.env]: "5" }, `${spec.flag} (from ${spec.env})`]);
     for (const [args, env, named] of forms) {
       const { code, err } = await runCli(around[command](args), env, 10_000);
-      expect({ command, args, env, code, err }).toEqual({ command, args, env, code: 64, err: expect.stringContaining(`lockd ${command}: ${named}: "5" has no unit: write 5s or 5ms`) });
+      expect({ command, args, env, code, err }).toEqual({ command, args, env, code: 64, err: expect.stringContaining(`lockd ${command}: ${named}: ${advice(command, spec)}`) });
     }
   }
 }, 60_000);

@@ -47,6 +47,16 @@ export const STATUS_OPTIONS = {
   },
 } as const satisfies OptionTable;
 
+/**
+ * A bad --token value as the refusal shows it: quoted when it looks like a
+ * number or is short ("abc"); otherwise only its length, since the admin
+ * token given for --token by mistake must not land on stderr (and in logs).
+ */
+function shownValue(text: string): string {
+  if (/^[\d\s.,_+\-eExX]*$/.test(text) || text.length <= 6) return JSON.stringify(text.slice(0, 40));
+  return `a ${text.length}-character value (not repeated: it may be a secret, such as the admin token)`;
+}
+
 /** `lockd force-release`, `lockd kick`. `--ops` may be a map too (the one LOCKD_OPS holds for status). */
 export const ADMIN_OPTIONS = {
   ...STATUS_OPTIONS,
@@ -63,7 +73,7 @@ export const FORCE_RELEASE_OPTIONS = {
     value: "N",
     schema: textValue("N", (text) => {
       const token = parseFencingToken(text);
-      if (token === null) throw new ValueProblem("is not a fencing token (a whole number 1..2^64-1, as lockd status shows the holder's); the admin token is --admin-token-file or --admin-token");
+      if (token === null) throw new ValueProblem(`${shownValue(text)} is not a fencing token (a whole number 1..2^64-1, as lockd status shows the holder's); the admin token is --admin-token-file or --admin-token`);
       return token;
     }),
   },

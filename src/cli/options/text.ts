@@ -99,6 +99,16 @@ export function formatDuration(ms: number): string {
   return `${ms}ms`;
 }
 
+/** The unit spellings of a bare number that fall in min..max (only those: 5ms is no advice where 1s is the least). */
+function spellings(number: string, min: number, max: number): string {
+  const fits = [`${number}s`, `${number}ms`].filter((spelled) => {
+    const ms = parseDuration(spelled);
+    return ms >= min && ms <= max;
+  });
+  if (fits.length === 0) return `write a duration in ${formatDuration(min)}..${formatDuration(max)}`;
+  return `write ${fits.join(" or ")}`;
+}
+
 /**
  * A duration option's value in ms, within min..max. It must name its unit:
  * a bare `5` is refused, naming both readings, since one user means 5 ms
@@ -109,7 +119,7 @@ export function formatDuration(ms: number): string {
 export function durationParser(min: number, max = Number.MAX_SAFE_INTEGER, hint = ""): (text: string) => number {
   return (text) => {
     const bare = /^\s*(\d+(?:\.\d+)?)\s*$/.exec(text);
-    if (bare !== null) throw new ValueProblem(`"${bare[1]}" has no unit: write ${bare[1]}s or ${bare[1]}ms${hint}`);
+    if (bare !== null) throw new ValueProblem(`"${bare[1]}" has no unit: ${spellings(bare[1]!, min, max)}${hint}`);
     const ms = parseDuration(text);
     if (Number.isNaN(ms)) throw new ValueProblem(`"${text}" is not a duration (examples: 250ms, 5s, 2m)`);
     if (ms < min || ms > max) throw new ValueProblem(`${text} is out of range ${formatDuration(min)}..${formatDuration(max)}`);

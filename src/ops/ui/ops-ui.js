@@ -147,7 +147,7 @@
     const grants = board.series.grantsPerSecond;
     $("t-grants").textContent = grants.length === 0 ? "—" : number(grants[grants.length - 1]);
     const h = t.handoverSinceStart;
-    $("t-handover").textContent = `${micros(h.p50Us)} / ${micros(h.p99Us)} (since start, ${number(h.count)} handovers)`;
+    $("t-handover").textContent = `${micros(h.p50Us)} / ${micros(h.p99Us)} (since start, ${number(h.count)} handover${h.count === 1 ? "" : "s"})`;
     const e = t.ends;
     $("t-ends").textContent = `lease expired ${number(e.leaseExpired)} · I/O timeout ${number(e.ioTimeout)} · force-released ${number(e.forceReleased)} · kicked ${number(e.kicked)}`;
   }
@@ -328,7 +328,7 @@
         "tr",
         null,
         el("td", null, name),
-        el("td", { textContent: held ? shown(row.owner) : "", className: held ? "" : "none" }),
+        el("td", { textContent: held ? shown(row.owner) : "", className: held ? (row.owner.length <= SHORT_OWNER ? "label short" : "label") : "none" }),
         el("td", { textContent: held ? row.remote : "free", className: held ? "addr" : "addr none" }),
         el("td", { textContent: duration(row.heldForMs) }),
         el("td", { textContent: row.token }),
