@@ -194,7 +194,7 @@ class Reclaim(unittest.TestCase):
         self.assertEqual(lock.token, TOKEN)
         for _ in range(3):  # heartbeats go on, answered, past the old deadline
             server.reclaim_heartbeats.get(timeout=WAIT)
-        self.assertGreater(lock._session.confirmed_until(), before, "the reclaim's answer did not confirm the lock again")
+        self.assertGreater(lock._session.confirmed_until(), deadline, "the reclaim's answer did not confirm the lock again")
         self.assertTrue(lock.held)
         self.assertFalse(lock.reclaiming)
         self.assertTrue(losses.empty(), "the lock was lost")
