@@ -101,24 +101,32 @@ function positionOf(session: Session<Conn>): number {
 }
 
 /**
- * A walk of a lock's queue that may span turns: before each step it checks
- * that the waiter it stands on is still in this lock's queue (a session
- * leaves it only by being granted, ending or being kicked, and never comes
- * back: one ACQUIRE per session), else it starts again at the head.
+ * A walk of one of a lock's two lists (its queue, or its holders: both are
+ * threaded through the sessions' queue links) that may span turns: before
+ * each step it checks that the session it stands on is still in that list
+ * (a session leaves the queue only by being granted, ending or being
+ * kicked, and the holders only by ending, and never comes back: one
+ * ACQUIRE per session), else it starts again at the list's first.
  */
-class Walk implements QueueWalk {
-  /** The waiter stepped to (null before the first step and after the last). */
-  private at: Session<Conn> | null = null;
+abstract class ListWalk {
+  /** The session stepped to (null before the first step and after the last). */
+  protected at: Session<Conn> | null = null;
   private ended = false;
   restarted = false;
 
-  constructor(private readonly lock: Lock<Conn>) {}
+  constructor(
+    protected readonly lock: Lock<Conn>,
+    /** WAITING for the queue, OWNER for the holders. */
+    private readonly state: SessionState,
+  ) {}
+
+  protected abstract first(): Session<Conn> | null;
 
   next(): boolean {
     if (this.ended) return false;
     const at = this.at;
-    this.restarted = at !== null && !(at.state === SessionState.WAITING && at.lock === this.lock);
-    const step = at === null || this.restarted ? this.lock.head : at.queueNext;
+    this.restarted = at !== null && !(at.state === this.state && at.lock === this.lock);
+    const step = at === null || this.restarted ? this.first() : at.queueNext;
     this.at = step;
     this.ended = step === null;
     return step !== null;
@@ -126,6 +134,17 @@ class Walk implements QueueWalk {
 
   get session(): number {
     return this.at?.id ?? 0;
+  }
+}
+
+/** A walk of a lock's queue (QueueWalk). */
+class Walk extends ListWalk implements QueueWalk {
+  constructor(lock: Lock<Conn>) {
+    super(lock, SessionState.WAITING);
+  }
+
+  protected first(): Session<Conn> | null {
+    return this.lock.head;
   }
 
   get queuedAt(): number {
@@ -137,31 +156,14 @@ class Walk implements QueueWalk {
   }
 }
 
-/**
- * A walk of a lock's holders that may span turns (HolderWalk): before each
- * step it checks that the holder it stands on still holds this lock (a
- * holder leaves the list only by ending, and never comes back), else it
- * starts again at the oldest.
- */
-class Holders implements HolderWalk {
-  private at: Session<Conn> | null = null;
-  private ended = false;
-  restarted = false;
-
-  constructor(private readonly lock: Lock<Conn>) {}
-
-  next(): boolean {
-    if (this.ended) return false;
-    const at = this.at;
-    this.restarted = at !== null && !(at.state === SessionState.OWNER && at.lock === this.lock);
-    const step = at === null || this.restarted ? this.lock.holdHead : at.queueNext;
-    this.at = step;
-    this.ended = step === null;
-    return step !== null;
+/** A walk of a lock's holders, oldest first (HolderWalk). */
+class Holders extends ListWalk implements HolderWalk {
+  constructor(lock: Lock<Conn>) {
+    super(lock, SessionState.OWNER);
   }
 
-  get session(): number {
-    return this.at?.id ?? 0;
+  protected first(): Session<Conn> | null {
+    return this.lock.holdHead;
   }
 
   get token(): number {
