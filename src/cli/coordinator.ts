@@ -62,6 +62,7 @@ export async function openCoordinator(
   leaseMs: number,
   block: number,
   map: HolderMap = holderMapOf(NO_SHARDS),
+  reclaimMaxLeaseMs: number | null = null,
 ): Promise<PgCoordinatorStore> {
   try {
     return await PgCoordinatorStore.open({
@@ -72,6 +73,7 @@ export async function openCoordinator(
       leaseMs,
       block,
       connectTimeoutS: Math.max(1, Math.ceil(leaseMs / 1000)),
+      ...(reclaimMaxLeaseMs === null ? {} : { reclaimMaxLeaseMs }),
     });
   } catch (error) {
     if (!(error instanceof CoordinatorConfigError)) throw error;
@@ -111,14 +113,14 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
   // The row's holder names the map this instance serves: a standby with another map refuses to take over
   // (and says which shards it serves: its own map carries the shard list, the holder only its hash).
   const map = ownMapOf(c.shards);
-  const store = await openCoordinator(c.url.url, options.service, instance, leaseMs, options.tokenBlock, map);
+  const store = await openCoordinator(c.url.url, options.service, instance, leaseMs, options.tokenBlock, map, options.reclaimMaxLease);
 
   let daemon: Daemon;
   try {
     daemon = new Daemon({
       ...daemonOptions(c),
       ...(advertiseOps === undefined ? {} : { advertiseOps }),
-      coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor, map, words: SHARD_WORDS },
+      coordinator: { store, service: options.service, instance, leaseMs, block: Math.max(2, options.tokenBlock), initialFloor, map, words: SHARD_WORDS, reclaimMaxLeaseMs: options.reclaimMaxLease },
     });
   } catch (error) {
     await store.close().catch(() => {});
@@ -157,6 +159,8 @@ export async function serveCoordinated(c: CoordinatedServe): Promise<number> {
     coordinator: redactUrl(c.url.url),
     coordinatorFrom: c.url.from,
     coordinatorLeaseMs: leaseMs,
+    // This instance's cap; the row keeps the service's (raise-only), which a term serves.
+    reclaimMaxLeaseMs: options.reclaimMaxLease ?? "off",
     // The server of the URL's list in use, and what it says about its replication (docs/operations.md).
     coordinatorServer: store.server()?.server ?? null,
     replication: store.server()?.replication ?? null,

@@ -60,7 +60,10 @@ records them in the data directory and tells them to reclaim, and the next
 start grants their reclaims while their names are held back by the
 lock-delay (fresh claims of those names wait behind them). A crash is not
 covered. D is kept in the data directory and never lowered; off (the
-default) publishes nothing at the next stop. Not with --coordinator yet.
+default) publishes nothing at the next stop. With --coordinator, the
+coordinator row keeps the service's D (never lowered): a clean stop of the
+active publishes its holders there and the next active grants their
+reclaims; a step-down tells them to reclaim from the next active.
 
 With --coordinator (a PostgreSQL URL), this instance is one of the active
 and standbys of --service: a standby has no lock listener (its /readyz is
@@ -118,12 +121,6 @@ export async function serve(argv: readonly string[], env: Record<string, string 
 
   // --coordinator: one of the active and standbys of a service (src/cli/coordinator.ts).
   const coordinatorUrl = resolveCoordinatorUrl(options, parsed.sources);
-  if (coordinatorUrl !== null && options.reclaimMaxLease !== null) {
-    process.stderr.write(
-      "lockd serve: --reclaim-max-lease cannot be used with --coordinator: reclaim covers a single server's restart on its data directory for now (a failover still ends every session); leave it off for a coordinated service\n",
-    );
-    return ExitCode.USAGE;
-  }
   if (coordinatorUrl !== null) return serveCoordinated({ options, url: coordinatorUrl, admin, log, limit, maxSessions, tls, opsTls, shards });
 
   let tokens: FileTokens;

@@ -120,6 +120,11 @@ export class LockDelay {
     return at > now ? at - now : 0;
   }
 
+  /** Whether every name is held back at `now` (not only published ones). */
+  holdsEveryName(now: number): boolean {
+    return now < this.until;
+  }
+
   /** Whether every delay is over at `now`. */
   over(now: number): boolean {
     return now >= this.end;

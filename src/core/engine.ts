@@ -147,6 +147,15 @@ export interface ReclaimOptions {
    * after a crash).
    */
   readonly published?: ReadonlyMap<string, readonly ReclaimEntry[]>;
+  /**
+   * Open reclaims (a coordinated service after a takeover: the earlier
+   * active published nothing, or its grace was still running): while every
+   * name is held back by the lock-delay, a reclaim of any name is granted
+   * if its token is at or below the last token issued before this engine
+   * (`tokens.last` at construction), published or not. Omitted: only
+   * published grants are reclaimed.
+   */
+  readonly open?: boolean;
 }
 
 /** How the engine's messages name its settings. */
@@ -212,6 +221,7 @@ const SHUTTING_DOWN_RECLAIM_FRAME = (() => {
   return frame;
 })();
 const RECLAIM_REPLACED_FRAME = encodeError(ErrorCode.RECLAIM_REFUSED, "replaced by a newer connection reclaiming the same grant");
+const RECLAIM_SUPERSEDED_FRAME = encodeError(ErrorCode.RECLAIM_REFUSED, "superseded by a reclaim of this lock with a later token: this grant is stale");
 /** Grants resumed per `resume` call: the rest goes on in the next loop turn. */
 export const RESUME_BUDGET = 1000;
 /**
@@ -268,6 +278,8 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   private readonly reclaimMaxLeaseMs: number;
   private readonly published: ReadonlyMap<string, readonly ReclaimEntry[]>;
   private readonly reclaimed = new Map<number, Session<C>>();
+  /** Open reclaims: the largest token one may name (the last issued before this engine); -1: none accepted. */
+  private readonly reclaimOpenBelow: number;
 
   constructor(
     private readonly transport: EngineOutput<C>,
@@ -286,6 +298,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     this.onResumeNeeded = options.onResumeNeeded ?? null;
     this.reclaimMaxLeaseMs = options.reclaim?.maxLeaseMs ?? -1;
     this.published = options.reclaim?.published ?? new Map();
+    this.reclaimOpenBelow = options.reclaim?.open === true ? this.tokens.last : -1;
     this.sourceOverloadedFrame = encodeError(ErrorCode.OVERLOADED, `too many sessions from this address (${this.words.maxSessionsPerSource}); reconnect with backoff`);
     this.timers = new TimerWheel(now);
   }
@@ -679,9 +692,15 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
 
   /**
    * A RECLAIM (protocol.md section 14): granted at once, with the token it
-   * names, only for a grant the earlier run published, while its name is
-   * held back by the lock-delay; else RECLAIM_REFUSED. A second connection
-   * reclaiming the same grant replaces the first.
+   * names, while its name is held back by the lock-delay, for a grant the
+   * earlier run published, or (open reclaims, while every name is held
+   * back) for any token at or below the last issued before this engine;
+   * else RECLAIM_REFUSED. A name held back has had no fresh grant in this
+   * engine, so every holder it has is a reclaim: among reclaims that
+   * conflict (an exclusive one with any other, a shared one with an
+   * exclusive one, two of one semaphore slot) the later token wins, and the
+   * same token is a newer connection of the same grant, which replaces the
+   * older.
    */
   private reclaimClaim(session: Session<C>, request: Acquire, reclaim: Reclaim, delayMs: number, now: number): boolean {
     const refuse = (why: string): false => {
@@ -692,20 +711,41 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     if (!this.reclaimOn) return refuse("this server does not accept reclaims (reclaim is off)");
     if (request.leaseMs > this.reclaimMaxLeaseMs) return refuse(`lease_ms ${request.leaseMs} is above the reclaim cap of ${this.reclaimMaxLeaseMs}`);
     if (delayMs === 0) return refuse("this name is not in a grace: its earlier holders' deadlines are over, or it was not held at the last clean stop");
+    const token = reclaim.token;
     const slot = request.limit > 1 ? reclaim.slot : request.shared ? SHARED_CLAIM : NO_SLOT;
-    const entry = this.published.get(request.name)?.find((e) => e.token === reclaim.token && e.slot === slot && e.limit === request.limit);
-    if (entry === undefined) return refuse("no such grant was published for this name (token, slot, mode or limit differ)");
+    const published = this.published.get(request.name)?.find((e) => e.token === token && e.slot === slot && e.limit === request.limit);
+    if (published === undefined) {
+      if (this.reclaimOpenBelow < 0 || !this.delay!.holdsEveryName(now)) return refuse("no such grant was published for this name (token, slot, mode or limit differ)");
+      if (!(token >= 1 && token <= this.reclaimOpenBelow)) return refuse(`token ${token} was not issued before this server's term (the last was ${this.reclaimOpenBelow})`);
+      if (request.limit > 1 && slot >= request.limit) return refuse(`slot ${slot} is not a slot of a semaphore of ${request.limit}`);
+    }
     if (this.guard !== null && !this.guard.mayGrant(now)) {
       this.end(session, ErrorCode.SHUTTING_DOWN, SHUTTING_DOWN_FRAME, now);
       return false;
     }
-    const previous = this.reclaimed.get(entry.token);
-    if (previous !== undefined && previous.state === SessionState.OWNER) this.end(previous, ErrorCode.RECLAIM_REFUSED, RECLAIM_REPLACED_FRAME, now);
+    // The reclaimed holders this one conflicts with: refused if any has a later token; else each ends.
+    const current = this.locks.get(request.name);
+    if (current !== undefined && current.holders > 0) {
+      let stale: Session<C>[] | null = null;
+      if (request.limit > 1) {
+        for (let s = current.holdHead; s !== null; s = s.queueNext) if (s.slot === slot) stale = [s];
+      } else if (slot === NO_SLOT || !current.sharedHeld) {
+        // An exclusive reclaim conflicts with every holder, a shared one with an exclusive holder: the list is in token order.
+        stale = current.holderList();
+      } else {
+        const same = this.reclaimed.get(token);
+        if (same !== undefined && same.lock === current) stale = [same];
+      }
+      if (stale !== null) {
+        for (const s of stale) if (s.token > token) return refuse(`a reclaim of this lock with a later token (${s.token}) holds it`);
+        for (const s of stale) this.end(s, ErrorCode.RECLAIM_REFUSED, s.token === token ? RECLAIM_REPLACED_FRAME : RECLAIM_SUPERSEDED_FRAME, now);
+      }
+    }
     session.leaseMs = request.leaseMs;
     session.owner = request.owner;
     session.acquiredAt = now;
     this.fileBy(session, now + request.leaseMs);
-    // Looked up again: replacing `previous` may have dropped the lock it held alone.
+    // Looked up again: ending the stale holders may have dropped the lock they held alone.
     let held = this.locks.get(request.name);
     if (held === undefined) {
       held = new Lock<C>(request.name, request.limit);
@@ -713,15 +753,15 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     }
     session.lock = held;
     session.slot = slot;
-    session.token = entry.token;
+    session.token = token;
     held.holdAt(session);
     if (held.holders === 1) this.stats.heldLocks++;
     session.grantedAt = now;
     this.setState(session, SessionState.OWNER);
     const flags = FLAG_REPLY | FLAG_RECLAIMABLE;
-    session.ackFrame = held.slots !== null ? encodeAcquiredSlot(entry.token, slot, flags) : encodeAcquired(entry.token, flags);
+    session.ackFrame = held.slots !== null ? encodeAcquiredSlot(token, slot, flags) : encodeAcquired(token, flags);
     session.answered = true;
-    this.reclaimed.set(entry.token, session);
+    this.reclaimed.set(token, session);
     this.stats.reclaims++;
     this.transport.send(session.conn, session.ackFrame);
     // The name is held back (its delay runs): `resume` serves its queue once the delay ends, behind this holder.

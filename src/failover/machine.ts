@@ -54,6 +54,7 @@
  */
 
 import { delayFor, type HeldSet } from "../core/delay.ts";
+import type { ReclaimEntry } from "../core/engine.ts";
 import { isReleased } from "./holder.ts";
 
 /** The coordinator row of one service, as read. */
@@ -76,6 +77,10 @@ export interface CoordinatorRow {
   readonly carryLeaseMs: number;
   /** A released row: the names its clean stop held, with their leases ("*": too many to list); null otherwise. */
   readonly held: HeldSet | null;
+  /** The service's reclaim cap M (ms, raise-only; 0: reclaim never on). Absent: 0. */
+  readonly reclaimMaxLeaseMs?: number;
+  /** A released row: the reclaimable grants its clean stop published (protocol.md section 14); null or absent: none. */
+  readonly reclaim?: ReadonlyMap<string, readonly ReclaimEntry[]> | null;
 }
 
 /** What a new term must wait before granting, counted from its activation (ms). */
@@ -154,6 +159,10 @@ export type RoleAction =
       readonly delay: TermDelay;
       /** The largest lease the row holds durably for this term (ms). */
       readonly maxLeaseMs: number;
+      /** The service's reclaim cap M as the row holds it for this term (ms; 0: reclaim off). */
+      readonly reclaimMaxLeaseMs: number;
+      /** The grants a clean stop published for reclaim (a released row's); null: none. */
+      readonly reclaim: ReadonlyMap<string, readonly ReclaimEntry[]> | null;
     }
   /** Stop granting: every session gets SHUTTING_DOWN, the listener closes; the instance is a standby again. */
   | { readonly type: "stepDown"; readonly epoch: number; readonly reason: string }
@@ -162,7 +171,15 @@ export type RoleAction =
    * publishing the names held at the stop (`held`, their largest lease
    * `maxLeaseMs`) and the carried lease (answer: none needed).
    */
-  | { readonly type: "release"; readonly epoch: number; readonly held: HeldSet; readonly maxLeaseMs: number; readonly carryLeaseMs: number };
+  | {
+      readonly type: "release";
+      readonly epoch: number;
+      readonly held: HeldSet;
+      readonly maxLeaseMs: number;
+      readonly carryLeaseMs: number;
+      /** The reclaimable grants published with the release (their holders get SHUTTING_DOWN with RECLAIM); null: none. */
+      readonly reclaim?: ReadonlyMap<string, readonly ReclaimEntry[]> | null;
+    };
 
 /** How a term began: this instance created the row, took a released row, or one left unchanged for a lease. */
 export type ActivationReason = "created" | "released" | "expired";
@@ -327,9 +344,13 @@ export class RoleMachine {
     this.emit(this.decideRaiseDone(now, epoch, outcome, maxLeaseMs));
   }
 
-  /** A clean stop: release the row if active, publishing `held` (the names held at the stop with their leases). */
-  stop(now: number, held: HeldSet = []): void {
-    this.emit(this.decideStop(now, held));
+  /**
+   * A clean stop: release the row if active, publishing `held` (the names
+   * held at the stop with their leases) and `reclaim` (the reclaimable
+   * grants, whose holders will be told to reclaim; null: none).
+   */
+  stop(now: number, held: HeldSet = [], reclaim: ReadonlyMap<string, readonly ReclaimEntry[]> | null = null): void {
+    this.emit(this.decideStop(now, held, reclaim));
   }
 
   /** The shell could not serve as active (e.g. the lock port is taken): give the term up at once. */
@@ -570,11 +591,11 @@ export class RoleMachine {
    * A clean stop: release the row if active, publishing `held` (the names
    * held at the stop with their leases). The machine does nothing more.
    */
-  private decideStop(now: number, held: HeldSet = []): RoleAction[] {
+  private decideStop(now: number, held: HeldSet, reclaim: ReadonlyMap<string, readonly ReclaimEntry[]> | null): RoleAction[] {
     const wasActive = this.role === "active";
     this.role = "stopped";
     this.pending = null;
-    return wasActive ? [this.release(now, held)] : [];
+    return wasActive ? [this.release(now, held, reclaim)] : [];
   }
 
   /** The shell could not serve as active (e.g. the lock port is taken): give the term up at once. */
@@ -621,13 +642,13 @@ export class RoleMachine {
   // --- helpers ------------------------------------------------------------------------------
 
   /** The release of this term: the names held, their largest lease, and the carried lease if this term's wait is not over. */
-  private release(now: number, held: HeldSet): RoleAction {
+  private release(now: number, held: HeldSet, reclaim: ReadonlyMap<string, readonly ReclaimEntry[]> | null = null): RoleAction {
     let maxLeaseMs = this.maxLeaseMs;
     if (held !== "*") {
       maxLeaseMs = 0;
       for (const [, lease] of held) if (lease > maxLeaseMs) maxLeaseMs = lease;
     }
-    return { type: "release", epoch: this.epoch, held, maxLeaseMs, carryLeaseMs: this.carriedAt(now) };
+    return { type: "release", epoch: this.epoch, held, maxLeaseMs, carryLeaseMs: this.carriedAt(now), ...(reclaim === null ? {} : { reclaim }) };
   }
 
   /** The carried lease to write at `now`: the earlier epochs' until this term's wait is over, then 0. */
@@ -694,6 +715,7 @@ export class RoleMachine {
     this.carryLeaseMs = why === "created" ? 0 : Math.max(row.carryLeaseMs, this.watchedLeaseMax);
     this.carryUntil = longest > 0 ? now + longest : -Infinity;
     this.maxLeaseMs = row.maxLeaseMs ?? 0;
+    const watchedReclaim = this.watchedRow?.reclaim;
     this.watchedRow = null;
     this.watchedLeaseMax = 0;
     const out: RoleAction[] = [
@@ -705,6 +727,9 @@ export class RoleMachine {
         unchangedMs: why === "created" ? 0 : this.takeoverUnchangedMs,
         delay,
         maxLeaseMs: this.maxLeaseMs,
+        reclaimMaxLeaseMs: row.reclaimMaxLeaseMs ?? 0,
+        // Only a clean stop's set, read before the takeover (the takeover clears the column).
+        reclaim: why === "released" ? (watchedReclaim ?? null) : null,
       },
     ];
     out.push(...this.decideTick(now));

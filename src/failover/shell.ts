@@ -31,9 +31,9 @@
 import { formatAddress } from "../net/address.ts";
 import type { Logger } from "../log/logger.ts";
 import { type DelayView, LockDelay, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
-import type { GrantGuard } from "../core/engine.ts";
+import type { GrantGuard, ReclaimEntry, ReclaimOptions } from "../core/engine.ts";
 import type { TokenSource } from "../core/tokens.ts";
-import type { CoordinatorMetrics, LockSource, RoleSource, RoleView } from "../ops/sources.ts";
+import type { CoordinatorMetrics, LockDelayView, LockSource, RoleSource, RoleView } from "../ops/sources.ts";
 import { type RoleAction, type RoleEffects, RoleMachine, Outcome, type TermDelay } from "./machine.ts";
 import { activeHolder, describeRowMap, type HolderMap, holderInstance, isReleased, parseHolderOps, refusalHeadline, type ShardWords, takeoverChangesMap, takeoverRefusal } from "./holder.ts";
 import type { CoordinatorStore } from "./store.ts";
@@ -42,6 +42,7 @@ import { type CoordinatorErrorKind, CoordinatorError, type CoordinatorServer } f
 /** The statements, as the logs name them. */
 type StatementName = "read" | "create" | "takeover" | "renew" | "raise" | "reserve" | "release";
 import { asynchronousWarning } from "./replication.ts";
+import { ReclaimGrace } from "./grace.ts";
 import type { LockServer } from "../server/server.ts";
 
 export interface FailoverOptions {
@@ -59,8 +60,15 @@ export interface FailoverOptions {
    */
   readonly map?: HolderMap;
   readonly log: Logger;
-  /** Open the lock listener for a term; throws when it cannot listen. */
-  readonly listen: (tokens: TokenSource, guard: GrantGuard, delay: LockDelay) => LockServer;
+  /** Open the lock listener for a term (with reclaim's options when the row has a cap); throws when it cannot listen. */
+  readonly listen: (tokens: TokenSource, guard: GrantGuard, delay: LockDelay, reclaim: TermReclaim | null) => LockServer;
+  /**
+   * This instance's reclaim cap M (ms, --reclaim-max-lease); null or
+   * omitted: off. The row keeps the service's (raise-only): a term serves
+   * the row's, and only an instance with its own cap publishes its holders
+   * at a clean stop and tells them to reclaim at a step-down.
+   */
+  readonly reclaimMaxLeaseMs?: number | null;
   /** io-timeout, for the idle engine shown by the ops server while standby. */
   readonly ioTimeoutMs: number;
   /** Called when this instance becomes active (listening) or stops being active. */
@@ -72,6 +80,12 @@ export interface FailoverOptions {
 }
 
 export type { CoordinatorMetrics, RoleView } from "../ops/sources.ts";
+
+/** Reclaim in one term: the engine's options, and who is told of each reclaim granted (the grace's account). */
+export interface TermReclaim {
+  readonly options: ReclaimOptions;
+  readonly onReclaimed: (token: number) => void;
+}
 
 
 /**
@@ -124,6 +138,10 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
   private releasing: Extract<RoleAction, { type: "release" }> | null = null;
   /** The current term's lock-delay (null while standby). */
   private delay: LockDelay | null = null;
+  /** The current term's reclaim grace, for the views (null: none runs). */
+  private grace: ReclaimGrace | null = null;
+  /** A clean stop publishing reclaimable grants: no grant and no heartbeat answered from the snapshot on. */
+  private frozen = false;
   /** The current streak of failed statements: how many, since when, the last, and the kind last logged. */
   private failures: { count: number; since: number; last: { readonly kind: CoordinatorErrorKind; readonly error: string } | null; logged: CoordinatorErrorKind | null } = {
     count: 0,
@@ -217,7 +235,8 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
 
   /** Before every grant: the deadline, on the clock now (not the event's time). */
   mayGrant(_now: number): boolean {
-    if (this.machine.mayGrant(this.now())) return true;
+    if (this.machine.mayGrant(this.now()) && !this.frozen) return true;
+    if (this.frozen) return false;
     this.queuePump(); // the machine steps down (or waits for a token block) on its next turn
     return false;
   }
@@ -225,14 +244,19 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
   /** Before every heartbeat's answer: inside the deadline (the event's time: read just now by the shell). */
   mayConfirm(now: number): boolean {
     const m = this.machine;
-    if (m.role === "active" && now < m.deadline) return true;
+    if (m.role === "active" && now < m.deadline && !this.frozen) return true;
+    if (this.frozen) return false;
     this.queuePump(); // past the deadline: the machine steps down on its next turn
     return false;
   }
 
   /** The current term's lock-delay as it stands now; null when none runs (or standby). */
-  lockDelay(): DelayView | null {
-    return this.machine.role === "active" ? (this.delay?.view(this.now()) ?? null) : null;
+  lockDelay(): LockDelayView | null {
+    if (this.machine.role !== "active") return null;
+    const now = this.now();
+    const view = this.delay?.view(now) ?? null;
+    const grace = this.grace?.view(now) ?? null;
+    return view === null || grace === null ? view : { ...view, reclaim: grace };
   }
 
   next(): number {
@@ -253,6 +277,7 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
     this.stopping = true;
     this.cancelTimer?.();
     this.cancelTimer = null;
+    if (this.server !== null && this.machine.role === "active" && this.publishes(this.server)) return this.stopPublishing(this.server);
     // The names held at this moment are published with the release: only they wait at the next active.
     const held = this.server?.held(MAX_PUBLISHED_NAMES) ?? [];
     this.machine.stop(this.now(), held ?? "*"); // a release to send, if active: `releasing`
@@ -276,6 +301,53 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
       } else {
         this.options.log.warn("failover.release_failed", "could not release the coordinator row: a standby, if one is running, takes over after the lease", { service: this.options.service, epoch: action.epoch });
       }
+    }
+    this.resolveStarted();
+    await this.options.store.close().catch(() => {});
+  }
+
+  /** Whether this term's clean stop publishes its reclaimable grants: this instance's own cap is on, and the term serves reclaim. */
+  private publishes(server: LockServer): boolean {
+    return (this.options.reclaimMaxLeaseMs ?? null) !== null && server.reclaimOn;
+  }
+
+  /**
+   * A clean stop with reclaim on (protocol.md section 14): from the snapshot
+   * on nothing is granted and no heartbeat answered (so no holder's
+   * deadline moves past what the release publishes), the release publishes
+   * the held names and the reclaimable grants, and only once it landed do
+   * those holders get SHUTTING_DOWN with RECLAIM. A release without an
+   * answer (it may still land) sends plain SHUTTING_DOWN: those holders
+   * lose their locks, and the next active holds their names back anyway.
+   */
+  private async stopPublishing(server: LockServer): Promise<void> {
+    const { log, service } = this.options;
+    this.frozen = true;
+    const held = server.held(MAX_PUBLISHED_NAMES);
+    let grants: Map<string, ReclaimEntry[]> | null = server.reclaimableGrants();
+    const count = countGrants(grants);
+    if (count > MAX_PUBLISHED_NAMES) {
+      log.warn("reclaim.not_published", "reclaimable grants not published: their holders get a plain SHUTTING_DOWN and lose their locks", { service, why: "too_many", grants: count, limit: MAX_PUBLISHED_NAMES });
+      grants = null;
+    }
+    this.machine.stop(this.now(), held ?? "*", grants); // the release: `releasing`
+    const action = this.releasing;
+    this.releasing = null;
+    const released = action === null ? false : (await this.bounded("release", this.options.store.release(action.epoch, action), 2 * this.statementTimeoutMs)) === true;
+    this.server = null;
+    await server.stop(released && grants !== null);
+    await this.lastStop;
+    if (released && action !== null) {
+      this.rowSeen = null;
+      log.info("failover.released", "coordinator row released: a standby, if one is running, takes over at its next read", {
+        service,
+        epoch: action.epoch,
+        published: action.held === "*" ? "every name (too many to list)" : action.held.length,
+      });
+      if (grants !== null) log.info("reclaim.published", "reclaimable grants published: their holders may reclaim them from the next active", { service, epoch: action.epoch, grants: count, names: grants.size });
+    } else {
+      log.warn("failover.release_failed", "could not release the coordinator row: a standby, if one is running, takes over after the lease", { service, epoch: action?.epoch ?? this.machine.epoch });
+      if (grants !== null && count > 0) log.warn("reclaim.not_published", "reclaimable grants not published: their holders get a plain SHUTTING_DOWN and lose their locks", { service, why: "release_failed", grants: count });
     }
     this.resolveStarted();
     await this.options.store.close().catch(() => {});
@@ -415,7 +487,7 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
         return;
       case "activate":
         this.resolveStarted();
-        void this.activate(action.epoch, action.why, action.unchangedMs, action.delay, action.maxLeaseMs);
+        void this.activate(action);
         return;
       case "stepDown":
         this.rowSeen = null; // the row it last saw named itself: the view shows its term until the next read
@@ -541,7 +613,8 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
     }
   }
 
-  private async activate(epoch: number, why: string, unchangedMs: number, termDelay: TermDelay, maxLeaseMs: number): Promise<void> {
+  private async activate(activation: Extract<RoleAction, { type: "activate" }>): Promise<void> {
+    const { epoch, why, unchangedMs, delay: termDelay, maxLeaseMs } = activation;
     await this.lastStop;
     const m = this.machine;
     if (this.stopping || m.role !== "active" || m.epoch !== epoch) return;
@@ -558,9 +631,26 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
       },
     });
     this.delay = delay;
+    // Reclaim: the row's cap serves this term (raise-only, whoever set it); open reclaims while every name is held back.
+    const cap = activation.reclaimMaxLeaseMs;
+    let reclaim: TermReclaim | null = null;
+    this.grace = null;
+    if (cap > 0) {
+      const published = activation.reclaim ?? new Map<string, readonly ReclaimEntry[]>();
+      const grace = delay.over(now) ? null : new ReclaimGrace(published, delay.endsAt);
+      this.grace = grace;
+      reclaim = { options: { maxLeaseMs: cap, published, open: true }, onReclaimed: (token) => grace?.reclaim(token) };
+      if ((this.options.reclaimMaxLeaseMs ?? null) === null) {
+        this.options.log.info("reclaim.off_honouring", "reclaim is off on this instance, on in the service's coordinator row: accepting reclaims during this term's grace; this instance's stops and step-downs tell no holder to reclaim", {
+          service: this.options.service,
+          epoch,
+          reclaimMaxLeaseMs: cap,
+        });
+      }
+    }
     let server: LockServer;
     try {
-      server = this.options.listen(this, this, delay);
+      server = this.options.listen(this, this, delay, reclaim);
     } catch (error) {
       this.options.log.error("failover.cannot_listen", "active, but cannot listen: giving the term up", { service: this.options.service, epoch, error: (error as Error).message });
       m.abandon(this.now(), "cannot listen");
@@ -579,6 +669,7 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
       // As clients see it: the server's token source wraps the machine's counter in the map's generation.
       tokensFrom: server.tokensLast + 1,
       ...(delay.over(now) ? {} : { lockDelayMs: Math.ceil(delay.endsAt - now), lockDelayNames: termDelay.everyNameMs > 0 ? "every name" : termDelay.names.length }),
+      ...(cap > 0 ? { reclaimMaxLeaseMs: cap, reclaimPublished: countGrants(activation.reclaim) } : {}),
     });
     if (termDelay.unknown) {
       this.options.log.warn("lock_delay.unknown", "the coordinator row was last written by a lockd that kept no largest lease: this term cannot know how long the earlier active's holders may still believe, and holds no name back for them", {
@@ -604,6 +695,9 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
     const server = this.server;
     this.server = null;
     this.delay = null;
+    this.grace = null;
+    // Reclaim on: the holders may reclaim from the next active, which holds every name back for them (nothing is promoted here).
+    const reclaim = server !== null && this.publishes(server);
     this.options.log.warn("failover.stepping_down", "stepping down: ending every session with SHUTTING_DOWN, closing the listener", {
       service: this.options.service,
       epoch,
@@ -611,11 +705,19 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
       // Why renewals went unconfirmed, when they did: the last failure's kind and words.
       ...(this.failures.last === null ? {} : { lastFailure: `${this.failures.last.kind}: ${this.failures.last.error}` }),
       sessions: server?.sessionCount ?? 0,
+      ...(reclaim ? { reclaim: true } : {}),
     });
     if (server !== null) {
-      const stopped = server.stop(); // at once: the listener closes and every session ends now
+      const stopped = server.stop(reclaim); // at once: the listener closes and every session ends now
       this.lastStop = Promise.all([this.lastStop, stopped]).then(() => {});
     }
     this.options.onRole?.("standby", epoch);
   }
+}
+
+/** Grants in a published set (0 for none). */
+function countGrants(grants: ReadonlyMap<string, readonly ReclaimEntry[]> | null | undefined): number {
+  let n = 0;
+  if (grants !== null && grants !== undefined) for (const entries of grants.values()) n += entries.length;
+  return n;
 }

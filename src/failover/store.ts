@@ -17,12 +17,23 @@
  * database is migrated in place at start (ADD COLUMN, then the version row);
  * a row last written by a version 1 lockd has NULL in `lease_max_ms`.
  *
+ * Schema version 3 added reclaim's columns (protocol.md section 14):
+ * `reclaim_max_ms` (the service's cap M, raised only through GREATEST: a
+ * takeover folds the taking instance's own cap in, and makes the term's
+ * largest lease cover it, since a reclaimed holder is the new term's) and
+ * `reclaim` (a clean stop's reclaimable grants, JSON, core/published.ts).
+ * Versions 1 and 2 are migrated in place at start; a lockd of version 2
+ * refuses a version 3 database, so an older lockd never takes over a row
+ * whose holders it could not honour.
+ *
  * The URL may name several servers (url.ts); servers.ts walks them in
  * order and uses the first writable one, walking again after a failure.
  * Statements that fail throw CoordinatorError (servers.ts), whose kind says
  * how: the role shell logs each kind in its own words.
  */
 import type { HeldSet } from "../core/delay.ts";
+import type { ReclaimEntry } from "../core/engine.ts";
+import { isPublished, publishedEntries, recordOf } from "../core/published.ts";
 import type { CoordinatorRow, Watched } from "./machine.ts";
 import { type CoordinatorServer, CoordinatorError, ServerList, type Skipped } from "./servers.ts";
 import { CoordinatorUrlError, type CoordinatorTarget, parseCoordinatorUrl, redactUrl } from "./url.ts";
@@ -30,11 +41,11 @@ import { CoordinatorUrlError, type CoordinatorTarget, parseCoordinatorUrl, redac
 export { redactUrl } from "./url.ts";
 
 /** The schema this lockd reads and writes. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 export const TABLE = "lockd_coordinator";
 export const SCHEMA_TABLE = "lockd_schema";
 
-const COLUMNS = "epoch, holder, renewals, token_floor, lease_ms, lease_max_ms, lease_carry_ms, held";
+const COLUMNS = "epoch, holder, renewals, token_floor, lease_ms, lease_max_ms, lease_carry_ms, held, reclaim_max_ms, reclaim";
 
 /** Every statement lockd sends, by name (a test reads them: no clock decides). */
 export const STATEMENTS = {
@@ -46,19 +57,24 @@ export const STATEMENTS = {
     `CREATE TABLE IF NOT EXISTS ${TABLE} (` +
     "service VARCHAR(255) PRIMARY KEY, epoch BIGINT NOT NULL, holder VARCHAR(255) NOT NULL, renewals BIGINT NOT NULL, " +
     "token_floor BIGINT NOT NULL, lease_ms BIGINT NOT NULL, renewed_at TIMESTAMP WITH TIME ZONE, " +
-    "lease_max_ms BIGINT, lease_carry_ms BIGINT, held TEXT)",
+    "lease_max_ms BIGINT, lease_carry_ms BIGINT, held TEXT, reclaim_max_ms BIGINT, reclaim TEXT)",
   /** Version 1 -> 2: the lock-delay's columns. */
   addLeaseMax: `ALTER TABLE ${TABLE} ADD COLUMN IF NOT EXISTS lease_max_ms BIGINT`,
   addLeaseCarry: `ALTER TABLE ${TABLE} ADD COLUMN IF NOT EXISTS lease_carry_ms BIGINT`,
   addHeld: `ALTER TABLE ${TABLE} ADD COLUMN IF NOT EXISTS held TEXT`,
+  /** Version 2 -> 3: reclaim's columns. */
+  addReclaimMax: `ALTER TABLE ${TABLE} ADD COLUMN IF NOT EXISTS reclaim_max_ms BIGINT`,
+  addReclaim: `ALTER TABLE ${TABLE} ADD COLUMN IF NOT EXISTS reclaim TEXT`,
   read: `SELECT ${COLUMNS} FROM ${TABLE} WHERE service = $1`,
   create:
-    `INSERT INTO ${TABLE} (service, epoch, holder, renewals, token_floor, lease_ms, renewed_at, lease_max_ms, lease_carry_ms) ` +
-    "VALUES ($1, 1, $2, 0, $3, $4, CURRENT_TIMESTAMP, $5, 0)",
-  // The old maximum folds into the carried lease (never lowered here); this term starts from $8.
+    `INSERT INTO ${TABLE} (service, epoch, holder, renewals, token_floor, lease_ms, renewed_at, lease_max_ms, lease_carry_ms, reclaim_max_ms) ` +
+    "VALUES ($1, 1, $2, 0, $3, $4, CURRENT_TIMESTAMP, GREATEST($5, $6), 0, $6)",
+  // The old maximum folds into the carried lease (never lowered here); this term starts from $8, or from the
+  // reclaim cap (the row's or this instance's, $9) if larger: a reclaimed holder is this term's, with a lease up to it.
   takeover:
     `UPDATE ${TABLE} SET epoch = epoch + 1, holder = $2, renewals = 0, token_floor = token_floor + $3, lease_ms = $4, renewed_at = CURRENT_TIMESTAMP, ` +
-    "lease_carry_ms = GREATEST(COALESCE(lease_carry_ms, 0), COALESCE(lease_max_ms, 0)), lease_max_ms = $8, held = NULL " +
+    "lease_carry_ms = GREATEST(COALESCE(lease_carry_ms, 0), COALESCE(lease_max_ms, 0)), lease_max_ms = GREATEST($8, COALESCE(reclaim_max_ms, 0), $9), held = NULL, " +
+    "reclaim_max_ms = GREATEST(COALESCE(reclaim_max_ms, 0), $9), reclaim = NULL " +
     `WHERE service = $1 AND epoch = $5 AND renewals = $6 AND holder = $7 RETURNING ${COLUMNS}`,
   renew:
     `UPDATE ${TABLE} SET renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP, lease_carry_ms = $4 ` +
@@ -67,7 +83,7 @@ export const STATEMENTS = {
     `UPDATE ${TABLE} SET lease_max_ms = GREATEST(COALESCE(lease_max_ms, 0), $4) WHERE service = $1 AND holder = $2 AND epoch = $3 RETURNING lease_max_ms`,
   reserve: `UPDATE ${TABLE} SET token_floor = token_floor + $4 WHERE service = $1 AND holder = $2 AND epoch = $3 RETURNING token_floor`,
   release:
-    `UPDATE ${TABLE} SET holder = $4, renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP, lease_max_ms = $5, lease_carry_ms = $6, held = $7 ` +
+    `UPDATE ${TABLE} SET holder = $4, renewals = renewals + 1, renewed_at = CURRENT_TIMESTAMP, lease_max_ms = $5, lease_carry_ms = $6, held = $7, reclaim = $8 ` +
     "WHERE service = $1 AND holder = $2 AND epoch = $3",
 } as const;
 
@@ -104,6 +120,24 @@ export interface Published {
   readonly held: HeldSet;
   readonly maxLeaseMs: number;
   readonly carryLeaseMs: number;
+  /** Reclaim: the stop's reclaimable grants, whose holders are told to reclaim them from the next active; null: none. */
+  readonly reclaim?: ReadonlyMap<string, readonly ReclaimEntry[]> | null;
+}
+
+/** The `reclaim` column's text for a published set (null: none). */
+export function encodeReclaim(grants: ReadonlyMap<string, readonly ReclaimEntry[]> | null | undefined): string | null {
+  return grants === null || grants === undefined ? null : JSON.stringify(recordOf(grants));
+}
+
+/** A `reclaim` column's grants; null for NULL and for anything not well-formed (then no reclaim of it is granted). */
+export function decodeReclaim(text: unknown): Map<string, ReclaimEntry[]> | null {
+  if (text === null || text === undefined) return null;
+  try {
+    const value: unknown = JSON.parse(String(text));
+    return isPublished(value) ? publishedEntries(value) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The `held` column's text for a published set. */
@@ -151,6 +185,8 @@ export interface PgStoreOptions {
   readonly block: number;
   /** The largest client lease a new term holds durably from its takeover (ms; a quarter of the lease by default: such leases add no delay). */
   readonly initialMaxLeaseMs?: number;
+  /** This instance's reclaim cap M (ms; 0 or omitted: off), folded into the row's at creation and takeover. */
+  readonly reclaimMaxLeaseMs?: number;
   /** Seconds to wait for each server's connection (the URL's connect_timeout wins). */
   readonly connectTimeoutS?: number;
   /** Each statement's bound (ms; default lease/2): one without an answer by then fails, and the list is walked again. */
@@ -167,6 +203,8 @@ function toRow(raw: Record<string, unknown>): CoordinatorRow {
     maxLeaseMs: raw.lease_max_ms === null || raw.lease_max_ms === undefined ? null : Number(raw.lease_max_ms),
     carryLeaseMs: Number(raw.lease_carry_ms ?? 0),
     held: decodeHeld(raw.held),
+    reclaimMaxLeaseMs: Number(raw.reclaim_max_ms ?? 0),
+    reclaim: decodeReclaim(raw.reclaim),
   };
 }
 
@@ -314,8 +352,16 @@ export class PgCoordinatorStore implements CoordinatorStore {
           await run(STATEMENTS.addLeaseMax);
           await run(STATEMENTS.addLeaseCarry);
           await run(STATEMENTS.addHeld);
-          await run(STATEMENTS.setSchemaVersion, [SCHEMA_VERSION, 1]);
-          version = SCHEMA_VERSION;
+          await run(STATEMENTS.setSchemaVersion, [2, 1]);
+          version = 2;
+        }
+        if (version === 2) {
+          // Version 2 -> 3 in place: reclaim's two nullable columns, then the version row.
+          await run(STATEMENTS.createTable);
+          await run(STATEMENTS.addReclaimMax);
+          await run(STATEMENTS.addReclaim);
+          await run(STATEMENTS.setSchemaVersion, [3, 2]);
+          version = 3;
         }
         if (version !== SCHEMA_VERSION) {
           throw new CoordinatorConfigError(
@@ -349,9 +395,10 @@ export class PgCoordinatorStore implements CoordinatorStore {
   async create(floor: number): Promise<CoordinatorRow | null> {
     const { service, leaseMs, block } = this.options;
     const maxLeaseMs = this.initialMaxLeaseMs;
-    const done = await this.servers.runExpecting(STATEMENTS.create, [service, this.holder, floor + block, leaseMs, maxLeaseMs], (errno) => errno === "23505", "the creation of the row");
+    const reclaimMaxLeaseMs = this.options.reclaimMaxLeaseMs ?? 0;
+    const done = await this.servers.runExpecting(STATEMENTS.create, [service, this.holder, floor + block, leaseMs, maxLeaseMs, reclaimMaxLeaseMs], (errno) => errno === "23505", "the creation of the row");
     if ("errno" in done) return null; // 23505: another instance created it first
-    return { epoch: 1, holder: this.holder, renewals: 0, tokenFloor: floor + block, leaseMs, maxLeaseMs, carryLeaseMs: 0, held: null };
+    return { epoch: 1, holder: this.holder, renewals: 0, tokenFloor: floor + block, leaseMs, maxLeaseMs: Math.max(maxLeaseMs, reclaimMaxLeaseMs), carryLeaseMs: 0, held: null, reclaimMaxLeaseMs, reclaim: null };
   }
 
   async takeover(watched: Watched): Promise<CoordinatorRow | null> {
@@ -365,6 +412,7 @@ export class PgCoordinatorStore implements CoordinatorStore {
       watched.renewals,
       watched.holder,
       this.initialMaxLeaseMs,
+      this.options.reclaimMaxLeaseMs ?? 0,
     ], "the takeover");
     return rows.length === 0 ? null : toRow(rows[0]!);
   }
@@ -394,6 +442,7 @@ export class PgCoordinatorStore implements CoordinatorStore {
       published.maxLeaseMs,
       published.carryLeaseMs,
       encodeHeld(published.held),
+      encodeReclaim(published.reclaim),
     ], "the release");
     return (result as unknown as { count: number }).count === 1;
   }

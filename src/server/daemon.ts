@@ -53,7 +53,7 @@ import { type Logger, RateLimit } from "../log/logger.ts";
 import { AdminAuth } from "../ops/admin.ts";
 import type { Conn } from "./conn.ts";
 import { type OpsLimits, OpsServer, type OpsWords, PLAIN_OPS_WORDS } from "../ops/server.ts";
-import { FailoverShell, type FailoverOptions } from "../failover/shell.ts";
+import { FailoverShell, type FailoverOptions, type TermReclaim } from "../failover/shell.ts";
 import { advertisedOps } from "../failover/holder.ts";
 import { hostOf, isLoopbackHost } from "../net/address.ts";
 import { LockServer, type ServerEvents, type ServerTls } from "./server.ts";
@@ -64,7 +64,7 @@ import { MemoryTokens } from "../core/tokens.ts";
 import type { FileTokens } from "../tokens/file.ts";
 import type { LeasesFile } from "../tokens/leases.ts";
 import { EngineLocks, remoteOf } from "./locks.ts";
-import { ReclaimGrace } from "./grace.ts";
+import { ReclaimGrace } from "../failover/grace.ts";
 import type { LockDelayView } from "../ops/sources.ts";
 
 /** How the daemon's messages name its settings (the CLI's flags); omitted: plain words. */
@@ -176,7 +176,7 @@ export class Daemon {
         ...options.coordinator,
         log: options.log,
         ioTimeoutMs: options.ioTimeoutMs,
-        listen: (tokens, guard, delay) => this.listen(tokens, guard, delay),
+        listen: (tokens, guard, delay, reclaim) => this.listen(tokens, guard, delay, reclaim),
       });
     } else {
       try {
@@ -271,7 +271,7 @@ export class Daemon {
     }, Math.max(0, Math.ceil(grace.endsAt - performance.now())));
   }
 
-  private listen(tokens: TokenSource | undefined, guard: GrantGuard | null, delay: LockDelay | null): LockServer {
+  private listen(tokens: TokenSource | undefined, guard: GrantGuard | null, delay: LockDelay | null, termReclaim: TermReclaim | null = null): LockServer {
     const options = this.options;
     const log = options.log;
     const leases = options.leases;
@@ -301,6 +301,8 @@ export class Daemon {
       ...(options.tls === undefined ? {} : { tls: options.tls }),
       ...(plan === undefined || plan.maxLeaseMs === null ? {} : { reclaim: { maxLeaseMs: plan.maxLeaseMs, published: plan.published } }),
       ...(grace === null ? {} : { onReclaimed: (token: number) => grace.reclaim(token) }),
+      // A coordinated term's (failover/shell.ts): the row's cap, a clean stop's published set, open reclaims in a takeover's grace.
+      ...(termReclaim === null ? {} : { reclaim: termReclaim.options, onReclaimed: termReclaim.onReclaimed }),
     });
   }
 

@@ -45,6 +45,7 @@ import { crc, replaceDurably } from "./durable.ts";
 import { join } from "node:path";
 import { CLIENT_GIVE_UP_SHARE, delayFor, type HeldSet, LockDelay, roundLease } from "../core/delay.ts";
 import type { ReclaimEntry } from "../core/engine.ts";
+import { isCount, isPublished, type PublishedReclaims, publishedEntries, recordOf } from "../core/published.ts";
 import { TokenStoreError } from "./file.ts";
 
 const FILE = "leases";
@@ -62,8 +63,6 @@ export interface LeaseState {
   readonly reclaim?: PublishedReclaims;
 }
 
-/** A clean stop's reclaimable grants: each name with its grants as [token, slot, limit, leaseMs]. */
-export type PublishedReclaims = ReadonlyArray<readonly [string, ReadonlyArray<readonly [number, number, number, number]>]>;
 
 /** What this run does about reclaim, from its flag and the last run's record. */
 export interface ReclaimPlan {
@@ -86,33 +85,6 @@ export interface ReclaimPlan {
    */
   readonly dropped: "not-held-back" | null;
 }
-
-const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v);
-
-function isPublished(value: unknown): value is PublishedReclaims {
-  return (
-    Array.isArray(value) &&
-    value.every(
-      (e) =>
-        Array.isArray(e) &&
-        e.length === 2 &&
-        typeof e[0] === "string" &&
-        Array.isArray(e[1]) &&
-        (e[1] as unknown[]).every((g) => Array.isArray(g) && g.length === 4 && g.every(isCount) && (g as number[])[0]! >= 1 && (g as number[])[1]! >= -2 && (g as number[])[2]! >= 1 && (g as number[])[3]! >= 0),
-    )
-  );
-}
-
-/** The engine's form of a published set. */
-export function publishedEntries(published: PublishedReclaims): Map<string, ReclaimEntry[]> {
-  return new Map(published.map(([name, grants]) => [name, grants.map(([token, slot, limit, leaseMs]) => ({ token, slot, limit, leaseMs }))]));
-}
-
-/** The record's form of an engine's reclaimable grants (Engine.reclaimableGrants). */
-export function recordOf(grants: ReadonlyMap<string, readonly ReclaimEntry[]>): PublishedReclaims {
-  return [...grants].map(([name, entries]) => [name, entries.map((e) => [e.token, e.slot, e.limit, e.leaseMs] as const)] as const);
-}
-
 
 function isHeld(value: unknown): value is HeldSet {
   return value === "*" || (Array.isArray(value) && value.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === "string" && typeof e[1] === "number" && e[1] >= 0));

@@ -1,5 +1,5 @@
-// `lockd serve --reclaim-max-lease` (LOCKD_RECLAIM_MAX_LEASE): refused with a
-// coordinator (reclaim covers a single server's restart for now), and kept
+// `lockd serve --reclaim-max-lease` (LOCKD_RECLAIM_MAX_LEASE): taken with a
+// coordinator too (the row keeps the service's cap), and kept
 // raise-only in the data directory: a run with a lower value uses the one
 // recorded, and says so.
 import { afterEach, expect, test } from "bun:test";
@@ -13,14 +13,14 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-test("with --coordinator: refused at start, exit 64, saying reclaim covers a single server's restart for now", async () => {
+test("with --coordinator: accepted (the start goes on to the coordinator, here unreachable: 69, not a usage error)", async () => {
   for (const [args, env] of [
     [["--reclaim-max-lease", "10s"], {}],
     [[], { LOCKD_RECLAIM_MAX_LEASE: "10s" }],
   ] as const) {
     const served = await runCli(["serve", "--coordinator", "postgres://lockd@127.0.0.1:1/lockd", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", ...args], env);
-    expect(served.code).toBe(64);
-    expect(served.err).toContain("--reclaim-max-lease cannot be used with --coordinator: reclaim covers a single server's restart on its data directory for now");
+    expect(served.err).not.toContain("--reclaim-max-lease");
+    expect(served.code).toBe(69);
   }
 });
 

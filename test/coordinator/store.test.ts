@@ -20,7 +20,7 @@ describe("statements", () => {
     const service = `svc-${++serial}`;
     await using a = await openStore(options("a", service));
     await using b = await openStore(options("b", service));
-    const lease = { maxLeaseMs: 500, carryLeaseMs: 0, held: null }; // a new term starts from a quarter of the 2 s lease
+    const lease = { maxLeaseMs: 500, carryLeaseMs: 0, held: null, reclaimMaxLeaseMs: 0, reclaim: null }; // a new term starts from a quarter of the 2 s lease
     expect(await a.read()).toBeNull();
     expect(await a.create(40)).toEqual({ epoch: 1, holder: "a", renewals: 0, tokenFloor: 140, leaseMs: 2000, ...lease });
     expect(await b.create(0)).toBeNull(); // exists
@@ -29,7 +29,7 @@ describe("statements", () => {
     expect(await b.read()).toEqual({ epoch: 1, holder: "a", renewals: 2, tokenFloor: 140, leaseMs: 2000, ...lease });
     // A takeover on stale values changes nothing.
     expect(await b.takeover({ epoch: 1, renewals: 1, holder: "a" })).toBeNull();
-    expect(await b.takeover({ epoch: 1, renewals: 2, holder: "a" })).toEqual({ epoch: 2, holder: "b", renewals: 0, tokenFloor: 240, leaseMs: 2000, maxLeaseMs: 500, carryLeaseMs: 500, held: null });
+    expect(await b.takeover({ epoch: 1, renewals: 2, holder: "a" })).toEqual({ epoch: 2, holder: "b", renewals: 0, tokenFloor: 240, leaseMs: 2000, maxLeaseMs: 500, carryLeaseMs: 500, held: null, reclaimMaxLeaseMs: 0, reclaim: null });
     // The deposed active can neither renew, reserve, raise, nor release.
     expect(await a.renew(1, 0)).toBe(false);
     expect(await a.reserve(1)).toBeNull();
@@ -37,8 +37,8 @@ describe("statements", () => {
     expect(await a.release(1, { held: [], maxLeaseMs: 0, carryLeaseMs: 0 })).toBe(false);
     expect(await b.reserve(2)).toBe(340);
     expect(await b.release(2, { held: [["x", 700]], maxLeaseMs: 700, carryLeaseMs: 500 })).toBe(true);
-    expect(await a.read()).toEqual({ epoch: 2, holder: "", renewals: 1, tokenFloor: 340, leaseMs: 2000, maxLeaseMs: 700, carryLeaseMs: 500, held: [["x", 700]] });
-    expect(await a.takeover({ epoch: 2, renewals: 1, holder: "" })).toEqual({ epoch: 3, holder: "a", renewals: 0, tokenFloor: 440, leaseMs: 2000, maxLeaseMs: 500, carryLeaseMs: 700, held: null });
+    expect(await a.read()).toEqual({ epoch: 2, holder: "", renewals: 1, tokenFloor: 340, leaseMs: 2000, maxLeaseMs: 700, carryLeaseMs: 500, held: [["x", 700]], reclaimMaxLeaseMs: 0, reclaim: null });
+    expect(await a.takeover({ epoch: 2, renewals: 1, holder: "" })).toEqual({ epoch: 3, holder: "a", renewals: 0, tokenFloor: 440, leaseMs: 2000, maxLeaseMs: 500, carryLeaseMs: 700, held: null, reclaimMaxLeaseMs: 0, reclaim: null });
   });
 
   test("the largest lease: raised only through GREATEST, folded into the carried lease at a takeover, cleared by a renewal", async () => {
@@ -72,7 +72,7 @@ describe("statements", () => {
       await old.close();
     }
     await using a = await openStore(options("a", "s", { url }));
-    expect(await a.read()).toEqual({ epoch: 4, holder: "old", renewals: 9, tokenFloor: 700, leaseMs: 2000, maxLeaseMs: null, carryLeaseMs: 0, held: null });
+    expect(await a.read()).toEqual({ epoch: 4, holder: "old", renewals: 9, tokenFloor: 700, leaseMs: 2000, maxLeaseMs: null, carryLeaseMs: 0, held: null, reclaimMaxLeaseMs: 0, reclaim: null });
     expect(await a.takeover({ epoch: 4, renewals: 9, holder: "old" })).toMatchObject({ epoch: 5, maxLeaseMs: 500, carryLeaseMs: 0 });
     const check = new Bun.SQL({ url, adapter: "postgres", max: 1 });
     try {
@@ -80,9 +80,55 @@ describe("statements", () => {
     } finally {
       await check.close();
     }
-    // A second start finds version 2 and changes nothing.
+    // A second start finds the current version and changes nothing.
     await using b = await openStore(options("b", "s", { url }));
     expect((await b.read())!.epoch).toBe(5);
+  });
+
+  test("reclaim's columns: the cap only ever raised and covered by each term's largest lease; a release publishes the grants, a takeover clears them", async () => {
+    const service = `svc-${++serial}`;
+    await using a = await openStore(options("a", service, { reclaimMaxLeaseMs: 10_000 }));
+    await using b = await openStore(options("b", service, { reclaimMaxLeaseMs: 4_000 }));
+    await using off = await openStore(options("off", service));
+    // Created with a's cap: the term's largest lease covers it (a reclaimed holder is this term's).
+    expect(await a.create(0)).toMatchObject({ maxLeaseMs: 10_000, reclaimMaxLeaseMs: 10_000, reclaim: null });
+    expect(await off.read()).toMatchObject({ maxLeaseMs: 10_000, reclaimMaxLeaseMs: 10_000 });
+    const grants = new Map([
+      ["x", [{ token: 7, slot: -1, limit: 1, leaseMs: 5000 }]],
+      ["pool", [{ token: 8, slot: 0, limit: 3, leaseMs: 4000 }, { token: 9, slot: 2, limit: 3, leaseMs: 4000 }]],
+    ]);
+    expect(await a.release(1, { held: [["x", 5000], ["pool", 4000]], maxLeaseMs: 5000, carryLeaseMs: 0, reclaim: grants })).toBe(true);
+    expect(await b.read()).toMatchObject({ holder: "", reclaim: grants, reclaimMaxLeaseMs: 10_000 });
+    // b's lower cap lowers nothing; the takeover clears the published set.
+    expect(await b.takeover({ epoch: 1, renewals: 1, holder: "" })).toMatchObject({ epoch: 2, maxLeaseMs: 10_000, reclaimMaxLeaseMs: 10_000, reclaim: null });
+    // An instance with reclaim off still carries the row's cap into its term's largest lease.
+    expect(await off.takeover({ epoch: 2, renewals: 0, holder: "b" })).toMatchObject({ epoch: 3, maxLeaseMs: 10_000, reclaimMaxLeaseMs: 10_000 });
+    // A release without grants publishes none.
+    expect(await off.release(3, { held: [], maxLeaseMs: 0, carryLeaseMs: 0 })).toBe(true);
+    expect((await a.read())!.reclaim).toBeNull();
+  });
+
+  test("a version 2 database is migrated in place to reclaim's columns", async () => {
+    const url = await pg.databaseAtSchema(`v2_${process.pid}_${++serial}`, 2);
+    const old = new Bun.SQL({ url, adapter: "postgres", max: 1 });
+    try {
+      await old.unsafe(
+        "CREATE TABLE lockd_coordinator (service VARCHAR(255) PRIMARY KEY, epoch BIGINT NOT NULL, holder VARCHAR(255) NOT NULL, renewals BIGINT NOT NULL, " +
+          "token_floor BIGINT NOT NULL, lease_ms BIGINT NOT NULL, renewed_at TIMESTAMP WITH TIME ZONE, lease_max_ms BIGINT, lease_carry_ms BIGINT, held TEXT)",
+      );
+      await old.unsafe("INSERT INTO lockd_coordinator VALUES ('s', 4, 'old', 9, 700, 2000, CURRENT_TIMESTAMP, 3000, 0, NULL)");
+    } finally {
+      await old.close();
+    }
+    await using a = await openStore(options("a", "s", { url, reclaimMaxLeaseMs: 6000 }));
+    expect(await a.read()).toMatchObject({ epoch: 4, maxLeaseMs: 3000, reclaimMaxLeaseMs: 0, reclaim: null });
+    expect(await a.takeover({ epoch: 4, renewals: 9, holder: "old" })).toMatchObject({ epoch: 5, maxLeaseMs: 6000, carryLeaseMs: 3000, reclaimMaxLeaseMs: 6000 });
+    const check = new Bun.SQL({ url, adapter: "postgres", max: 1 });
+    try {
+      expect(((await check.unsafe("SELECT version FROM lockd_schema")) as { version: number }[])[0]!.version).toBe(SCHEMA_VERSION);
+    } finally {
+      await check.close();
+    }
   });
 
   test("two instances racing to create: exactly one wins", async () => {

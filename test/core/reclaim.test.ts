@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test";
 import { LockDelay } from "../../src/core/delay.ts";
 import { NO_SLOT, type ReclaimEntry, SessionState, SHARED_CLAIM } from "../../src/core/index.ts";
 import { MemoryTokens } from "../../src/core/tokens.ts";
-import { ErrorCode, FLAG_RECLAIM, FLAG_RECLAIMABLE, FLAG_REPLY, FLAG_SLOT, FrameType } from "../../src/protocol/index.ts";
+import { encodeAcquire, ErrorCode, FLAG_RECLAIM, FLAG_RECLAIMABLE, FLAG_REPLY, FLAG_SLOT, FrameType } from "../../src/protocol/index.ts";
 import { type FakeConn, Harness } from "../helpers/engine.ts";
 
 const ACQUIRED = FrameType.ACQUIRED;
@@ -166,5 +166,107 @@ describe("reclaim on: the next run", () => {
     expect(fresh.last).toEqual({ type: ACQUIRED, flags: FLAG_SLOT | FLAG_RECLAIMABLE, token: 101n, slot: 0 });
     // Slot 0's reclaim is now too late: the grace is over, and the slot has a newer holder.
     expect(h.claim("pool", 1000, { limit: 3, reclaim: { token: 10, slot: 0 } }).closeFrame!.code).toBe(ErrorCode.RECLAIM_REFUSED);
+  });
+});
+
+/** A takeover's grace: every name held back until `until`, open reclaims of tokens at or below `floor`. */
+function takenOver(options: { until?: number; floor?: number; published?: Map<string, ReclaimEntry[]>; names?: number } = {}): Harness {
+  const until = options.until ?? 10_000;
+  const published = options.published ?? new Map();
+  const delay = new LockDelay({
+    why: "takeover",
+    until,
+    names: new Map([...published.keys()].map((name) => [name, options.names ?? until])),
+    durableMaxMs: Infinity,
+    raise: () => true,
+  });
+  const tokens = new MemoryTokens();
+  for (let i = 0; i < (options.floor ?? 100); i++) tokens.next();
+  return new Harness({ delay, tokens, reclaim: { maxLeaseMs: 10_000, published, open: true } });
+}
+
+describe("open reclaims: a takeover's grace, nothing published", () => {
+  test("any name held back is reclaimed with a token issued before the term; a token of this term or none is refused", () => {
+    const h = takenOver({ floor: 100, until: 4000 });
+    const fresh = h.client("L", 5000, "fresh");
+    const r = h.claim("L", 5000, { reclaim: { token: 42 } }, "r");
+    expect(r.sent).toEqual([{ type: ACQUIRED, flags: FLAG_REPLY | FLAG_RECLAIMABLE, token: 42n }]);
+    expect(holding(fresh)).toBe(false);
+    for (const token of [101, 0, 2 ** 60]) {
+      const bad = h.claim("M", 1000, { reclaim: { token } });
+      expect(bad.closeFrame?.code).toBe(ErrorCode.RECLAIM_REFUSED);
+      expect(bad.closeText).toContain("not issued before");
+    }
+    // A slot beyond the limit (the encoder refuses to write one: the bytes are patched to limit 2).
+    const frame = encodeAcquire({ name: "pool", leaseMs: 1000, owner: "", try: false, limit: 3, shared: false, reclaim: { token: 5, slot: 2 } });
+    frame[11] = 2;
+    const slot = h.open("slot");
+    h.frame(slot, frame);
+    expect(slot.closeText).toContain("not a slot");
+    // After the grace: no reclaim at all, and the fresh claim is served behind the reclaimed holder.
+    h.at(4000);
+    h.engine.resume(h.now);
+    expect(h.claim("N", 1000, { reclaim: { token: 43 } }).closeText).toContain("not in a grace");
+    h.closePeer(r);
+    expect(fresh.last).toEqual({ type: ACQUIRED, flags: FLAG_RECLAIMABLE, token: 101n });
+  });
+
+  test("two reclaims of one exclusive name: the later token wins, whichever comes first; the same token replaces the connection", () => {
+    const h = takenOver();
+    const older = h.claim("L", 5000, { reclaim: { token: 30 } }, "older");
+    const newer = h.claim("L", 5000, { reclaim: { token: 40 } }, "newer");
+    expect(older.closeFrame!.code).toBe(ErrorCode.RECLAIM_REFUSED);
+    expect(older.closeText).toContain("later token");
+    expect(holding(newer)).toBe(true);
+    const late = h.claim("L", 5000, { reclaim: { token: 35 } }, "late");
+    expect(late.closeFrame!.code).toBe(ErrorCode.RECLAIM_REFUSED);
+    expect(late.closeText).toContain("later token (40)");
+    expect(holding(newer)).toBe(true);
+    const again = h.claim("L", 5000, { reclaim: { token: 40 } }, "again");
+    expect(newer.closeText).toContain("replaced");
+    expect(holding(again)).toBe(true);
+    expect(h.engine.locks.get("L")!.holders).toBe(1);
+  });
+
+  test("shared and exclusive reclaims of one name: readers older than a writer's token give way to it, a writer older than a reader's does", () => {
+    const h = takenOver();
+    const r1 = h.claim("rw", 3000, { shared: true, reclaim: { token: 10 } });
+    const r2 = h.claim("rw", 3000, { shared: true, reclaim: { token: 12 } });
+    expect([holding(r1), holding(r2)]).toEqual([true, true]);
+    // A writer granted after both readers left (token 20) makes them stale.
+    const w = h.claim("rw", 3000, { reclaim: { token: 20 } });
+    expect(holding(w)).toBe(true);
+    expect([r1.closeFrame!.code, r2.closeFrame!.code]).toEqual([ErrorCode.RECLAIM_REFUSED, ErrorCode.RECLAIM_REFUSED]);
+    // A reader older than the writer is refused; one newer (granted after the writer left) makes the writer stale.
+    expect(h.claim("rw", 3000, { shared: true, reclaim: { token: 15 } }).closeText).toContain("later token (20)");
+    const r3 = h.claim("rw", 3000, { shared: true, reclaim: { token: 25 } });
+    expect(holding(r3)).toBe(true);
+    expect(w.closeText).toContain("stale");
+    // A writer older than a reader is refused.
+    expect(h.claim("rw", 3000, { reclaim: { token: 22 } }).closeText).toContain("later token (25)");
+    expect(h.engine.locks.get("rw")!.holderList().map((x) => x.token)).toEqual([25]);
+  });
+
+  test("a semaphore's slots: distinct slots side by side, one slot's later token wins", () => {
+    const h = takenOver();
+    const a = h.claim("pool", 1000, { limit: 3, reclaim: { token: 50, slot: 1 } });
+    const b = h.claim("pool", 1000, { limit: 3, reclaim: { token: 40, slot: 0 } });
+    expect([holding(a), holding(b)]).toEqual([true, true]);
+    expect(h.claim("pool", 1000, { limit: 3, reclaim: { token: 45, slot: 1 } }).closeText).toContain("later token (50)");
+    const c = h.claim("pool", 1000, { limit: 3, reclaim: { token: 60, slot: 0 } });
+    expect(holding(c)).toBe(true);
+    expect(b.closeText).toContain("stale");
+    expect(h.engine.locks.get("pool")!.holderList().map((x) => [x.token, x.slot])).toEqual([[50, 1], [60, 0]]);
+    // A limit that differs is refused before anything (LIMIT_MISMATCH), like any claim.
+    expect(h.claim("pool", 1000, { limit: 4, reclaim: { token: 61, slot: 0 } }).closeFrame!.code).toBe(ErrorCode.LIMIT_MISMATCH);
+  });
+
+  test("once only published names are held back, an unpublished grant is refused, a published one still reclaimed", () => {
+    const published = new Map([["P", [{ token: 70, slot: NO_SLOT, limit: 1, leaseMs: 5000 } satisfies ReclaimEntry]]]);
+    const h = takenOver({ until: 1000, names: 8000, published });
+    h.at(1000);
+    expect(h.claim("Q", 5000, { reclaim: { token: 71 } }).closeText).toContain("not in a grace");
+    expect(h.claim("P", 5000, { reclaim: { token: 69 } }).closeText).toContain("no such grant");
+    expect(holding(h.claim("P", 5000, { reclaim: { token: 70 } }))).toBe(true);
   });
 });
