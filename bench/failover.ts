@@ -34,10 +34,23 @@
  *    statement lockd sends is one) per second, idle and under a claim load,
  *    from PostgreSQL's statistics, for one active and one standby at a 2 s
  *    lease and --token-block 1000.
+ * 5. Reclaim through a clean stop (a rolling upgrade step): an active and
+ *    a standby with --reclaim-max-lease 10s at a 4 s coordinator lease;
+ *    --reclaim-holders holders (default 20: exclusive names, a shared pair,
+ *    a semaphore of 3) with 5 s leases, heartbeating at lease/4. SIGTERM of
+ *    the active; each holder, told SHUTTING_DOWN with RECLAIM, reconnects
+ *    every 10 ms and reclaims with its token; kept = ACQUIRED with the same
+ *    token before its deadline (0.8 x lease after the send of its last
+ *    answered heartbeat). Beside them a client claims a name nobody held,
+ *    reconnecting every 10 ms from the stop: the first fresh grant outside
+ *    the published set. --rounds rounds (a new standby each).
+ * 6. Hot path with reclaim on and off: claim and handover of 5 s leases
+ *    (within the cap: every grant flagged) against two coordinated actives,
+ *    one with --reclaim-max-lease 10s and one without, interleaved as in 3.
  *
  * Usage: bun bench/failover.ts [--rounds 20] [--client-lease 0.25] [--baseline DIR]
- *        [--delay-leases 1,5,10] [--delay-rounds 8,4,3] [--samples 300]
- *        [--only failover,delay,hotpath,statements]
+ *        [--delay-leases 1,5,10] [--delay-rounds 8,4,3] [--samples 300] [--reclaim-holders 20]
+ *        [--only failover,delay,hotpath,statements,reclaim,reclaim-hotpath]
  * (--client-lease: a multiple of the coordinator lease, or ms with "ms": 500ms.)
  */
 import { existsSync } from "node:fs";
@@ -46,7 +59,7 @@ import { join, resolve } from "node:path";
 import { ChildServer } from "../test/fixtures/ops-child.ts";
 import { freePort, freePorts, Postgres, PG_PASSWORD } from "../test/coordinator/pg.ts";
 import { WirePeer } from "../test/helpers/wire.ts";
-import { FrameType } from "../src/protocol/index.ts";
+import { encodeAcquire, FLAG_RECLAIM, FrameType } from "../src/protocol/index.ts";
 import { summarize, table } from "./lib/stats.ts";
 
 const args = new Map<string, string>();
@@ -59,7 +72,8 @@ const DELAY_ROUNDS = (args.get("delay-rounds") ?? "8,4,3").split(",").map(Number
 const BASELINE = args.get("baseline");
 const BASELINE_MAIN = BASELINE === undefined ? null : join(resolve(BASELINE), "src/cli/main.ts");
 if (BASELINE_MAIN !== null && !existsSync(BASELINE_MAIN)) throw new Error(`--baseline: no ${BASELINE_MAIN}`);
-const ONLY = new Set((args.get("only") ?? "failover,delay,hotpath,statements").split(","));
+const ONLY = new Set((args.get("only") ?? "failover,delay,hotpath,statements,reclaim,reclaim-hotpath").split(","));
+const RECLAIM_HOLDERS = Number(args.get("reclaim-holders") ?? 20);
 if (DELAY_LEASES.some((x) => !(x > 0)) || DELAY_ROUNDS.some((x) => !(x >= 1))) throw new Error("--delay-leases and --delay-rounds: positive numbers");
 
 /** The client lease for coordinator lease `coordinatorMs` (--client-lease: a multiple, or "NNNms"). */
@@ -257,10 +271,10 @@ interface Target {
 
 let nameSerial = 0;
 
-async function claimOnce(t: Target): Promise<number> {
+async function claimOnce(t: Target, leaseMs = 60_000): Promise<number> {
   const started = performance.now();
   const peer = await WirePeer.connect(t.port);
-  peer.acquire(`claim-${++nameSerial}`, 60_000);
+  peer.acquire(`claim-${++nameSerial}`, leaseMs);
   const frame = await peer.frame(0);
   const elapsed = frame.at - started;
   peer.end();
@@ -268,13 +282,13 @@ async function claimOnce(t: Target): Promise<number> {
   return elapsed;
 }
 
-async function handoverOnce(t: Target): Promise<number> {
+async function handoverOnce(t: Target, leaseMs = 60_000): Promise<number> {
   const name = `handover-${++nameSerial}`;
   const owner = await WirePeer.connect(t.port);
-  owner.acquire(name, 60_000);
+  owner.acquire(name, leaseMs);
   await owner.frame(0);
   const waiter = await WirePeer.connect(t.port);
-  waiter.acquire(name, 60_000);
+  waiter.acquire(name, leaseMs);
   await waiter.frame(0);
   await Bun.sleep(2);
   const closedAt = performance.now();
@@ -356,6 +370,206 @@ async function statements(pg: Postgres): Promise<string> {
       ],
     ) + "\n"
   );
+}
+
+// --- reclaim through a clean stop of the active ----------------------------------------
+
+interface HolderSpec {
+  readonly name: string;
+  readonly limit: number;
+  readonly shared: boolean;
+}
+
+/** The holders of a round: exclusive names, one shared pair, one semaphore of 3 (as many as fit in `n`). */
+function holderSpecs(n: number, round: number): HolderSpec[] {
+  const out: HolderSpec[] = [];
+  // Names of their own per round: the last round's are still held back by its grace at the new active.
+  for (let i = 0; out.length < n; i++) {
+    if (i === 0) out.push({ name: `rw-${round}`, limit: 1, shared: true }, { name: `rw-${round}`, limit: 1, shared: true });
+    else if (i === 1) out.push(...[0, 1, 2].map(() => ({ name: `pool-${round}`, limit: 3, shared: false })));
+    else out.push({ name: `x-${round}-${i}`, limit: 1, shared: false });
+  }
+  return out.slice(0, n);
+}
+
+/** A holder with its heartbeats' send times (its deadline is 0.8 x lease after the last answered one). */
+class Holder {
+  readonly sends: number[] = [];
+  private timer: ReturnType<typeof setInterval> | null = null;
+  constructor(
+    readonly spec: HolderSpec,
+    readonly peer: WirePeer,
+    readonly leaseMs: number,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.peer.isClosed) return this.stop();
+      this.sends.push(performance.now());
+      this.peer.heartbeat();
+    }, this.leaseMs / 4);
+  }
+
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  get token(): bigint {
+    return this.peer.frames[0]!.token!;
+  }
+
+  get slot(): number {
+    const body = this.peer.frames[0]!.body!;
+    return this.spec.limit > 1 ? (body[8]! << 8) | body[9]! : -1;
+  }
+
+  /** 0.8 x lease after the send of the last heartbeat answered before the connection ended (or the ACQUIRE's). */
+  deadline(acquiredAt: number): number {
+    const answers = this.peer.frames.filter((f) => f.type === FrameType.ACQUIRED).map((f) => f.at);
+    const last = answers.at(-1) ?? acquiredAt;
+    let sent = acquiredAt;
+    for (const t of this.sends) if (t <= last) sent = t;
+    return sent + 0.8 * this.leaseMs;
+  }
+}
+
+interface ReclaimRound {
+  readonly holders: number;
+  readonly kept: number;
+  /** stop -> the last holder's reclaim granted (ms). */
+  readonly lastReclaim: number;
+  /** stop -> the first fresh grant of a name nobody held (ms). */
+  readonly freshGrant: number;
+  /** stop -> the new active's "active: listening" (ms, arrival here). */
+  readonly listening: number;
+  /** The new active's lock-delay as it logged it: ms and which names. */
+  readonly delay: string;
+}
+
+async function reclaimRounds(pg: Postgres): Promise<string> {
+  const coordinatorMs = 4000;
+  const leaseMs = 5000;
+  const port = await freePort();
+  const extra = ["--service", `bench-reclaim-${process.pid}`, "--coordinator-lease", `${coordinatorMs}ms`, "--reclaim-max-lease", "10s"];
+  let active = serve(pg, port, extra);
+  await active.line("active: listening", 30_000);
+  const rounds: ReclaimRound[] = [];
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      const standby = serve(pg, port, extra);
+      watchArrivals(standby, "active: listening");
+      const peers: WirePeer[] = [];
+      const holders: Holder[] = [];
+      try {
+        if ((await standby.line("lockd started", 30_000)).role !== "standby") throw new Error("the new instance is not a standby");
+        const acquiredAt = new Map<Holder, number>();
+        for (const spec of holderSpecs(RECLAIM_HOLDERS, round)) {
+          const peer = await WirePeer.connect(port);
+          peers.push(peer);
+          peer.acquire(spec.name, leaseMs, { limit: spec.limit, shared: spec.shared });
+          const first = await peer.frame(0, 10_000);
+          if (first.type !== FrameType.ACQUIRED) throw new Error(`holder ${spec.name} not granted: ${peer.describe()}`);
+          const h = new Holder(spec, peer, leaseMs);
+          acquiredAt.set(h, first.at);
+          h.start();
+          holders.push(h);
+        }
+        const stoppedAt = performance.now();
+        active.proc.kill("SIGTERM");
+        // A fresh claim of a name nobody held, reconnecting every 10 ms until granted.
+        const fresh = (async () => {
+          for (;;) {
+            const peer = await connectRetrying(port, 30_000);
+            peers.push(peer);
+            peer.acquire(`fresh-${round}`, leaseMs);
+            const f = await peer.until(() => peer.frames[0] ?? (peer.isClosed ? ("closed" as const) : undefined), 10_000, "an answer");
+            if (f !== "closed" && f.type === FrameType.ACQUIRED) {
+              peer.end();
+              return f.at - stoppedAt;
+            }
+            peer.terminate();
+            await Bun.sleep(10);
+          }
+        })();
+        const reclaims = holders.map(async (h) => {
+          await h.peer.closed(10_000);
+          h.stop();
+          const last = h.peer.frames.at(-1)!;
+          if (last.type !== FrameType.ERROR || (last.flags & FLAG_RECLAIM) === 0) return null;
+          const deadline = h.deadline(acquiredAt.get(h)!);
+          while (performance.now() < deadline) {
+            let peer: WirePeer;
+            try {
+              peer = await WirePeer.connect(port);
+            } catch {
+              await Bun.sleep(10);
+              continue;
+            }
+            peers.push(peer);
+            const reclaim = h.spec.limit > 1 ? { token: h.token, slot: h.slot } : { token: h.token };
+            peer.write(encodeAcquire({ name: h.spec.name, leaseMs, owner: "bench", try: false, limit: h.spec.limit, shared: h.spec.shared, reclaim }));
+            const f = await peer.until(() => peer.frames[0] ?? (peer.isClosed ? ("closed" as const) : undefined), 10_000, "an answer");
+            if (f !== "closed" && f.type === FrameType.ACQUIRED && f.token === h.token) return f.at <= deadline ? f.at - stoppedAt : null;
+            peer.terminate();
+            await Bun.sleep(10);
+          }
+          return null;
+        });
+        const results = await Promise.all(reclaims);
+        const freshGrant = await fresh;
+        const kept = results.filter((r) => r !== null) as number[];
+        if (await active.exit(10_000) !== 0) throw new Error("the stopped active did not exit 0");
+        const r: ReclaimRound = {
+          holders: holders.length,
+          kept: kept.length,
+          lastReclaim: kept.length === 0 ? NaN : Math.max(...kept),
+          freshGrant,
+          listening: (await arrivalOf(standby, "active: listening")) - stoppedAt,
+          delay: ((line) => (line.lockDelayMs === undefined ? "none" : `${line.lockDelayMs} ms, ${line.lockDelayNames} names`))(await standby.line("active: listening", 10_000)),
+        };
+        rounds.push(r);
+        process.stdout.write(`  reclaim round ${round + 1}/${ROUNDS}: kept ${r.kept}/${r.holders}, stop -> listening ${ms(r.listening)} ms, -> fresh grant ${ms(r.freshGrant)} ms, -> last reclaim ${ms(r.lastReclaim)} ms; the new active's lock-delay: ${r.delay}\n`);
+      } finally {
+        for (const h of holders) h.stop();
+        for (const peer of peers) peer.terminate();
+        await active[Symbol.asyncDispose]();
+        active = standby;
+      }
+    }
+  } finally {
+    await active[Symbol.asyncDispose]();
+  }
+  const f = summarize(rounds.map((r) => r.freshGrant));
+  const l = summarize(rounds.map((r) => r.listening));
+  const last = summarize(rounds.map((r) => r.lastReclaim));
+  const kept = rounds.reduce((n, r) => n + r.kept, 0);
+  const all = rounds.reduce((n, r) => n + r.holders, 0);
+  return table(
+    ["rounds", "holders kept", "stop -> listening p50 / max", "stop -> fresh grant p50 / p99 / max", "stop -> last reclaim p50 / max", "budget: fresh grant"],
+    [[String(rounds.length), `${kept} / ${all}`, `${ms(l.p50)} / ${ms(Math.max(...rounds.map((r) => r.listening)))}`, `${ms(f.p50)} / ${ms(f.p99)} / ${ms(Math.max(...rounds.map((r) => r.freshGrant)))}`, `${ms(last.p50)} / ${ms(Math.max(...rounds.map((r) => r.lastReclaim)))}`, "1500"]],
+  );
+}
+
+async function reclaimHotPath(pg: Postgres): Promise<string> {
+  const [offPort, onPort] = (await freePorts(2)) as [number, number];
+  await using off = serve(pg, offPort, ["--service", `bench-hot-off-${process.pid}`, "--coordinator-lease", "4s"]);
+  await off.line("active: listening", 30_000);
+  await using on = serve(pg, onPort, ["--service", `bench-hot-on-${process.pid}`, "--coordinator-lease", "4s", "--reclaim-max-lease", "10s"]);
+  await on.line("active: listening", 30_000);
+  const targets: Target[] = [{ name: "off", port: offPort }, { name: "on", port: onPort }];
+  const rows: string[][] = [];
+  for (const [label, once] of [["claim", claimOnce], ["handover", handoverOnce]] as const) {
+    const samples = new Map<string, number[]>(targets.map((t) => [t.name, []]));
+    for (let i = 0; i < 30; i++) for (const t of targets) await once(t, 5000); // warm-up (and the raise of a 5 s lease)
+    for (let done = 0; done < SAMPLES; done += 10) {
+      for (const t of targets) for (let i = 0; i < 10; i++) samples.get(t.name)!.push(await once(t, 5000));
+    }
+    const p = summarize(samples.get("off")!);
+    const h = summarize(samples.get("on")!);
+    rows.push([label, (p.p50 * 1000).toFixed(1), (h.p50 * 1000).toFixed(1), (h.p50 / p.p50).toFixed(3), (p.p99 * 1000).toFixed(1), (h.p99 * 1000).toFixed(1)]);
+  }
+  return table(["µs", "p50 reclaim off", "p50 reclaim on", "ratio", "p99 off", "p99 on"], rows);
 }
 
 // --- main ------------------------------------------------------------------------------------
@@ -477,5 +691,13 @@ if (ONLY.has("hotpath")) {
 if (ONLY.has("statements")) {
   console.log("\nCoordinator statements (index and table scans of lockd_coordinator), one active + one standby, lease 2 s");
   console.log(await statements(pg));
+}
+if (ONLY.has("reclaim")) {
+  console.log(`\nReclaim through a clean stop of the active (SIGTERM), standby running, coordinator lease 4000 ms, client lease 5000 ms, ${RECLAIM_HOLDERS} holders (ms from the kill() call)`);
+  console.log(await reclaimRounds(pg));
+}
+if (ONLY.has("reclaim-hotpath")) {
+  console.log("\nHot path of a coordinated active with reclaim on and off, 5 s leases (µs, loopback, same run)");
+  console.log(await reclaimHotPath(pg));
 }
 console.log(`done; load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);

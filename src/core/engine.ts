@@ -278,6 +278,8 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
   private readonly reclaimMaxLeaseMs: number;
   private readonly published: ReadonlyMap<string, readonly ReclaimEntry[]>;
   private readonly reclaimed = new Map<number, Session<C>>();
+  /** Tokens of every reclaim granted by this engine (a published grant reclaimed once is not published again). */
+  private readonly reclaimedEver = new Set<number>();
   /** Open reclaims: the largest token one may name (the last issued before this engine); -1: none accepted. */
   private readonly reclaimOpenBelow: number;
 
@@ -496,10 +498,24 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     return this.reclaimMaxLeaseMs >= 0;
   }
 
-  /** Every reclaimable grant now, by name: what a clean stop publishes before `shutdown(now, true)`. */
-  reclaimableGrants(): Map<string, ReclaimEntry[]> {
+  /**
+   * Every reclaimable grant now, by name: what a clean stop publishes
+   * before `shutdown(now, true)`. With `now`, also the grants the earlier
+   * run published that nobody has reclaimed here yet, while their names are
+   * still held back: a stop inside the grace carries it on (their holders
+   * may still come back, to the next run).
+   */
+  reclaimableGrants(now?: number): Map<string, ReclaimEntry[]> {
     const out = new Map<string, ReclaimEntry[]>();
     if (!this.reclaimOn) return out;
+    const delay = this.delay;
+    if (now !== undefined && delay !== null && this.published.size > 0 && !delay.over(now)) {
+      for (const [name, entries] of this.published) {
+        if (delay.delayOf(name, now) === 0) continue;
+        const waiting = entries.filter((e) => !this.reclaimedEver.has(e.token));
+        if (waiting.length > 0) out.set(name, waiting);
+      }
+    }
     for (const lock of this.locks.values()) {
       for (let s = lock.holdHead; s !== null; s = s.queueNext) {
         if (!this.reclaimable(s)) continue;
@@ -762,6 +778,7 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     session.ackFrame = held.slots !== null ? encodeAcquiredSlot(token, slot, flags) : encodeAcquired(token, flags);
     session.answered = true;
     this.reclaimed.set(token, session);
+    this.reclaimedEver.add(token);
     this.stats.reclaims++;
     this.transport.send(session.conn, session.ackFrame);
     // The name is held back (its delay runs): `resume` serves its queue once the delay ends, behind this holder.

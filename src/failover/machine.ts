@@ -53,7 +53,7 @@
  * the new active's).
  */
 
-import { delayFor, type HeldSet } from "../core/delay.ts";
+import { delayFor, type HeldSet, MAX_PUBLISHED_NAMES } from "../core/delay.ts";
 import type { ReclaimEntry } from "../core/engine.ts";
 import { isReleased } from "./holder.ts";
 
@@ -260,6 +260,17 @@ export class RoleMachine {
   /** The carried lease this term writes with its renewals, until `carryUntil` (then 0). */
   private carryLeaseMs = 0;
   private carryUntil = -Infinity;
+  /**
+   * A term begun from a clean stop's exact set: the names it still holds
+   * back for that stop's holders (name -> [lease, until]), and the every-name
+   * carry the stopped term itself still had (until `everyCarryUntil`). Its
+   * own clean stop republishes those names one by one instead of carrying
+   * their largest lease for every name (renewals still carry it: a crash
+   * publishes nothing).
+   */
+  private inherited: Map<string, readonly [number, number]> | null = null;
+  private everyCarryLeaseMs = 0;
+  private everyCarryUntil = -Infinity;
   /** The largest client lease this term holds durably in the row. */
   private maxLeaseMs = 0;
   /**
@@ -642,7 +653,24 @@ export class RoleMachine {
   // --- helpers ------------------------------------------------------------------------------
 
   /** The release of this term: the names held, their largest lease, and the carried lease if this term's wait is not over. */
-  private release(now: number, held: HeldSet, reclaim: ReadonlyMap<string, readonly ReclaimEntry[]> | null = null): RoleAction {
+  private release(now: number, own: HeldSet, reclaim: ReadonlyMap<string, readonly ReclaimEntry[]> | null = null): RoleAction {
+    const inherited = this.inherited;
+    if (inherited !== null) {
+      // The names this term still holds back for an earlier clean stop's holders: republished with their leases.
+      let held: HeldSet = own;
+      if (own !== "*") {
+        const merged = new Map<string, number>(own);
+        for (const [name, [lease, until]] of inherited) if (until > now && lease > (merged.get(name) ?? -1)) merged.set(name, lease);
+        held = merged.size > MAX_PUBLISHED_NAMES ? "*" : [...merged];
+      }
+      if (held !== "*") {
+        let maxLeaseMs = 0;
+        for (const [, lease] of held) if (lease > maxLeaseMs) maxLeaseMs = lease;
+        const carryLeaseMs = now < this.everyCarryUntil ? this.everyCarryLeaseMs : 0;
+        return { type: "release", epoch: this.epoch, held, maxLeaseMs, carryLeaseMs, ...(reclaim === null ? {} : { reclaim }) };
+      }
+    }
+    const held = own;
     let maxLeaseMs = this.maxLeaseMs;
     if (held !== "*") {
       maxLeaseMs = 0;
@@ -714,6 +742,16 @@ export class RoleMachine {
     // Until this term's wait is over, the row carries what the earlier epochs' holders may rely on.
     this.carryLeaseMs = why === "created" ? 0 : Math.max(row.carryLeaseMs, this.watchedLeaseMax);
     this.carryUntil = longest > 0 ? now + longest : -Infinity;
+    // After a clean stop with an exact set: what its own clean stop republishes (see `inherited`).
+    this.inherited = null;
+    this.everyCarryLeaseMs = 0;
+    this.everyCarryUntil = -Infinity;
+    const watchedHeld = this.watchedRow?.held ?? null;
+    if (why === "released" && watchedHeld !== null && watchedHeld !== "*") {
+      this.inherited = new Map(watchedHeld.filter(([, lease]) => delayFor(lease) > 0).map(([name, lease]) => [name, [lease, now + delayFor(lease)] as const]));
+      this.everyCarryLeaseMs = this.watchedRow!.carryLeaseMs;
+      this.everyCarryUntil = delay.everyNameMs > 0 ? now + delay.everyNameMs : -Infinity;
+    }
     this.maxLeaseMs = row.maxLeaseMs ?? 0;
     const watchedReclaim = this.watchedRow?.reclaim;
     this.watchedRow = null;

@@ -324,7 +324,8 @@ export class FailoverShell implements GrantGuard, TokenSource, RoleSource {
     const { log, service } = this.options;
     this.frozen = true;
     const held = server.held(MAX_PUBLISHED_NAMES);
-    let grants: Map<string, ReclaimEntry[]> | null = server.reclaimableGrants();
+    // With `now`: also the grants the stop before this term published that nobody reclaimed yet, while their names wait.
+    let grants: Map<string, ReclaimEntry[]> | null = server.reclaimableGrants(this.now());
     const count = countGrants(grants);
     if (count > MAX_PUBLISHED_NAMES) {
       log.warn("reclaim.not_published", "reclaimable grants not published: their holders get a plain SHUTTING_DOWN and lose their locks", { service, why: "too_many", grants: count, limit: MAX_PUBLISHED_NAMES });

@@ -235,8 +235,8 @@ export class LockServer implements EngineOutput<Conn>, FrameHandler, WheelDriver
   }
 
   /** Every reclaimable grant now, by name: what a clean stop publishes before `stop(true)`. */
-  reclaimableGrants(): Map<string, ReclaimEntry[]> {
-    return this.engine.reclaimableGrants();
+  reclaimableGrants(now?: number): Map<string, ReclaimEntry[]> {
+    return this.engine.reclaimableGrants(now);
   }
 
   /**

@@ -371,6 +371,24 @@ describe("the lock-delay of a new term", () => {
     expect(tooMany.delay.everyNameMs).toBe(8200);
   });
 
+  test("a clean stop inside the wait of a term begun from a clean stop republishes the names it still holds back, one by one; renewals still carry their lease for every name", () => {
+    // The active before held "a" (10 s) and "b" (1 s) at its stop; its own term had largely raised its lease (a reclaim cap of 20 s).
+    const m = drivenMachine({ leaseMs: LEASE, block: BLOCK });
+    m.start(0);
+    m.readDone(0, { ...row(5, 8, "other"), maxLeaseMs: 20_000 }); // read while that term was active
+    const released = { ...row(5, 9, ""), held: [["a", 10_000], ["b", 1000]] as [string, number][], maxLeaseMs: 10_000, carryLeaseMs: 0 };
+    m.tick(LEASE / 4);
+    m.readDone(LEASE / 4, released);
+    const activate = m.takeoverDone(LEASE / 4 + 1, { ...row(6, 0, "me"), carryLeaseMs: 20_000 }).find((x) => x.type === "activate") as Extract<RoleAction, { type: "activate" }>;
+    expect(activate.delay).toEqual({ everyNameMs: 0, names: [["a", 8200], ["b", 820]], unknown: false });
+    const at = LEASE / 4 + 1;
+    // Its renewals carry the largest lease for every name (a crash of this term publishes nothing).
+    const renew = m.tick(at + LEASE / 4).find((x) => x.type === "renew") as { carryLeaseMs: number };
+    expect(renew.carryLeaseMs).toBe(20_000);
+    // Its clean stop 1 s in: its own holder "c", and "a" again ("b"'s wait is over); nothing for every name.
+    expect(m.stop(at + 1000, [["c", 3000]])).toEqual([{ type: "release", epoch: 6, held: [["c", 3000], ["a", 10_000]], maxLeaseMs: 10_000, carryLeaseMs: 0 }]);
+  });
+
   test("a row that records no largest lease (an older lockd's) is flagged unknown", () => {
     const { activate } = takeOver({ ...row(3, 7, "other"), maxLeaseMs: null }, { ...row(4, 0, "me"), carryLeaseMs: 0 });
     expect(activate.delay).toMatchObject({ everyNameMs: 0, unknown: true });

@@ -161,6 +161,42 @@ describe("coordinated reclaim", () => {
     }
   }, 60_000);
 
+  test("a second clean stop inside the grace carries it on: a holder that had not come back yet reclaims at the third active", async () => {
+    const service = nextService();
+    const port = await freePort();
+    const { a, b } = await pair(service, port, 2000);
+    await using _a = a;
+    await using _b = b;
+    await using c = instance(service, port, 2000);
+    expect((await c.event("server.started")).role).toBe("standby");
+    try {
+      const early: Claim = { name: "early", leaseMs: 10_000 };
+      const late: Claim = { name: "late", leaseMs: 10_000 };
+      const e = await claim(port, early);
+      const l = await claim(port, late);
+      a.proc.kill("SIGTERM");
+      expect(await a.exit()).toBe(0);
+      await Promise.all([e.closed(), l.closed()]);
+      // Either standby takes the released row; "early" comes back to it, "late" not yet.
+      const second = await Promise.any([b.event("failover.active", 10_000).then(() => b), c.event("failover.active", 10_000).then(() => c)]);
+      const third = second === b ? c : b;
+      const back = await claim(port, early, { token: e.frames[0]!.token! });
+      expect(back.frames[0]).toMatchObject({ type: FrameType.ACQUIRED, token: e.frames[0]!.token });
+      second.proc.kill("SIGTERM");
+      expect(await second.exit()).toBe(0);
+      // The second active published its own holder and the grant still awaited.
+      expect(await second.event("reclaim.published")).toMatchObject({ grants: 2, names: 2 });
+      await back.closed();
+      expect(await third.event("failover.active", 10_000)).toMatchObject({ why: "released", reclaimPublished: 2 });
+      for (const [peer, spec] of [[l, late], [e, early]] as const) {
+        const again = await claim(port, spec, { token: peer.frames[0]!.token! });
+        expect(again.frames[0]).toMatchObject({ type: FrameType.ACQUIRED, flags: FLAG_REPLY | FLAG_RECLAIMABLE, token: peer.frames[0]!.token });
+      }
+    } finally {
+      cleanup();
+    }
+  }, 60_000);
+
   test("a step-down because PostgreSQL stopped: holders are told to reclaim, and reclaim from the next active with their tokens", async () => {
     const service = nextService();
     const port = await freePort();

@@ -270,3 +270,32 @@ describe("open reclaims: a takeover's grace, nothing published", () => {
     expect(holding(h.claim("P", 5000, { reclaim: { token: 70 } }))).toBe(true);
   });
 });
+
+describe("a stop inside the grace", () => {
+  test("publishes its own reclaimable grants and, with the time, the published ones nobody reclaimed whose names still wait", () => {
+    const published = new Map<string, ReclaimEntry[]>([
+      ["a", [{ token: 7, slot: NO_SLOT, limit: 1, leaseMs: 5000 }]],
+      ["b", [{ token: 8, slot: NO_SLOT, limit: 1, leaseMs: 5000 }]],
+      ["early", [{ token: 9, slot: NO_SLOT, limit: 1, leaseMs: 500 }]],
+    ]);
+    const delay = new LockDelay({ why: "released", until: 0, names: new Map([["a", 4000], ["b", 4000], ["early", 400]]), durableMaxMs: Infinity, raise: () => true });
+    const tokens = new MemoryTokens();
+    for (let i = 0; i < 100; i++) tokens.next();
+    const h = new Harness({ delay, tokens, reclaim: { maxLeaseMs: 10_000, published } });
+    const a = h.claim("a", 5000, { reclaim: { token: 7 } });
+    expect(holding(a)).toBe(true);
+    const fresh = h.client("free", 5000);
+    h.at(1000);
+    const grants = h.engine.reclaimableGrants(h.now);
+    // "a" is held here (its reclaim), "b" still awaits its holder, "early" no longer waits, "free" is this run's.
+    expect(Object.fromEntries(grants)).toEqual({
+      b: [{ token: 8, slot: NO_SLOT, limit: 1, leaseMs: 5000 }],
+      a: [{ token: 7, slot: NO_SLOT, limit: 1, leaseMs: 5000 }],
+      free: [{ token: fresh.session!.token, slot: NO_SLOT, limit: 1, leaseMs: 5000 }],
+    });
+    // A reclaim that left is not published again; without the time only this run's holders are.
+    h.closePeer(a);
+    expect([...h.engine.reclaimableGrants(h.now).keys()].sort()).toEqual(["b", "free"]);
+    expect([...h.engine.reclaimableGrants().keys()]).toEqual(["free"]);
+  });
+});
