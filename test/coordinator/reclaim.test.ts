@@ -143,11 +143,16 @@ describe("coordinated reclaim", () => {
       back.forEach((peer, i) => expect(peer.frames[0]).toMatchObject({ type: FrameType.ACQUIRED, flags: before[i]!.frames[0]!.flags, token: before[i]!.frames[0]!.token }));
       expect([slotOf(back[3]!), slotOf(back[4]!)]).toEqual([0, 1]);
 
+      // The new active's /readyz shows the grace: every published grant back (the library's too, once in).
+      const ops = Number(String((await b.event("server.started")).ops).split(":").pop());
+      const grace = async () => ((await (await fetch(`http://127.0.0.1:${ops}/readyz`)).json()) as { lockDelay: { reclaim?: Record<string, unknown> } }).lockDelay.reclaim;
+      expect(await grace()).toMatchObject({ published: 6, reclaimed: expect.any(Number) });
       // The library's lock came back by itself, same token, its work never told to stop.
       expect(await reclaimed).toBe(lib);
       expect(lib.token).toBe(libToken);
       expect(lib.signal.aborted).toBe(false);
       expect(lib.reclaims).toBe(1);
+      expect(await grace()).toMatchObject({ published: 6, reclaimed: 6, unclaimedNames: [], unclaimedNameCount: 0 });
 
       // The fresh claim of "x" is served once the reclaimed holder leaves, with a token above every earlier one.
       back[0]!.end();
