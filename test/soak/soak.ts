@@ -130,7 +130,8 @@ try {
   for (let slot = 0; slot < WORKERS; slot++) spawnWorker(slot, listenPort);
 
   // Faults: every --fault-every seconds kill one client process (and start a
-  // fresh one in its place); halfway between, stop another for 1.5-5 s.
+  // fresh one in its place); halfway between, stop another for 1.5-5 s
+  // (skipped while it would leave no process running).
   const kill = (): void => {
     const slot = pick([...workers.entries()].filter(([, w]) => !w.stopped).map(([s]) => s));
     if (slot !== undefined) {
@@ -144,7 +145,10 @@ try {
     timers.push(setTimeout(kill, FAULT_EVERY_MS));
   };
   const stall = (): void => {
-    const victim = pick([...workers.values()].filter((w) => !w.stopped));
+    // Never the last running process: the next kill must find one (a stopped one is left to its stall), so a run of
+    // N fault periods has N kills and at least every other period's stall, whatever the draws.
+    const running = [...workers.values()].filter((w) => !w.stopped);
+    const victim = running.length > 1 || workers.size === 1 ? pick(running) : undefined;
     if (victim !== undefined) {
       const ms = 1500 + Math.random() * 3500;
       victim.stopped = true;
