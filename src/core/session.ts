@@ -112,24 +112,56 @@ export class Session<C = unknown> implements WheelEntry {
  *
  * Every session of a lock agrees on its `limit`: 1 is an exclusive lock (one
  * exclusive holder, or any number of shared ones), above 1 a semaphore of
- * that many permits, whose holders each have a slot: `slots` is the bitmap
- * of slots in use, allocated only for a semaphore.
+ * that many permits, whose holders each have a slot.
+ *
+ * The layout is for memory: a server may keep a million locks, almost all
+ * exclusive with one holder. So a Lock has six fields (name, the oldest
+ * holder, the queue's head and tail, its length, and `more`), which JSC
+ * keeps in a 64-byte cell, as it did the five of a lock before semaphores;
+ * nine fields took a 112-byte one. What only a semaphore or a shared lock
+ * needs (the limit, the slot bitmap, the newest holder, a holder count that
+ * can exceed 1) is in `more`, a LockMore made when the lock is a semaphore
+ * (at its creation) or when it first gets a second holder or a shared one
+ * (`widen`), and kept while the lock lives. While `more` is null the lock
+ * has limit 1 and at most one holder, an exclusive one: `holdHead` is also
+ * the newest holder, and the count is 0 or 1. The getters below read the
+ * same either way, so the engine and the views need not know; the
+ * exclusive path (hold, unhold) allocates nothing.
  */
 export class Lock<C = unknown> {
-  /** Oldest holder (the owner of an exclusive lock), and the newest. */
+  /** Oldest holder (the owner of an exclusive lock). */
   holdHead: Session<C> | null = null;
-  holdTail: Session<C> | null = null;
-  holders = 0;
   head: Session<C> | null = null;
   tail: Session<C> | null = null;
   waiting = 0;
-  readonly slots: Uint32Array | null;
+  /** A semaphore's or a shared lock's part; null for an exclusive lock with at most one holder (see above). */
+  private more: LockMore<C> | null;
 
   constructor(
     readonly name: string,
-    readonly limit: number = 1,
+    limit: number = 1,
   ) {
-    this.slots = limit > 1 ? new Uint32Array((limit + 31) >>> 5) : null;
+    this.more = limit > 1 ? new LockMore<C>(limit, null, 0) : null;
+  }
+
+  /** 1 (exclusive or shared), or a semaphore's number of permits. */
+  get limit(): number {
+    return this.more === null ? 1 : this.more.limit;
+  }
+
+  /** How many sessions hold it. */
+  get holders(): number {
+    return this.more === null ? (this.holdHead === null ? 0 : 1) : this.more.holders;
+  }
+
+  /** Newest holder. */
+  get holdTail(): Session<C> | null {
+    return this.more === null ? this.holdHead : this.more.holdTail;
+  }
+
+  /** A semaphore's bitmap of slots in use; null for limit 1. */
+  get slots(): Uint32Array | null {
+    return this.more === null ? null : this.more.slots;
   }
 
   /** The oldest holder, or null: the owner of an exclusive lock. */
@@ -144,20 +176,32 @@ export class Lock<C = unknown> {
 
   /** Whether `session`'s claim could hold beside the current holders (queue order aside). */
   admits(session: Session<C>): boolean {
-    if (this.holders === 0) return true;
-    if (this.limit > 1) return this.holders < this.limit;
-    return session.slot === SHARED_CLAIM && this.holdHead!.slot === SHARED_CLAIM;
+    const more = this.more;
+    if (this.holdHead === null) return true;
+    if (more !== null && more.limit > 1) return more.holders < more.limit;
+    return session.slot === SHARED_CLAIM && this.holdHead.slot === SHARED_CLAIM;
   }
 
   /** A session that left the queue (or never joined it) becomes a holder: appended, so the list stays oldest first. */
   hold(session: Session<C>): void {
-    session.queuePrev = this.holdTail;
+    let more = this.more;
+    if (more === null) {
+      if (this.holdHead === null && session.slot !== SHARED_CLAIM) {
+        // The exclusive path: the one holder, nothing allocated.
+        session.queuePrev = null;
+        session.queueNext = null;
+        this.holdHead = session;
+        return;
+      }
+      more = this.widen();
+    }
+    session.queuePrev = more.holdTail;
     session.queueNext = null;
-    if (this.holdTail !== null) this.holdTail.queueNext = session;
+    if (more.holdTail !== null) more.holdTail.queueNext = session;
     else this.holdHead = session;
-    this.holdTail = session;
-    this.holders++;
-    if (this.slots !== null) session.slot = takeSlot(this.slots);
+    more.holdTail = session;
+    more.holders++;
+    if (more.slots !== null) session.slot = takeSlot(more.slots);
   }
 
   /**
@@ -168,7 +212,17 @@ export class Lock<C = unknown> {
    * of the name, so the walk back from the tail is over reclaims only.
    */
   holdAt(session: Session<C>): void {
-    let after = this.holdTail;
+    let more = this.more;
+    if (more === null) {
+      if (this.holdHead === null && session.slot !== SHARED_CLAIM) {
+        session.queuePrev = null;
+        session.queueNext = null;
+        this.holdHead = session;
+        return;
+      }
+      more = this.widen();
+    }
+    let after = more.holdTail;
     while (after !== null && after.token > session.token) after = after.queuePrev;
     const before = after === null ? this.holdHead : after.queueNext;
     session.queuePrev = after;
@@ -176,23 +230,36 @@ export class Lock<C = unknown> {
     if (after !== null) after.queueNext = session;
     else this.holdHead = session;
     if (before !== null) before.queuePrev = session;
-    else this.holdTail = session;
-    this.holders++;
-    if (this.slots !== null) this.slots[session.slot >>> 5] = this.slots[session.slot >>> 5]! | (1 << (session.slot & 31));
+    else more.holdTail = session;
+    more.holders++;
+    const slots = more.slots;
+    if (slots !== null) slots[session.slot >>> 5] = slots[session.slot >>> 5]! | (1 << (session.slot & 31));
   }
 
   /** O(1) removal of a holder; its slot (if any) is free again. */
   unhold(session: Session<C>): void {
     const prev = session.queuePrev;
     const next = session.queueNext;
+    session.queuePrev = null;
+    session.queueNext = null;
+    const more = this.more;
+    if (more === null) {
+      // The one holder (the exclusive path).
+      this.holdHead = null;
+      return;
+    }
     if (prev !== null) prev.queueNext = next;
     else this.holdHead = next;
     if (next !== null) next.queuePrev = prev;
-    else this.holdTail = prev;
-    session.queuePrev = null;
-    session.queueNext = null;
-    this.holders--;
-    if (this.slots !== null && session.slot >= 0) this.slots[session.slot >>> 5]! &= ~(1 << (session.slot & 31));
+    else more.holdTail = prev;
+    more.holders--;
+    if (more.slots !== null && session.slot >= 0) more.slots[session.slot >>> 5]! &= ~(1 << (session.slot & 31));
+  }
+
+  /** A limit-1 lock gets a second holder or a shared one: its LockMore, made once (the lock keeps it while it lives). */
+  private widen(): LockMore<C> {
+    const holder = this.holdHead;
+    return (this.more = new LockMore<C>(1, holder, holder === null ? 0 : 1));
   }
 
   /** Holders oldest first (for the ops view and tests; allocates). */
@@ -229,6 +296,24 @@ export class Lock<C = unknown> {
     const out: Session<C>[] = [];
     for (let s = this.head; s !== null; s = s.queueNext) out.push(s);
     return out;
+  }
+}
+
+/**
+ * What only a semaphore or a shared lock needs of a Lock (see Lock): kept
+ * apart so that an exclusive lock's cell stays small.
+ */
+class LockMore<C> {
+  /** A semaphore's bitmap of slots in use; null for limit 1. */
+  readonly slots: Uint32Array | null;
+
+  constructor(
+    readonly limit: number,
+    /** Newest holder. */
+    public holdTail: Session<C> | null,
+    public holders: number,
+  ) {
+    this.slots = limit > 1 ? new Uint32Array((limit + 31) >>> 5) : null;
   }
 }
 
