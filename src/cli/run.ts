@@ -13,9 +13,6 @@
  * lock is released. Interactive use (stdin a terminal) keeps COMMAND in the
  * terminal's job instead, so job control works: see ProcessTree.
  */
-import { createRequire } from "node:module";
-import { constants as osConstants } from "node:os";
-import { isatty } from "../process/tty.ts";
 import { DEFAULT_RECONNECT_MS, LockClient } from "../client/client.ts";
 import {
   LockAbortedError,
@@ -23,7 +20,6 @@ import {
   LockDelayedError,
   LimitMismatchError,
   LockError,
-  LockLostError,
   LockRequestError,
   ServerUnavailableError,
   WaitTimeoutError,
@@ -35,6 +31,7 @@ import { helpRow, optionsHelp } from "./options/help.ts";
 import { RUN_OPTIONS } from "./options/run-options.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
+import { FORWARDED, runHolding, signalNumber, type ProcessTree } from "./run-holding.ts";
 
 export const RUN_HELP = `Usage: lockd run [options] NAME -- COMMAND [ARGS...]
 
@@ -239,9 +236,6 @@ function withEachAddress(error: LockError, met: ReadonlyMap<string, string>): st
 /** The first HOST:PORT (or [v6]:PORT) in a retry's detail: the address it is about. */
 const ADDRESS_IN_DETAIL = /\[[0-9A-Fa-f:.]+\]:\d+|[^\s\[\]:"()]+:\d+/;
 
-/** Signals to `lockd run` that are passed on to COMMAND's processes. */
-const FORWARDED: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
-
 /** TLS for the claim: on with --tls (system CAs), --tls-ca, or a client certificate. */
 function tlsSettings(options: { tlsCa?: string; tlsCert?: string; tlsKey?: string }, on: boolean): TlsSettings | undefined {
   const pair = pairOf(options.tlsCert, options.tlsKey, "--tls-cert", "--tls-key");
@@ -250,178 +244,6 @@ function tlsSettings(options: { tlsCa?: string; tlsCert?: string; tlsKey?: strin
     ...(options.tlsCa !== undefined ? { ca: readOptionFile(options.tlsCa, "--tls-ca") } : {}),
     ...(pair ?? {}),
   };
-}
-
-/**
- * COMMAND and what it starts. Normally COMMAND is spawned detached (setsid:
- * a new session whose process group id is COMMAND's pid) and every signal
- * goes to the group with kill(-pgid): grandchildren stop with COMMAND, and
- * the group can be watched for processes left behind after COMMAND exits.
- *
- * When stdin is a terminal, a new session would take the terminal away from
- * COMMAND (no /dev/tty, no Ctrl-Z, no window-size signal), so COMMAND stays
- * in lockd run's process group, the terminal's job: the terminal driver
- * sends Ctrl-C and Ctrl-Z to all of it, and lockd run signals COMMAND alone
- * (SIGINT not at all: see passOn).
- */
-class ProcessTree {
-  constructor(
-    readonly child: ReturnType<typeof Bun.spawn>,
-    /** COMMAND leads a process group of its own (its id is COMMAND's pid). */
-    readonly grouped: boolean,
-  ) {}
-
-  get pid(): number {
-    return this.child.pid;
-  }
-
-  /**
-   * COMMAND has exited and its group is empty (or was SIGKILLed): no more
-   * signals, since the group id may now be reused by an unrelated process.
-   */
-  finished = false;
-
-  /**
-   * A signal lockd run received. In the terminal's job a SIGINT came from the
-   * terminal (Ctrl-C), which sent it to COMMAND too: a second one would look
-   * like a second Ctrl-C ("force quit" to many programs), so it is not sent.
-   */
-  passOn(signal: NodeJS.Signals): void {
-    if (signal === "SIGINT" && !this.grouped) return;
-    this.signal(signal);
-  }
-
-  signal(signal: NodeJS.Signals): void {
-    if (this.finished) return;
-    if (!this.grouped) {
-      this.child.kill(signal);
-      return;
-    }
-    try {
-      process.kill(-this.child.pid, signal);
-    } catch {
-      // ESRCH: the group is empty
-    }
-  }
-
-  /** Whether any process of the group is still running (zombies, already dead, do not count). */
-  running(): boolean {
-    if (!this.grouped) return false;
-    return process.platform === "linux" ? groupRunsLinux(this.child.pid) : groupExists(this.child.pid);
-  }
-}
-
-function groupExists(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/**
- * Linux: a group member that is not a zombie, from /proc. kill(-pgid, 0)
- * alone would count zombies, and where PID 1 does not reap orphans (some
- * containers) those stay forever.
- */
-function groupRunsLinux(pgid: number): boolean {
-  if (!groupExists(pgid)) return false;
-  let pids: string[];
-  try {
-    pids = fs().readdirSync("/proc");
-  } catch {
-    return true;
-  }
-  for (const pid of pids) {
-    if (pid.charCodeAt(0) < 48 || pid.charCodeAt(0) > 57) continue;
-    let stat: string;
-    try {
-      stat = fs().readFileSync(`/proc/${pid}/stat`, "latin1");
-    } catch {
-      continue; // exited meanwhile
-    }
-    // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") return true;
-  }
-  return false;
-}
-
-/** node:fs, required when a group is searched in /proc: importing it would cost every run about 0.6 ms (compiled, Bun 1.4). */
-const fs = (): typeof import("node:fs") => createRequire(import.meta.url)("node:fs");
-
-/** How often the group is checked for leftovers after COMMAND exited (no event exists for "group empty"). */
-const GROUP_POLL_MS = 50;
-/** After SIGKILL, how long to wait for the group to be gone before releasing anyway. */
-const AFTER_KILL_MS = 2000;
-
-/** Run the command while `lock` is held; its exit status, or LOCK_LOST. */
-async function runHolding(
-  lock: Lock,
-  command: readonly string[],
-  env: Record<string, string | undefined>,
-  killAfterMs: number,
-  started: (tree: ProcessTree) => void,
-): Promise<number> {
-  const grouped = !isatty(0);
-  let child: ReturnType<typeof Bun.spawn>;
-  try {
-    // LOCKD_SLOT only for a semaphore's grant; unset otherwise, so an outer run's slot never leaks in.
-    const { LOCKD_SLOT: _outer, ...inherited } = env;
-    child = Bun.spawn([...command], {
-      stdio: ["inherit", "inherit", "inherit"],
-      env: { ...inherited, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name, ...(lock.slot !== null ? { LOCKD_SLOT: String(lock.slot) } : {}) },
-      detached: grouped,
-    });
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    process.stderr.write(`lockd run: cannot run ${JSON.stringify(command[0])}: ${(error as Error).message}\n`);
-    return code === "ENOENT" ? ExitCode.COMMAND_NOT_FOUND : ExitCode.CANNOT_EXECUTE;
-  }
-  const tree = new ProcessTree(child, grouped);
-  started(tree);
-  const what = grouped ? `process group ${tree.pid}` : `${tree.pid}`;
-  let lost: LockLostError | null = null;
-  let killTimer: ReturnType<typeof setTimeout> | null = null;
-  let killed = false;
-  /** SIGTERM now, SIGKILL after --kill-after; once. */
-  const terminate = (): void => {
-    if (killTimer !== null || killed) return;
-    tree.signal("SIGTERM");
-    killTimer = setTimeout(() => {
-      killed = true;
-      process.stderr.write(`lockd run: ${what} still running ${killAfterMs} ms after SIGTERM; sending SIGKILL\n`);
-      tree.signal("SIGKILL");
-    }, killAfterMs);
-  };
-  const onLost = (): void => {
-    lost = lock.signal.reason as LockLostError;
-    process.stderr.write(`lockd run: ${lost.message}; sending SIGTERM to ${what}\n`);
-    terminate();
-  };
-  lock.signal.addEventListener("abort", onLost, { once: true });
-  if (lock.signal.aborted) onLost(); // lost between the grant and the spawn
-  try {
-    await child.exited;
-    // What COMMAND left in its group would run on unguarded once the lock is released: stop it first.
-    if (tree.running()) {
-      if (killTimer === null) process.stderr.write(`lockd run: COMMAND exited; sending SIGTERM to the processes it left in ${what}\n`);
-      terminate();
-      let afterKill = 0;
-      while (tree.running() && afterKill < AFTER_KILL_MS) {
-        await Bun.sleep(GROUP_POLL_MS);
-        if (killed) afterKill += GROUP_POLL_MS;
-      }
-    }
-  } finally {
-    tree.finished = true;
-    lock.signal.removeEventListener("abort", onLost);
-    if (killTimer !== null) clearTimeout(killTimer);
-  }
-  if (lost !== null) return ExitCode.LOCK_LOST;
-  if (child.signalCode !== null) return 128 + (osConstants.signals[child.signalCode as NodeJS.Signals] ?? 0);
-  return child.exitCode ?? ExitCode.FAILURE;
 }
 
 /** The exit status and message for a claim that did not get the lock. */
@@ -439,7 +261,7 @@ function claimFailed(error: unknown, conflictExitCode: number, interrupted: Node
   if (error instanceof LockBusyError) return conflictExitCode;
   if (error instanceof WaitTimeoutError) return error.unavailable === undefined ? ExitCode.TEMPFAIL : ExitCode.UNAVAILABLE;
   if (error instanceof ServerUnavailableError) return ExitCode.UNAVAILABLE;
-  if (error instanceof LockAbortedError) return 128 + (interrupted === null ? 0 : (osConstants.signals[interrupted] ?? 0));
+  if (error instanceof LockAbortedError) return 128 + (interrupted === null ? 0 : signalNumber(interrupted));
   if (error instanceof LimitMismatchError) {
     process.stderr.write(`lockd run: every run of ${JSON.stringify(error.lock)} must use the same --limit while any of them holds or waits (--shared, and a run without --limit, count as --limit 1)\n`);
     return ExitCode.USAGE;
