@@ -35,7 +35,7 @@ export async function main(argv: readonly string[], env: Record<string, string |
       case "kick":
         return await (await import("./admin.ts")).admin(command, rest, env);
       case "run":
-        return await (await import("./run.ts")).run(rest, env);
+        return await (await import("./run-fast.ts")).runFast(rest, env);
       case "floor":
         return (await import("./floor.ts")).floor(rest, env);
       case "shard-of":

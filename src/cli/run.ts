@@ -13,7 +13,7 @@
  * lock is released. Interactive use (stdin a terminal) keeps COMMAND in the
  * terminal's job instead, so job control works: see ProcessTree.
  */
-import { DEFAULT_RECONNECT_MS, LockClient } from "../client/client.ts";
+import { acquireAdopted, DEFAULT_RECONNECT_MS, LockClient, type AcquireOptions } from "../client/client.ts";
 import {
   LockAbortedError,
   LockBusyError,
@@ -25,6 +25,7 @@ import {
   WaitTimeoutError,
 } from "../client/errors.ts";
 import type { Lock } from "../client/lock.ts";
+import type { OpenedConnection } from "../client/opened.ts";
 import type { TlsSettings } from "../client/transport.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
@@ -128,11 +129,26 @@ export const UNAVAILABLE_WITHOUT_WAIT_MS = DEFAULT_RECONNECT_MS;
 const SHORT_FLAGS: Record<string, string> = { "-w": "--wait", "-E": "--conflict-exit-code" };
 const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls", "--shared": "shared", "--no-reclaim": "no-reclaim" };
 
-export async function run(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
+/** `lockd run`'s arguments, parsed and checked: what to claim and what to run. */
+interface RunRequest {
+  readonly name: string;
+  readonly command: readonly string[];
+  readonly parsed: ReturnType<typeof parseRunOptions>;
+  readonly tryOnly: boolean;
+  readonly shared: boolean;
+  readonly reclaim: boolean;
+}
+
+function parseRunOptions(head: readonly string[], env: Record<string, string | undefined>) {
+  return parseOptions(RUN_OPTIONS, head, env, SWITCHES);
+}
+
+/** The arguments, or the exit status when there is nothing to claim (help, or bad usage, said on stderr). */
+function parseRun(argv: readonly string[], env: Record<string, string | undefined>): RunRequest | number {
   const split = argv.indexOf("--");
   const head = (split < 0 ? argv : argv.slice(0, split)).map((arg) => SHORT_FLAGS[arg] ?? arg);
   const command = split < 0 ? [] : argv.slice(split + 1);
-  const parsed = parseOptions(RUN_OPTIONS, head, env, SWITCHES);
+  const parsed = parseRunOptions(head, env);
   if (parsed.help) {
     process.stdout.write(RUN_HELP);
     return ExitCode.OK;
@@ -145,13 +161,65 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     return usage(parsed.positionals.length === 0 ? "missing the lock NAME" : `one lock NAME expected before --, got ${parsed.positionals.length} arguments`);
   }
   if (command.length === 0) return usage(split < 0 ? "missing -- COMMAND" : "missing COMMAND after --");
-  const name = parsed.positionals[0]!;
-  const { server, lease, wait, conflictExitCode, owner, killAfter, limit } = parsed.options;
+  const { wait, limit } = parsed.options;
   const tryOnly = parsed.switches.has("try");
   const shared = parsed.switches.has("shared");
   const reclaim = !parsed.switches.has("no-reclaim");
   if (tryOnly && wait !== undefined) return usage("--try and --wait exclude each other");
   if (shared && limit !== 1) return usage(`--shared is a claim of limit 1, not --limit ${limit}: a name is a read/write lock or a semaphore, not both`);
+  return { name: parsed.positionals[0]!, command, parsed, tryOnly, shared, reclaim };
+}
+
+/**
+ * The claim a run makes: its client and acquire()'s options, but for the
+ * two only a claim not granted yet uses (the signal that cancels the wait,
+ * and what is said while retrying).
+ */
+function claimOf(request: RunRequest): { client: LockClient; options: AcquireOptions } {
+  const { server, lease, wait, owner, limit } = request.parsed.options;
+  const tls = tlsSettings(request.parsed.options, request.parsed.switches.has("tls"));
+  const client = new LockClient({
+    servers: server, // parsed once, by the option's schema
+    // retryFirstConnect left to the clients' shared rule (docs/clients.md): a server that is
+    // restarting or failing over is waited out with --wait (within it) or a --server list of
+    // two or more (within 30 s); --try, or one address without --wait, exits 69 at once.
+    reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,
+    ...(owner !== undefined ? { owner } : {}),
+    ...(tls !== undefined ? { tls } : {}),
+  });
+  const options: AcquireOptions = {
+    lease,
+    try: request.tryOnly,
+    limit,
+    shared: request.shared,
+    reclaim: request.reclaim,
+    // COMMAND goes on through a reclaim; a line in its log says the server restarted under it.
+    onReclaim: (held) =>
+      process.stderr.write(`lockd run: the lock server restarted cleanly; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
+    ...(wait !== undefined ? { wait } : {}),
+  };
+  return { client, options };
+}
+
+/**
+ * What the fast start (run-fast.ts) hands over when the claim needs more
+ * than it does: the connection it opened and the ACQUIRE it sent, and the
+ * signal handlers it installed, which give way to this command's own.
+ */
+export interface FastStart {
+  readonly opened: OpenedConnection;
+  /** Remove the fast start's signal handlers (this command's are installed); a stop signal it caught meanwhile, or null. */
+  takeSignals(): NodeJS.Signals | null;
+}
+
+export async function run(argv: readonly string[], env: Record<string, string | undefined>, fast?: FastStart): Promise<number> {
+  const request = parseRun(argv, env);
+  if (typeof request === "number") {
+    fast?.opened.abandon();
+    return request;
+  }
+  const { name, command } = request;
+  const { wait, conflictExitCode, killAfter } = request.parsed.options;
 
   // Signals: cancel the claim while waiting, go to COMMAND's processes once it runs.
   let tree: ProcessTree | null = null;
@@ -167,30 +235,23 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   };
   for (const signal of FORWARDED) process.on(signal, onSignal);
   try {
-    const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
-    const client = new LockClient({
-      servers: server, // parsed once, by the option's schema
-      // retryFirstConnect left to the clients' shared rule (docs/clients.md): a server that is
-      // restarting or failing over is waited out with --wait (within it) or a --server list of
-      // two or more (within 30 s); --try, or one address without --wait, exits 69 at once.
-      reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,
-      ...(owner !== undefined ? { owner } : {}),
-      ...(tls !== undefined ? { tls } : {}),
-    });
+    const caught = fast?.takeSignals() ?? null;
+    if (caught !== null) onSignal(caught);
+    let client: LockClient;
+    let options: AcquireOptions;
+    try {
+      ({ client, options } = claimOf(request));
+    } catch (error) {
+      fast?.opened.abandon();
+      throw error;
+    }
     let lock: Lock;
     let retrying = false;
     // The last trouble of each address (its detail names it), for the final error of a --server list.
     const met = new Map<string, string>();
     try {
-      lock = await client.acquire(name, {
-        lease,
-        try: tryOnly,
-        limit,
-        shared,
-        reclaim,
-        // COMMAND goes on through a reclaim; a line in its log says the server restarted under it.
-        onReclaim: (held) =>
-          process.stderr.write(`lockd run: the lock server restarted cleanly; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
+      const claim: AcquireOptions = {
+        ...options,
         signal: waitCancel.signal,
         onRetry: (detail, _delayMs, backoff) => {
           // Only when the claim is going to wait: every address of the list
@@ -205,8 +266,8 @@ export async function run(argv: readonly string[], env: Record<string, string | 
           const budget = wait === undefined ? `${UNAVAILABLE_WITHOUT_WAIT_MS / 1000} s` : "--wait";
           process.stderr.write(`lockd run: ${detail}; retrying (within ${budget})\n`);
         },
-        ...(wait !== undefined ? { wait } : {}),
-      });
+      };
+      lock = await (fast === undefined ? client.acquire(name, claim) : acquireAdopted(client, name, claim, fast.opened));
     } catch (error) {
       return claimFailed(error, conflictExitCode, interrupted, met);
     }
@@ -218,6 +279,19 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
   }
+}
+
+/**
+ * The fast start's grant, taken over while COMMAND runs (run-fast.ts): the
+ * claim on the connection it opened, granted by what the server answered
+ * there, from now on kept (heartbeats, reclaim, loss) by the client as in
+ * every run. `argv` is the fast start's: arguments it took as valid.
+ */
+export function adoptHeld(argv: readonly string[], env: Record<string, string | undefined>, opened: OpenedConnection): Promise<Lock> {
+  const request = parseRun(argv, env);
+  if (typeof request === "number") throw new Error("lockd run: the fast start took arguments the command refuses");
+  const { client, options } = claimOf(request);
+  return acquireAdopted(client, request.name, options, opened);
 }
 
 /**

@@ -1,0 +1,230 @@
+/**
+ * `lockd run`'s fast start: the common run (`lockd run [--server HOST:PORT]
+ * NAME -- COMMAND...`, every other option at its default) claims the lock
+ * before the client library, the option tables and the help are loaded.
+ * It connects, sends the claim's ACQUIRE, and when the server grants at
+ * once, starts COMMAND at once (run-holding.ts, as every run does). The
+ * full command (run.ts, the client's ClaimMachine) is loaded only when the
+ * claim needs its rules, and it takes the connection over with everything
+ * that happened on it and when (src/client/opened.ts), so it decides as if
+ * it had opened it:
+ *
+ * - before the grant: any other answer (WAITING, an ERROR), a failed
+ *   connect, a closed connection, or a stop signal: run.ts runs the whole
+ *   command from there (its messages, retries and exit codes);
+ * - while COMMAND runs: anything from the server or the end of the
+ *   connection, or 1/20 of the lease after the grant (before the first
+ *   heartbeat, due at lease/10 at the earliest): adoptHeld keeps the lock
+ *   from then on, and a loss reaches COMMAND as in every run.
+ *
+ * A run whose COMMAND exits before that never loads the client: measured
+ * with the compiled binary (Bun 1.4), loading run.ts and what it imports
+ * costs about 1 ms, parsing its options 0.3 ms, and a claim through the
+ * client's machine 0.4 ms more than this one (docs/performance.md,
+ * Start-up). Anything this file does not recognize as such a run goes to
+ * run.ts unchanged: it decides only which way to go, never what an
+ * argument means. test/cli/run-fast.test.ts holds its constants, address
+ * grammar and ACQUIRE to run.ts's and the client's.
+ */
+import { createRequire } from "node:module";
+import { OpenedConnection, type OpenedEvent } from "../client/opened.ts";
+import type { Lock } from "../client/lock.ts";
+import { FORWARDED, runHolding, type HeldLock, type ProcessTree } from "./run-holding.ts";
+
+/** RUN_OPTIONS' defaults (src/cli/options/run-options.ts) that the fast start claims with. */
+export const FAST_DEFAULTS = { server: "127.0.0.1:7700", leaseMs: 5000, killAfterMs: 10_000 } as const;
+
+/** RUN_OPTIONS' environment variables other than LOCKD_SERVER: set (non-empty), the run takes the full way. */
+export const FAST_BLOCKING_ENV = ["LOCKD_LEASE", "LOCKD_LIMIT", "LOCKD_OWNER", "LOCKD_TLS_CA", "LOCKD_CLIENT_TLS_CERT", "LOCKD_CLIENT_TLS_KEY"] as const;
+
+/** protocol.md's MAX_NAME_LENGTH and MAX_OWNER_LENGTH (src/protocol/constants.ts). */
+const MAX_NAME_BYTES = 512;
+const MAX_OWNER_BYTES = 256;
+
+/** A run the fast start takes: one plain address, a lock name, a command. */
+export interface FastPlan {
+  readonly host: string;
+  readonly port: number;
+  readonly name: string;
+  readonly command: readonly string[];
+}
+
+const V4_OCTET = "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+const LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+/**
+ * HOST:PORT as the fast start takes it: a dotted-quad IPv4 address, or a
+ * host name whose first label starts with a letter. A strict part of the
+ * grammar of src/net/address.ts: anything else (IPv6, lists, maps, spaces,
+ * odd names) is left to it.
+ */
+const PLAIN_ADDRESS = new RegExp(`^(${V4_OCTET}(?:\\.${V4_OCTET}){3}|[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.${LABEL})*):(\\d{1,5})$`);
+
+/** `text` as one plain address the fast start connects to, or null when run.ts should read it. */
+export function plainAddress(text: string): { host: string; port: number } | null {
+  const match = PLAIN_ADDRESS.exec(text);
+  if (match === null || match[1]!.length > 253) return null;
+  const port = Number(match[2]);
+  return port >= 1 && port <= 65535 ? { host: match[1]!, port } : null;
+}
+
+/** The run, if the fast start takes it: `[--server ADDRESS | --server=ADDRESS] NAME -- COMMAND...` and no other option. */
+export function fastPlan(argv: readonly string[], env: Record<string, string | undefined>): FastPlan | null {
+  const split = argv.indexOf("--");
+  if (split < 0 || split === argv.length - 1) return null;
+  for (const variable of FAST_BLOCKING_ENV) if (env[variable] !== undefined && env[variable] !== "") return null;
+  let server: string | undefined;
+  let name: string | undefined;
+  for (let i = 0; i < split; i++) {
+    const arg = argv[i]!;
+    if (arg === "--server" && server === undefined && i + 1 < split) server = argv[++i]!;
+    else if (arg.startsWith("--server=") && server === undefined) server = arg.slice("--server=".length);
+    else if (name === undefined && !arg.startsWith("-")) name = arg;
+    else return null;
+  }
+  if (name === undefined) return null;
+  const fromEnv = env.LOCKD_SERVER;
+  const address = plainAddress(server ?? (fromEnv !== undefined && fromEnv !== "" ? fromEnv : FAST_DEFAULTS.server));
+  return address === null ? null : { ...address, name, command: argv.slice(split + 1) };
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * ACQUIRE (protocol.md section 5) of a plain claim: version 1, no options
+ * (not TRY, not shared, limit 1, no reclaim), the lease, the name, the
+ * owner. What encodeAcquire (src/protocol/frames.ts) writes for the same
+ * claim, byte for byte; null when a length is out of range (run.ts says why).
+ */
+export function plainAcquire(name: string, owner: string, leaseMs: number): Uint8Array | null {
+  const nameBytes = encoder.encode(name);
+  const ownerBytes = encoder.encode(owner);
+  if (nameBytes.length < 1 || nameBytes.length > MAX_NAME_BYTES || ownerBytes.length > MAX_OWNER_BYTES) return null;
+  const body = 8 + nameBytes.length + ownerBytes.length;
+  const frame = new Uint8Array(4 + body);
+  const view = new DataView(frame.buffer);
+  frame[0] = 0x01; // ACQUIRE
+  view.setUint16(2, body);
+  frame[4] = 1; // protocol version
+  view.setUint32(6, leaseMs);
+  view.setUint16(10, nameBytes.length);
+  frame.set(nameBytes, 12);
+  frame.set(ownerBytes, 12 + nameBytes.length);
+  return frame;
+}
+
+/**
+ * The token of a chunk that is exactly one ACQUIRED answering the ACQUIRE
+ * (REPLY, maybe RECLAIMABLE, no slot, an 8-byte body, a token above 0), or
+ * 0n: anything else is for the client's machine to read.
+ */
+export function immediateGrant(chunk: Uint8Array): bigint {
+  if (chunk.length !== 12 || chunk[0] !== 0x81 || (chunk[1]! & ~0x04) !== 0x01 || chunk[2] !== 0 || chunk[3] !== 8) return 0n;
+  return new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength).getBigUint64(4);
+}
+
+/** The client's default owner, "HOST/pid-PID" (src/client/client.ts); node:os is required, not imported, so that run.ts's way does not load it twice. */
+function defaultOwner(): string {
+  return `${(createRequire(import.meta.url)("node:os") as typeof import("node:os")).hostname()}/pid-${process.pid}`;
+}
+
+const run = async (): Promise<typeof import("./run.ts")> => import("./run.ts");
+
+/** `lockd run ARGV`: the fast start when it takes the run, else run.ts. */
+export async function runFast(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
+  const plan = fastPlan(argv, env);
+  const frame = plan === null ? null : plainAcquire(plan.name, defaultOwner(), FAST_DEFAULTS.leaseMs);
+  if (plan === null || frame === null) return (await run()).run(argv, env);
+
+  // Signals as in run.ts: before the grant they end the claim (run.ts says so and exits 128+N), once COMMAND runs they go to it.
+  let tree: ProcessTree | null = null;
+  let caught: NodeJS.Signals | null = null;
+  let interrupt: (() => void) | null = null;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (tree !== null) tree.passOn(signal);
+    else if (caught === null) {
+      caught = signal;
+      interrupt?.();
+    }
+  };
+  for (const signal of FORWARDED) process.on(signal, onSignal);
+  let handedOver = false;
+  try {
+    const opened = OpenedConnection.open({ host: plan.host, port: plan.port }, frame);
+    let openedAt = -1;
+    const token = await new Promise<bigint>((resolve) => {
+      interrupt = () => resolve(0n);
+      opened.onEvent = (event: OpenedEvent) => {
+        if (event.kind === "open") {
+          openedAt = event.at;
+          return;
+        }
+        // A grant read late (past half the lease: the process was paused) is the machine's to judge, too.
+        resolve(event.kind === "data" && event.at - openedAt < FAST_DEFAULTS.leaseMs / 2 ? immediateGrant(event.bytes) : 0n);
+      };
+      if (caught !== null) resolve(0n);
+    });
+    interrupt = null;
+    if (token === 0n) {
+      // Anything but an immediate grant: the whole command goes on from here, on this connection.
+      handedOver = true;
+      return await (
+        await run()
+      ).run(argv, env, {
+        opened,
+        takeSignals: () => {
+          for (const signal of FORWARDED) process.off(signal, onSignal);
+          return caught;
+        },
+      });
+    }
+    return await holdFast(argv, env, plan, opened, token, (spawned) => (tree = spawned));
+  } finally {
+    if (!handedOver) for (const signal of FORWARDED) process.off(signal, onSignal);
+  }
+}
+
+/** COMMAND under the fast start's grant, with the client taking the lock over when it needs to (adoptHeld). */
+async function holdFast(
+  argv: readonly string[],
+  env: Record<string, string | undefined>,
+  plan: FastPlan,
+  opened: OpenedConnection,
+  token: bigint,
+  started: (tree: ProcessTree) => void,
+): Promise<number> {
+  const lost = new AbortController();
+  let adopted: Promise<Lock | null> | null = null;
+  const takeOver = (): void => {
+    if (adopted !== null) return;
+    clearTimeout(timer);
+    opened.onEvent = () => {};
+    adopted = run()
+      .then(({ adoptHeld }) => adoptHeld(argv, env, opened))
+      .then(
+        (lock) => {
+          if (lock.signal.aborted) lost.abort(lock.signal.reason);
+          else lock.signal.addEventListener("abort", () => lost.abort(lock.signal.reason), { once: true });
+          return lock;
+        },
+        (error: unknown) => {
+          lost.abort(error);
+          return null;
+        },
+      );
+  };
+  const timer = setTimeout(takeOver, FAST_DEFAULTS.leaseMs / 20);
+  opened.onEvent = takeOver;
+  const lock: HeldLock = { name: plan.name, token, slot: null, signal: lost.signal };
+  let code: number;
+  try {
+    code = await runHolding(lock, plan.command, env, FAST_DEFAULTS.killAfterMs, started);
+  } finally {
+    clearTimeout(timer);
+    opened.onEvent = () => {};
+    // Release: the client's lock if it took over, else close the connection (the server hands the lock on).
+    const taken = adopted === null ? null : await (adopted as Promise<Lock | null>);
+    if (taken !== null) await taken.release();
+    else await opened.transport?.close();
+  }
+  return code;
+}
