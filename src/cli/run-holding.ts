@@ -31,6 +31,32 @@ export function signalNumber(signal: NodeJS.Signals): number {
   return (createRequire(import.meta.url)("node:os") as typeof import("node:os")).constants.signals[signal] ?? 0;
 }
 
+/** How COMMAND is started, decided before the grant (runHolding fills in the lock's variables). */
+export interface CommandSetting {
+  /** COMMAND gets a process group of its own: stdin is not a terminal (see ProcessTree). */
+  readonly grouped: boolean;
+  /** COMMAND's environment: lockd run's, without LOCKD_SLOT (a semaphore's grant sets its own; an outer run's never leaks in). */
+  readonly inherited: Record<string, string | undefined>;
+}
+
+export function commandSetting(env: Record<string, string | undefined>): CommandSetting {
+  const { LOCKD_SLOT: _outer, ...inherited } = env;
+  return { grouped: !isatty(0), inherited };
+}
+
+let said = false;
+
+/** A line of lockd run's own on stderr. */
+function say(line: string): void {
+  said = true;
+  process.stderr.write(line);
+}
+
+/** Whether runHolding has written anything (so far): if not, the process has no output of its own to drain before it exits. */
+export function saidAnything(): boolean {
+  return said;
+}
+
 /**
  * COMMAND and what it starts. Normally COMMAND is spawned detached (setsid:
  * a new session whose process group id is COMMAND's pid) and every signal
@@ -139,23 +165,20 @@ const AFTER_KILL_MS = 2000;
 export async function runHolding(
   lock: HeldLock,
   command: readonly string[],
-  env: Record<string, string | undefined>,
+  setting: CommandSetting,
   killAfterMs: number,
   started: (tree: ProcessTree) => void,
 ): Promise<number> {
-  const grouped = !isatty(0);
+  const { grouped, inherited } = setting;
   let child: ReturnType<typeof Bun.spawn>;
   try {
-    // LOCKD_SLOT only for a semaphore's grant; unset otherwise, so an outer run's slot never leaks in.
-    const { LOCKD_SLOT: _outer, ...inherited } = env;
-    child = Bun.spawn([...command], {
-      stdio: ["inherit", "inherit", "inherit"],
-      env: { ...inherited, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name, ...(lock.slot !== null ? { LOCKD_SLOT: String(lock.slot) } : {}) },
-      detached: grouped,
-    });
+    inherited.LOCKD_TOKEN = lock.token.toString();
+    inherited.LOCKD_LOCK = lock.name;
+    if (lock.slot !== null) inherited.LOCKD_SLOT = String(lock.slot);
+    child = Bun.spawn([...command], { stdio: ["inherit", "inherit", "inherit"], env: inherited, detached: grouped });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    process.stderr.write(`lockd run: cannot run ${JSON.stringify(command[0])}: ${(error as Error).message}\n`);
+    say(`lockd run: cannot run ${JSON.stringify(command[0])}: ${(error as Error).message}\n`);
     return code === "ENOENT" ? ExitCode.COMMAND_NOT_FOUND : ExitCode.CANNOT_EXECUTE;
   }
   const tree = new ProcessTree(child, grouped);
@@ -170,13 +193,13 @@ export async function runHolding(
     tree.signal("SIGTERM");
     killTimer = setTimeout(() => {
       killed = true;
-      process.stderr.write(`lockd run: ${what} still running ${killAfterMs} ms after SIGTERM; sending SIGKILL\n`);
+      say(`lockd run: ${what} still running ${killAfterMs} ms after SIGTERM; sending SIGKILL\n`);
       tree.signal("SIGKILL");
     }, killAfterMs);
   };
   const onLost = (): void => {
     lost = lock.signal.reason as Error;
-    process.stderr.write(`lockd run: ${lost.message}; sending SIGTERM to ${what}\n`);
+    say(`lockd run: ${lost.message}; sending SIGTERM to ${what}\n`);
     terminate();
   };
   lock.signal.addEventListener("abort", onLost, { once: true });
@@ -185,7 +208,7 @@ export async function runHolding(
     await child.exited;
     // What COMMAND left in its group would run on unguarded once the lock is released: stop it first.
     if (tree.running()) {
-      if (killTimer === null) process.stderr.write(`lockd run: COMMAND exited; sending SIGTERM to the processes it left in ${what}\n`);
+      if (killTimer === null) say(`lockd run: COMMAND exited; sending SIGTERM to the processes it left in ${what}\n`);
       terminate();
       let afterKill = 0;
       while (tree.running() && afterKill < AFTER_KILL_MS) {

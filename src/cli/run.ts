@@ -32,7 +32,7 @@ import { helpRow, optionsHelp } from "./options/help.ts";
 import { RUN_OPTIONS } from "./options/run-options.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
-import { FORWARDED, runHolding, signalNumber, type ProcessTree } from "./run-holding.ts";
+import { commandSetting, FORWARDED, runHolding, signalNumber, type ProcessTree } from "./run-holding.ts";
 
 export const RUN_HELP = `Usage: lockd run [options] NAME -- COMMAND [ARGS...]
 
@@ -272,7 +272,7 @@ export async function run(argv: readonly string[], env: Record<string, string | 
       return claimFailed(error, conflictExitCode, interrupted, met);
     }
     try {
-      return await runHolding(lock, command, env, killAfter, (spawned) => (tree = spawned));
+      return await runHolding(lock, command, commandSetting(env), killAfter, (spawned) => (tree = spawned));
     } finally {
       await lock.release();
     }
