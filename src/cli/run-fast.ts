@@ -29,7 +29,6 @@
 import { hostname } from "node:os";
 import { OpenedConnection, type OpenedEvent } from "../client/opened.ts";
 import type { Lock } from "../client/lock.ts";
-import { ExitCode } from "./exit.ts";
 import { commandSetting, FORWARDED, runHolding, saidAnything, type CommandSetting, type HeldLock, type ProcessTree } from "./run-holding.ts";
 
 /** RUN_OPTIONS' defaults (src/cli/options/run-options.ts) that the fast start claims with. */
@@ -203,8 +202,8 @@ export async function runFast(argv: readonly string[], env: Record<string, strin
     const opened = OpenedConnection.open({ host: plan.host, port: plan.port }, frame);
     let openedAt = -1;
     let setting: CommandSetting | null = null;
-    const token = await new Promise<bigint>((resolve) => {
-      interrupt = () => resolve(0n);
+    const held = await new Promise<Promise<Outcome> | null>((resolve) => {
+      interrupt = () => resolve(null);
       opened.onEvent = (event: OpenedEvent) => {
         if (event.kind === "open") {
           openedAt = event.at;
@@ -213,12 +212,14 @@ export async function runFast(argv: readonly string[], env: Record<string, strin
           return;
         }
         // A grant read late (past half the lease: the process was paused) is the machine's to judge, too.
-        resolve(event.kind === "data" && event.at - openedAt < FAST_DEFAULTS.leaseMs / 2 ? immediateGrant(event.bytes) : 0n);
+        const token = event.kind === "data" && event.at - openedAt < FAST_DEFAULTS.leaseMs / 2 ? immediateGrant(event.bytes) : 0n;
+        // Granted: COMMAND starts here and now, in the socket's callback.
+        resolve(token === 0n || setting === null ? null : holdFast(argv, env, plan, opened, token, setting, (spawned) => (tree = spawned)));
       };
-      if (caught !== null) resolve(0n);
+      if (caught !== null) resolve(null);
     });
     interrupt = null;
-    if (token === 0n || setting === null) {
+    if (held === null) {
       // Anything but an immediate grant: the whole command goes on from here, on this connection.
       handedOver = true;
       return await (
@@ -231,10 +232,11 @@ export async function runFast(argv: readonly string[], env: Record<string, strin
         },
       });
     }
-    const { code, quiet } = await holdFast(argv, env, plan, opened, token, setting, (spawned) => (tree = spawned));
+    const { code, quiet } = await held;
     if (quiet) {
-      // Nothing of ours to drain (no line written, the connection's FIN queued, COMMAND reaped): end now,
-      // rather than at the end of the event loop with exitWhenDrained (about 0.2 ms more, compiled, Bun 1.4).
+      // Nothing of ours to drain (no line written), COMMAND reaped, the client never took over: end now,
+      // rather than at the end of the event loop with exitWhenDrained (about 0.1 ms more, compiled, Bun
+      // 1.4). The exit closes the connection, which releases the lock (the server hands it on).
       process.exit(code);
     }
     return code;
@@ -243,14 +245,23 @@ export async function runFast(argv: readonly string[], env: Record<string, strin
   }
 }
 
+/** How a run under the fast start's grant ended: COMMAND's status, and whether the process may exit at once. */
+interface Outcome {
+  readonly code: number;
+  /**
+   * Nothing was written and the client never took over: the release is the
+   * connection's close alone, which the process's exit does (the kernel
+   * closes the socket, and the server hands the lock on).
+   */
+  readonly quiet: boolean;
+}
+
 /**
- * COMMAND under the fast start's grant, with the client taking the lock
- * over when it needs to (adoptHeld); then the release. `quiet`: nothing
- * was written and the client never took over, so the release is the
- * connection's FIN alone, already asked for: the process may exit at once
- * (the kernel closes the socket with it, and the server hands the lock on).
+ * COMMAND under the fast start's grant, started at once (the spawn happens
+ * before this returns), with the client taking the lock over when it needs
+ * to (adoptHeld); then the release, unless the outcome is quiet.
  */
-async function holdFast(
+function holdFast(
   argv: readonly string[],
   env: Record<string, string | undefined>,
   plan: FastPlan,
@@ -258,8 +269,10 @@ async function holdFast(
   token: bigint,
   setting: CommandSetting,
   started: (tree: ProcessTree) => void,
-): Promise<{ code: number; quiet: boolean }> {
+): Promise<Outcome> {
   const lost = new AbortController();
+  const lock: HeldLock = { name: plan.name, token, slot: null, signal: lost.signal };
+  const holding = runHolding(lock, plan.command, setting, FAST_DEFAULTS.killAfterMs, started);
   let adopted: Promise<Lock | null> | null = null;
   const takeOver = (): void => {
     if (adopted !== null) return;
@@ -281,22 +294,22 @@ async function holdFast(
   };
   const timer = setTimeout(takeOver, FAST_DEFAULTS.leaseMs / 20);
   opened.onEvent = takeOver;
-  const lock: HeldLock = { name: plan.name, token, slot: null, signal: lost.signal };
-  let code = ExitCode.FAILURE as number;
-  let quiet = false;
-  try {
-    code = await runHolding(lock, plan.command, setting, FAST_DEFAULTS.killAfterMs, started);
-  } finally {
+  /** Release; true when it is left to the exit (`exiting`, and nothing said, and the client never took over). */
+  const release = async (exiting: boolean): Promise<boolean> => {
     clearTimeout(timer);
     opened.onEvent = () => {};
-    // Release: the client's lock if it took over, else close the connection (the server hands the lock on).
+    // The client's lock if it took over, else the connection (the server hands the lock on when it closes).
     const taken = adopted === null ? null : await (adopted as Promise<Lock | null>);
     if (taken !== null) await taken.release();
-    else {
-      const closed = opened.transport?.close();
-      quiet = adopted === null && !saidAnything();
-      if (!quiet) await closed;
-    }
-  }
-  return { code, quiet };
+    else if (exiting && adopted === null && !saidAnything()) return true;
+    else await opened.transport?.close();
+    return false;
+  };
+  return holding.then(
+    async (code) => ({ code, quiet: await release(true) }),
+    async (error: unknown) => {
+      await release(false);
+      throw error;
+    },
+  );
 }
