@@ -203,7 +203,13 @@ export async function runFast(argv: readonly string[], env: Record<string, strin
     let openedAt = -1;
     let setting: CommandSetting | null = null;
     const held = await new Promise<Promise<Outcome> | null>((resolve) => {
-      interrupt = () => resolve(null);
+      // Once. After a hand-over, what follows (say a grant after WAITING, while run.ts loads) is recorded for the client, never acted on here.
+      const handOver = (): void => {
+        opened.onEvent = () => {};
+        interrupt = null;
+        resolve(null);
+      };
+      interrupt = handOver;
       opened.onEvent = (event: OpenedEvent) => {
         if (event.kind === "open") {
           openedAt = event.at;
@@ -214,11 +220,15 @@ export async function runFast(argv: readonly string[], env: Record<string, strin
         // A grant read late (past half the lease: the process was paused) is the machine's to judge, too.
         const token = event.kind === "data" && event.at - openedAt < FAST_DEFAULTS.leaseMs / 2 ? immediateGrant(event.bytes) : 0n;
         // Granted: COMMAND starts here and now, in the socket's callback.
-        resolve(token === 0n || setting === null ? null : holdFast(argv, env, plan, opened, token, setting, (spawned) => (tree = spawned)));
+        if (token === 0n || setting === null) {
+          handOver();
+          return;
+        }
+        interrupt = null;
+        resolve(holdFast(argv, env, plan, opened, token, setting, (spawned) => (tree = spawned))); // holdFast watches the connection from here
       };
-      if (caught !== null) resolve(null);
+      if (caught !== null) handOver();
     });
-    interrupt = null;
     if (held === null) {
       // Anything but an immediate grant: the whole command goes on from here, on this connection.
       handedOver = true;

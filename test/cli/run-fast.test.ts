@@ -208,24 +208,26 @@ for (const afterMs of [20, 600]) {
   });
 }
 
-test("WAITING, then a grant pushed later: the client goes on from the handed-over connection, COMMAND gets the pushed token", async () => {
-  let pushed = false;
-  using server = new FakeServer((conn, frame) => {
-    if (frame.type === FrameType.ACQUIRE) {
-      conn.socket.write(WAITING_REPLY_FRAME);
-      setTimeout(() => {
-        pushed = true;
-        conn.socket.write(encodeAcquired(77, 0));
-      }, 200);
-    } else if (frame.type === FrameType.HEARTBEAT) conn.socket.write(pushed ? encodeAcquired(77, FLAG_REPLY) : WAITING_REPLY_FRAME);
+for (const pushAfterMs of [1, 200]) {
+  test(`WAITING, then a grant pushed ${pushAfterMs} ms later (${pushAfterMs === 1 ? "while run.ts loads" : "to the client"}): the client goes on from the handed-over connection, COMMAND runs once with the pushed token`, async () => {
+    let pushed = false;
+    using server = new FakeServer((conn, frame) => {
+      if (frame.type === FrameType.ACQUIRE) {
+        conn.socket.write(WAITING_REPLY_FRAME);
+        setTimeout(() => {
+          pushed = true;
+          conn.socket.write(encodeAcquired(77, 0));
+        }, pushAfterMs);
+      } else if (frame.type === FrameType.HEARTBEAT) conn.socket.write(pushed ? encodeAcquired(77, FLAG_REPLY) : WAITING_REPLY_FRAME);
+    });
+    const run = fastRun(server.port, "fast/queued", "exit", "3");
+    expect(await exitOf(run)).toBe(3);
+    expect(run.out.map((line) => JSON.parse(line))).toEqual([expect.objectContaining({ token: "77", lock: "fast/queued" })]);
+    expect(server.conns).toHaveLength(1); // one connection: queued once, never claimed again
+    expect(server.conns[0]!.frames.filter((f) => f.type === FrameType.ACQUIRE)).toHaveLength(1);
+    expect(run.stderr).toBe("");
   });
-  const run = fastRun(server.port, "fast/queued", "exit", "3");
-  expect(await exitOf(run)).toBe(3);
-  expect(JSON.parse(run.out[0]!)).toMatchObject({ token: "77", lock: "fast/queued" });
-  expect(server.conns).toHaveLength(1); // one connection: queued once, never claimed again
-  expect(server.conns[0]!.frames.filter((f) => f.type === FrameType.ACQUIRE)).toHaveLength(1);
-  expect(run.stderr).toBe("");
-});
+}
 
 test("SIGINT before the server answers: the claim is cancelled as in every run (exit 130), COMMAND never runs", async () => {
   using server = new FakeServer(() => {});
