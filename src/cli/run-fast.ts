@@ -13,9 +13,10 @@
  *   connect, a closed connection, or a stop signal: run.ts runs the whole
  *   command from there (its messages, retries and exit codes);
  * - while COMMAND runs: anything from the server or the end of the
- *   connection, or 1/20 of the lease after the grant (before the first
- *   heartbeat, due at lease/10 at the earliest): adoptHeld keeps the lock
- *   from then on, and a loss reaches COMMAND as in every run.
+ *   connection, or halfway to the first heartbeat (the client's schedule,
+ *   from the grant's round trip; at most lease/20 after the grant):
+ *   adoptHeld keeps the lock from then on (that heartbeat goes out on
+ *   time), and a loss reaches COMMAND as in every run.
  *
  * A run whose COMMAND exits before that never loads the client: measured
  * with the compiled binary (Bun 1.4), loading run.ts and what it imports
@@ -29,6 +30,7 @@
 import { hostname } from "node:os";
 import { OpenedConnection, type OpenedEvent } from "../client/opened.ts";
 import type { Lock } from "../client/lock.ts";
+import { heartbeatInterval } from "../client/schedule.ts";
 import { commandSetting, FORWARDED, runHolding, saidAnything, type CommandSetting, type HeldLock, type ProcessTree } from "./run-holding.ts";
 
 /** RUN_OPTIONS' defaults (src/cli/options/run-options.ts) that the fast start claims with. */
@@ -225,7 +227,9 @@ export async function runFast(argv: readonly string[], env: Record<string, strin
           return;
         }
         interrupt = null;
-        resolve(holdFast(argv, env, plan, opened, token, setting, (spawned) => (tree = spawned))); // holdFast watches the connection from here
+        // The machine's first HEARTBEAT is due heartbeatInterval after this answer, from its round trip (the first RTT sample).
+        const takeOverMs = Math.min(FAST_DEFAULTS.leaseMs / 20, heartbeatInterval(FAST_DEFAULTS.leaseMs, event.at - openedAt) / 2);
+        resolve(holdFast(argv, env, plan, opened, token, setting, takeOverMs, (spawned) => (tree = spawned))); // holdFast watches the connection from here
       };
       if (caught !== null) handOver();
     });
@@ -278,6 +282,7 @@ function holdFast(
   opened: OpenedConnection,
   token: bigint,
   setting: CommandSetting,
+  takeOverMs: number,
   started: (tree: ProcessTree) => void,
 ): Promise<Outcome> {
   const lost = new AbortController();
@@ -302,7 +307,7 @@ function holdFast(
         },
       );
   };
-  const timer = setTimeout(takeOver, FAST_DEFAULTS.leaseMs / 20);
+  const timer = setTimeout(takeOver, takeOverMs);
   opened.onEvent = takeOver;
   /** Release; true when it is left to the exit (`exiting`, and nothing said, and the client never took over). */
   const release = async (exiting: boolean): Promise<boolean> => {
