@@ -9,8 +9,11 @@
  *   exit, against a program that only connects, sends one ACQUIRE, reads
  *   ACQUIRED and closes (bench/floor/acquire.ts). Budget: within 1.2x.
  *   Beside it, for scale, the same floor that also runs `true` between
- *   ACQUIRED and the close (what lockd run cannot skip: a child process).
- *   CPU time and peak RSS are reported beside the wall-clock ratios.
+ *   ACQUIRED and the close (what lockd run cannot skip: a child process),
+ *   and that floor again in a binary that also carries all of lockd's code,
+ *   never loaded (bench/floor/acquire-in-lockd.ts: what the single binary
+ *   costs a start). CPU time and peak RSS are reported beside the
+ *   wall-clock ratios.
  *
  * lockd is built by `npm run build` (what ships: bun build --compile
  * --bytecode --splitting), the floors with the same compile flags. Starts
@@ -38,9 +41,9 @@ async function spawnOk(cmd: string[], what: string): Promise<void> {
 /** lockd exactly as `npm run build` makes it, into `out`. */
 const buildLockd = (out: string) => spawnOk(["npm", "run", "--silent", "build", "--", "--outfile", out], "npm run build");
 
-/** A floor program, compiled with lockd's flags (package.json "build"). */
-const buildFloor = (entry: string, out: string) =>
-  spawnOk([process.execPath, "build", "--compile", "--bytecode", "--format=esm", entry, "--outfile", out], `bun build --compile ${entry}`);
+/** A floor program, compiled with lockd's flags (package.json "build"; --splitting where it has chunks to split). */
+const buildFloor = (entry: string, out: string, splitting = false) =>
+  spawnOk([process.execPath, "build", "--compile", "--bytecode", "--format=esm", ...(splitting ? ["--splitting"] : []), entry, "--outfile", out], `bun build --compile ${entry}`);
 
 /**
  * Read `proc`'s stderr until a JSON log line names the address it listens
@@ -125,6 +128,8 @@ try {
   await buildLockd(lockd);
   await buildFloor("bench/floor/listen.ts", listen);
   await buildFloor("bench/floor/acquire.ts", acquire);
+  const acquireBig = join(dir, "acquire-in-lockd");
+  await buildFloor("bench/floor/acquire-in-lockd.ts", acquireBig, true);
 
   // 1. serve to accepting, against the bare listener.
   const serveCmd = (i: number) => [lockd, "serve", "--listen", "127.0.0.1:0", "--ops", "127.0.0.1:0", "--data-dir", join(dir, `data-${i}`), "--shutdown-grace", "0s"];
@@ -144,17 +149,21 @@ try {
   const runCmd = [lockd, "run", "--server", address, "bench/run", "--", "true"];
   const floorCmd = [acquire, address, "bench/floor"];
   const floorTrueCmd = [acquire, address, "bench/floor-true", "--", "true"];
+  const floorBigCmd = [acquireBig, address, "bench/floor-big", "--", "true"];
   for (let i = 0; i < 3; i++) {
     await runOnce(floorCmd);
     await runOnce(floorTrueCmd);
+    await runOnce(floorBigCmd);
     await runOnce(runCmd);
   }
   const client: Run[] = [];
   const clientTrue: Run[] = [];
+  const clientBig: Run[] = [];
   const run: Run[] = [];
   for (let i = 0; i < RUNS; i++) {
     client.push(await runOnce(floorCmd));
     clientTrue.push(await runOnce(floorTrueCmd));
+    clientBig.push(await runOnce(floorBigCmd));
     run.push(await runOnce(runCmd));
   }
 
@@ -184,12 +193,13 @@ try {
         row("serve: spawn -> connect succeeds", base, ours, 1.5),
         row("run NAME -- true: spawn -> exit", client, run, 1.2),
         row("  the same, floor also runs true", clientTrue, run, null),
+        row("  the same, that floor in a binary with lockd's code", clientBig, run, null),
       ],
     ),
   );
   console.log(
-    `\nfloors: serve against bench/floor/listen.ts; run against bench/floor/acquire.ts (connect, ACQUIRE, ACQUIRED, close; on the third row it also spawns true and waits for it before the close)` +
-      `\nCPU: user + system of the process (serve: until it was killed right after the connect); p50 ${p50(cpu(base)).toFixed(1)} / ${p50(cpu(ours)).toFixed(1)} ms serve, ${p50(cpu(client)).toFixed(1)} / ${p50(cpu(run)).toFixed(1)} ms run (floor / lockd)`,
+    `\nfloors: serve against bench/floor/listen.ts; run against bench/floor/acquire.ts (connect, ACQUIRE, ACQUIRED, close; on the third row it also spawns true and waits for it before the close; on the fourth, the same in a binary that carries all of lockd's modules, bench/floor/acquire-in-lockd.ts)` +
+      `\nCPU: user + system of the process (serve: until it was killed right after the connect); p50 ${p50(cpu(base)).toFixed(1)} / ${p50(cpu(ours)).toFixed(1)} ms serve, ${p50(cpu(client)).toFixed(1)} / ${p50(cpu(clientTrue)).toFixed(1)} / ${p50(cpu(clientBig)).toFixed(1)} / ${p50(cpu(run)).toFixed(1)} ms run (floor / floor with true / in lockd's binary / lockd)`,
   );
 } finally {
   if (server !== null) {

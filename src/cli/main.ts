@@ -1,8 +1,6 @@
 #!/usr/bin/env bun
 /** The `lockd` command: dispatch to a subcommand. */
-import { VERSION } from "../version.ts";
 import { ExitCode, exitWhenDrained } from "./exit.ts";
-import { CliError, ConfigError } from "./errors.ts";
 
 const HELP = `Usage: lockd <command> [options]
 
@@ -35,14 +33,14 @@ export async function main(argv: readonly string[], env: Record<string, string |
       case "kick":
         return await (await import("./admin.ts")).admin(command, rest, env);
       case "run":
-        return await (await import("./run.ts")).run(rest, env);
+        return await (await import("./run-fast.ts")).runFast(rest, env);
       case "floor":
         return (await import("./floor.ts")).floor(rest, env);
       case "shard-of":
         return (await import("./shard-of.ts")).shardOf(rest, env);
       case "--version":
       case "version":
-        process.stdout.write(`lockd ${VERSION}\n`);
+        process.stdout.write(`lockd ${(await import("../version.ts")).VERSION}\n`);
         return ExitCode.OK;
       case undefined:
       case "-h":
@@ -55,6 +53,8 @@ export async function main(argv: readonly string[], env: Record<string, string |
         return ExitCode.USAGE;
     }
   } catch (error) {
+    // Loaded here, not on every start: an error of these classes means a command loaded them already.
+    const { CliError, ConfigError } = await import("./errors.ts");
     if (error instanceof ConfigError) {
       for (const problem of error.problems) process.stderr.write(`lockd ${command}: ${problem}\n`);
       return ExitCode.USAGE;

@@ -13,28 +13,26 @@
  * lock is released. Interactive use (stdin a terminal) keeps COMMAND in the
  * terminal's job instead, so job control works: see ProcessTree.
  */
-import { createRequire } from "node:module";
-import { constants as osConstants } from "node:os";
-import { isatty } from "../process/tty.ts";
-import { DEFAULT_RECONNECT_MS, LockClient } from "../client/client.ts";
+import { acquireAdopted, DEFAULT_RECONNECT_MS, LockClient, type AcquireOptions } from "../client/client.ts";
 import {
   LockAbortedError,
   LockBusyError,
   LockDelayedError,
   LimitMismatchError,
   LockError,
-  LockLostError,
   LockRequestError,
   ServerUnavailableError,
   WaitTimeoutError,
 } from "../client/errors.ts";
 import type { Lock } from "../client/lock.ts";
+import type { OpenedConnection } from "../client/opened.ts";
 import type { TlsSettings } from "../client/transport.ts";
 import { parseOptions } from "./options/argv.ts";
 import { helpRow, optionsHelp } from "./options/help.ts";
 import { RUN_OPTIONS } from "./options/run-options.ts";
 import { pairOf, readOptionFile } from "./files.ts";
 import { ExitCode } from "./exit.ts";
+import { commandSetting, FORWARDED, runHolding, signalNumber, type ProcessTree } from "./run-holding.ts";
 
 export const RUN_HELP = `Usage: lockd run [options] NAME -- COMMAND [ARGS...]
 
@@ -131,11 +129,26 @@ export const UNAVAILABLE_WITHOUT_WAIT_MS = DEFAULT_RECONNECT_MS;
 const SHORT_FLAGS: Record<string, string> = { "-w": "--wait", "-E": "--conflict-exit-code" };
 const SWITCHES: Record<string, string> = { "-n": "try", "--try": "try", "--nonblock": "try", "--tls": "tls", "--shared": "shared", "--no-reclaim": "no-reclaim" };
 
-export async function run(argv: readonly string[], env: Record<string, string | undefined>): Promise<number> {
+/** `lockd run`'s arguments, parsed and checked: what to claim and what to run. */
+interface RunRequest {
+  readonly name: string;
+  readonly command: readonly string[];
+  readonly parsed: ReturnType<typeof parseRunOptions>;
+  readonly tryOnly: boolean;
+  readonly shared: boolean;
+  readonly reclaim: boolean;
+}
+
+function parseRunOptions(head: readonly string[], env: Record<string, string | undefined>) {
+  return parseOptions(RUN_OPTIONS, head, env, SWITCHES);
+}
+
+/** The arguments, or the exit status when there is nothing to claim (help, or bad usage, said on stderr). */
+function parseRun(argv: readonly string[], env: Record<string, string | undefined>): RunRequest | number {
   const split = argv.indexOf("--");
   const head = (split < 0 ? argv : argv.slice(0, split)).map((arg) => SHORT_FLAGS[arg] ?? arg);
   const command = split < 0 ? [] : argv.slice(split + 1);
-  const parsed = parseOptions(RUN_OPTIONS, head, env, SWITCHES);
+  const parsed = parseRunOptions(head, env);
   if (parsed.help) {
     process.stdout.write(RUN_HELP);
     return ExitCode.OK;
@@ -148,13 +161,65 @@ export async function run(argv: readonly string[], env: Record<string, string | 
     return usage(parsed.positionals.length === 0 ? "missing the lock NAME" : `one lock NAME expected before --, got ${parsed.positionals.length} arguments`);
   }
   if (command.length === 0) return usage(split < 0 ? "missing -- COMMAND" : "missing COMMAND after --");
-  const name = parsed.positionals[0]!;
-  const { server, lease, wait, conflictExitCode, owner, killAfter, limit } = parsed.options;
+  const { wait, limit } = parsed.options;
   const tryOnly = parsed.switches.has("try");
   const shared = parsed.switches.has("shared");
   const reclaim = !parsed.switches.has("no-reclaim");
   if (tryOnly && wait !== undefined) return usage("--try and --wait exclude each other");
   if (shared && limit !== 1) return usage(`--shared is a claim of limit 1, not --limit ${limit}: a name is a read/write lock or a semaphore, not both`);
+  return { name: parsed.positionals[0]!, command, parsed, tryOnly, shared, reclaim };
+}
+
+/**
+ * The claim a run makes: its client and acquire()'s options, but for the
+ * two only a claim not granted yet uses (the signal that cancels the wait,
+ * and what is said while retrying).
+ */
+function claimOf(request: RunRequest): { client: LockClient; options: AcquireOptions } {
+  const { server, lease, wait, owner, limit } = request.parsed.options;
+  const tls = tlsSettings(request.parsed.options, request.parsed.switches.has("tls"));
+  const client = new LockClient({
+    servers: server, // parsed once, by the option's schema
+    // retryFirstConnect left to the clients' shared rule (docs/clients.md): a server that is
+    // restarting or failing over is waited out with --wait (within it) or a --server list of
+    // two or more (within 30 s); --try, or one address without --wait, exits 69 at once.
+    reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,
+    ...(owner !== undefined ? { owner } : {}),
+    ...(tls !== undefined ? { tls } : {}),
+  });
+  const options: AcquireOptions = {
+    lease,
+    try: request.tryOnly,
+    limit,
+    shared: request.shared,
+    reclaim: request.reclaim,
+    // COMMAND goes on through a reclaim; a line in its log says the server restarted under it.
+    onReclaim: (held) =>
+      process.stderr.write(`lockd run: the lock server restarted cleanly; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
+    ...(wait !== undefined ? { wait } : {}),
+  };
+  return { client, options };
+}
+
+/**
+ * What the fast start (run-fast.ts) hands over when the claim needs more
+ * than it does: the connection it opened and the ACQUIRE it sent, and the
+ * signal handlers it installed, which give way to this command's own.
+ */
+export interface FastStart {
+  readonly opened: OpenedConnection;
+  /** Remove the fast start's signal handlers (this command's are installed); a stop signal it caught meanwhile, or null. */
+  takeSignals(): NodeJS.Signals | null;
+}
+
+export async function run(argv: readonly string[], env: Record<string, string | undefined>, fast?: FastStart): Promise<number> {
+  const request = parseRun(argv, env);
+  if (typeof request === "number") {
+    fast?.opened.abandon();
+    return request;
+  }
+  const { name, command } = request;
+  const { wait, conflictExitCode, killAfter } = request.parsed.options;
 
   // Signals: cancel the claim while waiting, go to COMMAND's processes once it runs.
   let tree: ProcessTree | null = null;
@@ -170,30 +235,23 @@ export async function run(argv: readonly string[], env: Record<string, string | 
   };
   for (const signal of FORWARDED) process.on(signal, onSignal);
   try {
-    const tls = tlsSettings(parsed.options, parsed.switches.has("tls"));
-    const client = new LockClient({
-      servers: server, // parsed once, by the option's schema
-      // retryFirstConnect left to the clients' shared rule (docs/clients.md): a server that is
-      // restarting or failing over is waited out with --wait (within it) or a --server list of
-      // two or more (within 30 s); --try, or one address without --wait, exits 69 at once.
-      reconnectMs: wait ?? UNAVAILABLE_WITHOUT_WAIT_MS,
-      ...(owner !== undefined ? { owner } : {}),
-      ...(tls !== undefined ? { tls } : {}),
-    });
+    const caught = fast?.takeSignals() ?? null;
+    if (caught !== null) onSignal(caught);
+    let client: LockClient;
+    let options: AcquireOptions;
+    try {
+      ({ client, options } = claimOf(request));
+    } catch (error) {
+      fast?.opened.abandon();
+      throw error;
+    }
     let lock: Lock;
     let retrying = false;
     // The last trouble of each address (its detail names it), for the final error of a --server list.
     const met = new Map<string, string>();
     try {
-      lock = await client.acquire(name, {
-        lease,
-        try: tryOnly,
-        limit,
-        shared,
-        reclaim,
-        // COMMAND goes on through a reclaim; a line in its log says the server restarted under it.
-        onReclaim: (held) =>
-          process.stderr.write(`lockd run: the lock server restarted cleanly; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
+      const claim: AcquireOptions = {
+        ...options,
         signal: waitCancel.signal,
         onRetry: (detail, _delayMs, backoff) => {
           // Only when the claim is going to wait: every address of the list
@@ -208,19 +266,32 @@ export async function run(argv: readonly string[], env: Record<string, string | 
           const budget = wait === undefined ? `${UNAVAILABLE_WITHOUT_WAIT_MS / 1000} s` : "--wait";
           process.stderr.write(`lockd run: ${detail}; retrying (within ${budget})\n`);
         },
-        ...(wait !== undefined ? { wait } : {}),
-      });
+      };
+      lock = await (fast === undefined ? client.acquire(name, claim) : acquireAdopted(client, name, claim, fast.opened));
     } catch (error) {
       return claimFailed(error, conflictExitCode, interrupted, met);
     }
     try {
-      return await runHolding(lock, command, env, killAfter, (spawned) => (tree = spawned));
+      return await runHolding(lock, command, commandSetting(env), killAfter, (spawned) => (tree = spawned));
     } finally {
       await lock.release();
     }
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
   }
+}
+
+/**
+ * The fast start's grant, taken over while COMMAND runs (run-fast.ts): the
+ * claim on the connection it opened, granted by what the server answered
+ * there, from now on kept (heartbeats, reclaim, loss) by the client as in
+ * every run. `argv` is the fast start's: arguments it took as valid.
+ */
+export function adoptHeld(argv: readonly string[], env: Record<string, string | undefined>, opened: OpenedConnection): Promise<Lock> {
+  const request = parseRun(argv, env);
+  if (typeof request === "number") throw new Error("lockd run: the fast start took arguments the command refuses");
+  const { client, options } = claimOf(request);
+  return acquireAdopted(client, request.name, options, opened);
 }
 
 /**
@@ -239,9 +310,6 @@ function withEachAddress(error: LockError, met: ReadonlyMap<string, string>): st
 /** The first HOST:PORT (or [v6]:PORT) in a retry's detail: the address it is about. */
 const ADDRESS_IN_DETAIL = /\[[0-9A-Fa-f:.]+\]:\d+|[^\s\[\]:"()]+:\d+/;
 
-/** Signals to `lockd run` that are passed on to COMMAND's processes. */
-const FORWARDED: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
-
 /** TLS for the claim: on with --tls (system CAs), --tls-ca, or a client certificate. */
 function tlsSettings(options: { tlsCa?: string; tlsCert?: string; tlsKey?: string }, on: boolean): TlsSettings | undefined {
   const pair = pairOf(options.tlsCert, options.tlsKey, "--tls-cert", "--tls-key");
@@ -250,178 +318,6 @@ function tlsSettings(options: { tlsCa?: string; tlsCert?: string; tlsKey?: strin
     ...(options.tlsCa !== undefined ? { ca: readOptionFile(options.tlsCa, "--tls-ca") } : {}),
     ...(pair ?? {}),
   };
-}
-
-/**
- * COMMAND and what it starts. Normally COMMAND is spawned detached (setsid:
- * a new session whose process group id is COMMAND's pid) and every signal
- * goes to the group with kill(-pgid): grandchildren stop with COMMAND, and
- * the group can be watched for processes left behind after COMMAND exits.
- *
- * When stdin is a terminal, a new session would take the terminal away from
- * COMMAND (no /dev/tty, no Ctrl-Z, no window-size signal), so COMMAND stays
- * in lockd run's process group, the terminal's job: the terminal driver
- * sends Ctrl-C and Ctrl-Z to all of it, and lockd run signals COMMAND alone
- * (SIGINT not at all: see passOn).
- */
-class ProcessTree {
-  constructor(
-    readonly child: ReturnType<typeof Bun.spawn>,
-    /** COMMAND leads a process group of its own (its id is COMMAND's pid). */
-    readonly grouped: boolean,
-  ) {}
-
-  get pid(): number {
-    return this.child.pid;
-  }
-
-  /**
-   * COMMAND has exited and its group is empty (or was SIGKILLed): no more
-   * signals, since the group id may now be reused by an unrelated process.
-   */
-  finished = false;
-
-  /**
-   * A signal lockd run received. In the terminal's job a SIGINT came from the
-   * terminal (Ctrl-C), which sent it to COMMAND too: a second one would look
-   * like a second Ctrl-C ("force quit" to many programs), so it is not sent.
-   */
-  passOn(signal: NodeJS.Signals): void {
-    if (signal === "SIGINT" && !this.grouped) return;
-    this.signal(signal);
-  }
-
-  signal(signal: NodeJS.Signals): void {
-    if (this.finished) return;
-    if (!this.grouped) {
-      this.child.kill(signal);
-      return;
-    }
-    try {
-      process.kill(-this.child.pid, signal);
-    } catch {
-      // ESRCH: the group is empty
-    }
-  }
-
-  /** Whether any process of the group is still running (zombies, already dead, do not count). */
-  running(): boolean {
-    if (!this.grouped) return false;
-    return process.platform === "linux" ? groupRunsLinux(this.child.pid) : groupExists(this.child.pid);
-  }
-}
-
-function groupExists(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/**
- * Linux: a group member that is not a zombie, from /proc. kill(-pgid, 0)
- * alone would count zombies, and where PID 1 does not reap orphans (some
- * containers) those stay forever.
- */
-function groupRunsLinux(pgid: number): boolean {
-  if (!groupExists(pgid)) return false;
-  let pids: string[];
-  try {
-    pids = fs().readdirSync("/proc");
-  } catch {
-    return true;
-  }
-  for (const pid of pids) {
-    if (pid.charCodeAt(0) < 48 || pid.charCodeAt(0) > 57) continue;
-    let stat: string;
-    try {
-      stat = fs().readFileSync(`/proc/${pid}/stat`, "latin1");
-    } catch {
-      continue; // exited meanwhile
-    }
-    // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") return true;
-  }
-  return false;
-}
-
-/** node:fs, required when a group is searched in /proc: importing it would cost every run about 0.6 ms (compiled, Bun 1.4). */
-const fs = (): typeof import("node:fs") => createRequire(import.meta.url)("node:fs");
-
-/** How often the group is checked for leftovers after COMMAND exited (no event exists for "group empty"). */
-const GROUP_POLL_MS = 50;
-/** After SIGKILL, how long to wait for the group to be gone before releasing anyway. */
-const AFTER_KILL_MS = 2000;
-
-/** Run the command while `lock` is held; its exit status, or LOCK_LOST. */
-async function runHolding(
-  lock: Lock,
-  command: readonly string[],
-  env: Record<string, string | undefined>,
-  killAfterMs: number,
-  started: (tree: ProcessTree) => void,
-): Promise<number> {
-  const grouped = !isatty(0);
-  let child: ReturnType<typeof Bun.spawn>;
-  try {
-    // LOCKD_SLOT only for a semaphore's grant; unset otherwise, so an outer run's slot never leaks in.
-    const { LOCKD_SLOT: _outer, ...inherited } = env;
-    child = Bun.spawn([...command], {
-      stdio: ["inherit", "inherit", "inherit"],
-      env: { ...inherited, LOCKD_TOKEN: lock.token.toString(), LOCKD_LOCK: lock.name, ...(lock.slot !== null ? { LOCKD_SLOT: String(lock.slot) } : {}) },
-      detached: grouped,
-    });
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    process.stderr.write(`lockd run: cannot run ${JSON.stringify(command[0])}: ${(error as Error).message}\n`);
-    return code === "ENOENT" ? ExitCode.COMMAND_NOT_FOUND : ExitCode.CANNOT_EXECUTE;
-  }
-  const tree = new ProcessTree(child, grouped);
-  started(tree);
-  const what = grouped ? `process group ${tree.pid}` : `${tree.pid}`;
-  let lost: LockLostError | null = null;
-  let killTimer: ReturnType<typeof setTimeout> | null = null;
-  let killed = false;
-  /** SIGTERM now, SIGKILL after --kill-after; once. */
-  const terminate = (): void => {
-    if (killTimer !== null || killed) return;
-    tree.signal("SIGTERM");
-    killTimer = setTimeout(() => {
-      killed = true;
-      process.stderr.write(`lockd run: ${what} still running ${killAfterMs} ms after SIGTERM; sending SIGKILL\n`);
-      tree.signal("SIGKILL");
-    }, killAfterMs);
-  };
-  const onLost = (): void => {
-    lost = lock.signal.reason as LockLostError;
-    process.stderr.write(`lockd run: ${lost.message}; sending SIGTERM to ${what}\n`);
-    terminate();
-  };
-  lock.signal.addEventListener("abort", onLost, { once: true });
-  if (lock.signal.aborted) onLost(); // lost between the grant and the spawn
-  try {
-    await child.exited;
-    // What COMMAND left in its group would run on unguarded once the lock is released: stop it first.
-    if (tree.running()) {
-      if (killTimer === null) process.stderr.write(`lockd run: COMMAND exited; sending SIGTERM to the processes it left in ${what}\n`);
-      terminate();
-      let afterKill = 0;
-      while (tree.running() && afterKill < AFTER_KILL_MS) {
-        await Bun.sleep(GROUP_POLL_MS);
-        if (killed) afterKill += GROUP_POLL_MS;
-      }
-    }
-  } finally {
-    tree.finished = true;
-    lock.signal.removeEventListener("abort", onLost);
-    if (killTimer !== null) clearTimeout(killTimer);
-  }
-  if (lost !== null) return ExitCode.LOCK_LOST;
-  if (child.signalCode !== null) return 128 + (osConstants.signals[child.signalCode as NodeJS.Signals] ?? 0);
-  return child.exitCode ?? ExitCode.FAILURE;
 }
 
 /** The exit status and message for a claim that did not get the lock. */
@@ -439,7 +335,7 @@ function claimFailed(error: unknown, conflictExitCode: number, interrupted: Node
   if (error instanceof LockBusyError) return conflictExitCode;
   if (error instanceof WaitTimeoutError) return error.unavailable === undefined ? ExitCode.TEMPFAIL : ExitCode.UNAVAILABLE;
   if (error instanceof ServerUnavailableError) return ExitCode.UNAVAILABLE;
-  if (error instanceof LockAbortedError) return 128 + (interrupted === null ? 0 : (osConstants.signals[interrupted] ?? 0));
+  if (error instanceof LockAbortedError) return 128 + (interrupted === null ? 0 : signalNumber(interrupted));
   if (error instanceof LimitMismatchError) {
     process.stderr.write(`lockd run: every run of ${JSON.stringify(error.lock)} must use the same --limit while any of them holds or waits (--shared, and a run without --limit, count as --limit 1)\n`);
     return ExitCode.USAGE;

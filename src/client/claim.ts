@@ -17,6 +17,7 @@
  */
 import type { LockLostError } from "./errors.ts";
 import { ClaimMachine, type ClaimEffects, type ClaimRules, type ClaimState } from "./machine.ts";
+import type { OpenedConnection } from "./opened.ts";
 import type { Connector, TlsSettings, Transport } from "./transport.ts";
 
 /**
@@ -55,6 +56,10 @@ export class Claim implements ClaimEffects {
   private attempt = 0;
   private timerHandle: ReturnType<typeof setTimeout> | null = null;
   private settle: { resolve: (g: Granted) => void; reject: (e: unknown) => void } | null = null;
+  /** adopt(): the connection the first `connect` takes over instead of opening one, until it does. */
+  private adopting: OpenedConnection | null = null;
+  /** The ACQUIRE an adopted connection has already written: the machine's first send is not written again. */
+  private alreadySent: Uint8Array | null = null;
   private readonly onAbort = (): void => this.machine.abort(performance.now(), this.settings.signal?.reason);
   private readonly fire = (): void => {
     this.timerHandle = null;
@@ -67,14 +72,65 @@ export class Claim implements ClaimEffects {
 
   /** Start; resolves at the grant, rejects with a LockError. */
   start(): Promise<Granted> {
+    return this.begin(performance.now());
+  }
+
+  /**
+   * Start on a connection opened, and an ACQUIRE written, before this claim
+   * existed (opened.ts): the machine starts at the time `opened` started,
+   * its first connect is that connection, and it is told what happened
+   * there at the times it happened. The ACQUIRE written must be this
+   * claim's own (the same bytes).
+   */
+  adopt(opened: OpenedConnection): Promise<Granted> {
+    if (!sameBytes(opened.frame, this.settings.acquireFrame)) throw new Error("the adopted connection sent another ACQUIRE than this claim's");
+    this.adopting = opened;
+    const promise = this.begin(opened.startedAt);
+    const attempt = this.attempt;
+    if (this.adopting !== null) {
+      // Ended before its first connect (the caller's signal had aborted): the connection is not wanted.
+      this.adopting = null;
+      opened.abandon();
+      return promise;
+    }
+    const machine = this.machine;
+    // What happened before, then what happens from now on; events of a connection the machine dropped are not reported.
+    opened.attach({
+      open: (at, transport) => {
+        if (attempt !== this.attempt) {
+          void transport.close();
+          return;
+        }
+        this.transport = transport;
+        this.alreadySent = opened.frame;
+        machine.connected(at);
+        this.alreadySent = null;
+      },
+      connectFailed: (at, error) => {
+        if (attempt === this.attempt) machine.connectFailed(at, error);
+      },
+      data: (at, chunk) => {
+        if (attempt === this.attempt) machine.data(at, chunk);
+      },
+      closed: (at, error) => {
+        if (attempt !== this.attempt) return;
+        this.attempt++;
+        this.transport = null;
+        machine.closed(at, error);
+      },
+    });
+    return promise;
+  }
+
+  private begin(at: number): Promise<Granted> {
     const promise = new Promise<Granted>((resolve, reject) => (this.settle = { resolve, reject }));
     const signal = this.settings.signal;
     if (signal?.aborted) {
-      this.machine.abort(performance.now(), signal.reason);
+      this.machine.abort(at, signal.reason);
       return promise;
     }
     signal?.addEventListener("abort", this.onAbort, { once: true });
-    this.machine.start(performance.now());
+    this.machine.start(at);
     return promise;
   }
 
@@ -94,6 +150,11 @@ export class Claim implements ClaimEffects {
 
   connect(index: number): void {
     const attempt = ++this.attempt;
+    if (this.adopting !== null) {
+      // adopt(): this connect is the adopted connection, attached once the machine has started.
+      this.adopting = null;
+      return;
+    }
     const address = this.settings.addresses[index]!;
     const machine = this.machine;
     this.settings
@@ -124,6 +185,7 @@ export class Claim implements ClaimEffects {
   }
 
   send(frame: Uint8Array): void {
+    if (frame === this.settings.acquireFrame && this.alreadySent !== null) return; // adopt(): written already
     this.transport?.write(frame);
   }
 
@@ -164,4 +226,10 @@ export class Claim implements ClaimEffects {
   reclaimed(_token: bigint, _slot: number): void {
     this.settings.onReclaim?.();
   }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

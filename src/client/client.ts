@@ -6,9 +6,10 @@ import { connectBun } from "./bun-transport.ts";
 import { Claim } from "./claim.ts";
 import { LockRequestError, ServerErrorFrame, WrongShardError } from "./errors.ts";
 import { Lock } from "./lock.ts";
+import type { OpenedConnection } from "./opened.ts";
 import { MIN_HEARTBEAT_INTERVAL_MS } from "./schedule.ts";
 import { type Connector, type TlsSettings } from "./transport.ts";
-import { DEFAULT_LOCK_ADDRESS } from "../net/address.ts";
+import { DEFAULT_LOCK_ADDRESS, formatAddress } from "../net/address.ts";
 import { checkServerMap, parseServerMap, type ServerMap } from "../shard/map.ts";
 import { describeMismatch, parseWrongShard } from "../shard/mismatch.ts";
 import { describeShards, placementOf, type Placement } from "../shard/placement.ts";
@@ -132,6 +133,9 @@ export interface Held {
  */
 const connectNode: Connector = async (address, tls, events) => (await import("./node-transport.ts")).connectNode(address, tls, events);
 
+/** acquireAdopted's way into LockClient (set by its static block, which may call the private `claim`). */
+let adoptingClaim: (client: LockClient, name: string, options: AcquireOptions, opened: OpenedConnection) => Promise<Lock>;
+
 /**
  * A lockd client. Connections are per claim (one TCP connection per held or
  * awaited lock), so one client serves any number of concurrent claims.
@@ -177,7 +181,12 @@ export class LockClient {
    * await using lock = await client.acquire("db/migrate", { lease: 5000, wait: 60_000 });
    * await migrate({ signal: lock.signal, token: lock.token });
    */
-  async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
+  acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
+    return this.claim(name, options, null);
+  }
+
+  /** acquire(), or with `opened` its claim on a connection already opened (acquireAdopted). */
+  private async claim(name: string, options: AcquireOptions, opened: OpenedConnection | null): Promise<Lock> {
     const leaseMs = options.lease ?? DEFAULT_LEASE_MS;
     const limit = options.limit ?? 1;
     const shared = options.shared ?? false;
@@ -203,6 +212,9 @@ export class LockClient {
     if (options.wait !== undefined && !(options.wait >= 0)) throw new LockRequestError("BAD_REQUEST", `wait must be >= 0 ms, got ${options.wait}`);
     const shard = this.placement === null ? 0 : this.placement.indexOf(name);
     const { name: shardName, addresses } = this.map.shards[shard]!;
+    if (opened !== null && (opened.address.host !== addresses[0]!.host || opened.address.port !== addresses[0]!.port || this.tls !== undefined)) {
+      throw new Error(`an adopted connection must be plain TCP to the claim's first address ${formatAddress(addresses[0]!)}`);
+    }
     const claim = new Claim({
       name,
       leaseMs,
@@ -225,13 +237,17 @@ export class LockClient {
     });
     let granted;
     try {
-      granted = await claim.start();
+      granted = await (opened === null ? claim.start() : claim.adopt(opened));
     } catch (error) {
       if (this.placement !== null && error instanceof LockRequestError && error.code === "WRONG_SHARD") throw this.wrongShard(name, shard, error);
       throw error;
     }
     lock = new Lock(name, granted.token, granted.slot, granted.signal, claim);
     return lock;
+  }
+
+  static {
+    adoptingClaim = (client, name, options, opened) => client.claim(name, options, opened);
   }
 
   /** The shard `name` belongs to in this client's map ("" for a plain address list). */
@@ -294,6 +310,17 @@ export class LockClient {
       await lock.release();
     }
   }
+}
+
+/**
+ * `client.acquire(name, options)` on a connection opened, and an ACQUIRE
+ * written, before the claim existed (opened.ts: `lockd run`'s fast start).
+ * The connection must be to the address the claim would try first, and its
+ * ACQUIRE the claim's own; the claim then goes on from what happened there
+ * as if it had opened it. Not part of the package's API (index.ts).
+ */
+export function acquireAdopted(client: LockClient, name: string, options: AcquireOptions, opened: OpenedConnection): Promise<Lock> {
+  return adoptingClaim(client, name, options, opened);
 }
 
 /** The `servers` option is a map value, not text: neither a string nor an array of strings. */

@@ -74,20 +74,29 @@ test("a client command loads no zod, no server and no node:net, node:tls, node:c
   // main.js itself: the dispatch and nothing of any command.
   const entry = closure(chunks, "main.js").flatMap((c) => c.modules);
   expect(entry.filter((m) => m !== "src/cli/main.ts" && m !== "src/cli/exit.ts" && m !== "src/cli/errors.ts" && m !== "src/version.ts")).toEqual([]);
-  /** What main.ts loads for a command: the chunk it imports dynamically that holds src/cli/FILE.ts, and that chunk's imports. */
+  /**
+   * What a command loads: the chunk main.ts imports dynamically that holds
+   * src/cli/FILE.ts (run.ts: the one run-fast.ts imports when the claim
+   * needs the client), and that chunk's imports.
+   */
   const byCommand = (file: string) => {
-    const name = main.dynamic.find((d) => chunks.get(d)?.modules.includes(`src/cli/${file}.ts`));
+    const from = file === "run" ? chunks.get(main.dynamic.find((d) => chunks.get(d)?.modules.includes("src/cli/run-fast.ts"))!)! : main;
+    const name = from.dynamic.find((d) => chunks.get(d)?.modules.includes(`src/cli/${file}.ts`));
     expect({ file, found: name !== undefined }).toEqual({ file, found: true });
     return closure(chunks, name!);
   };
-  for (const command of ["run", "status", "admin", "shard-of"]) {
+  for (const command of ["run-fast", "run", "status", "admin", "shard-of"]) {
     const loaded = byCommand(command);
     const modules = loaded.flatMap((c) => c.modules);
     expect({ command, server: modules.filter((m) => SERVER_ROOMS.test(m) && !SHARED.has(m)) }).toEqual({ command, server: [] });
     expect({ command, builtins: loaded.flatMap((c) => c.builtins).filter((b) => HEAVY_BUILTINS.includes(b)) }).toEqual({ command, builtins: [] });
   }
   // lockd run, the command run most often, loads node:fs only when it reads a file (a certificate) or searches /proc.
-  expect(byCommand("run").flatMap((c) => c.builtins).filter((b) => b === "fs" || b === "node:fs")).toEqual([]);
+  for (const file of ["run-fast", "run"]) expect(byCommand(file).flatMap((c) => c.builtins).filter((b) => b === "fs" || b === "node:fs")).toEqual([]);
+  // Its fast start (a plain run granted at once) loads none of the client's machine (only its schedule), the protocol tables, the option parser or the help.
+  const fast = byCommand("run-fast").flatMap((c) => c.modules);
+  expect(fast.filter((m) => /^src\/(protocol|shard|net)\/|^src\/client\/(client|claim|machine|errors|lock|tls-problem)\.ts$|^src\/cli\/(run|options\/.*)\.ts$/.test(m))).toEqual([]);
+  expect(fast).toEqual(expect.arrayContaining(["src/cli/run-fast.ts", "src/cli/run-holding.ts", "src/client/opened.ts", "src/client/bun-transport.ts"]));
   // And serve does load the server (the check above can fail).
   expect(byCommand("serve").flatMap((c) => c.modules)).toEqual(expect.arrayContaining(["src/server/daemon.ts", "src/cli/config.ts"]));
 }, 30_000);
