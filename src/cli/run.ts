@@ -195,7 +195,7 @@ function claimOf(request: RunRequest): { client: LockClient; options: AcquireOpt
     reclaim: request.reclaim,
     // COMMAND goes on through a reclaim; a line in its log says the server restarted under it.
     onReclaim: (held) =>
-      process.stderr.write(`lockd run: the lock server restarted cleanly; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
+      process.stderr.write(`lockd run: the lock server stopped cleanly or went silent; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
     ...(wait !== undefined ? { wait } : {}),
   };
   return { client, options };
