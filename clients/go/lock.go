@@ -100,6 +100,7 @@ type event struct {
 type dialResult struct {
 	conn net.Conn
 	err  error
+	addr string
 }
 
 // session is one claim, from ACQUIRE to its end: one connection, and after
@@ -120,6 +121,7 @@ type session struct {
 	reclaimFrame func(token uint64, slot int) ([]byte, error)
 	onReclaim    func(*Lock)
 	conn         net.Conn
+	rconn        net.Conn // the reclaim's connection while an attempt is open
 	events       chan event
 	stop         chan *Error
 	done         chan struct{}
@@ -222,24 +224,45 @@ func (s *session) end(e *Error) {
 	if s.conn != nil {
 		s.conn.Close()
 	}
+	if s.rconn != nil {
+		s.rconn.Close()
+	}
 	close(s.done)
 }
 
 // run is the claim's one goroutine. A held lock is never claimed again,
-// with one exception, the reclaim (docs/protocol.md section 14.3): when its
-// latest ACQUIRED had FlagReclaimable and the server sends SHUTTING_DOWN
-// with FlagReclaim, the lock stays held (its Context alive) while run
-// connects again, to the next address of the list with the usual pacing,
-// and sends ACQUIRE with RECLAIM and the grant's token (and slot). The
-// deadline does not move: confirmedSend stays the send of the last answered
-// frame, and at 0.8 x lease after it the lock is lost ("unconfirmed"),
-// whatever the reclaim is doing. A connect that fails (a server still
-// restarting) is tried again, paced, until then. ACQUIRED with REPLY and
-// the same token (and slot) confirms the lock up to the reclaim's send, and
-// the heartbeats go on; any other answer, or a connection that breaks once
-// open, loses it.
+// with one exception, the reclaim (docs/protocol.md section 14.3), which
+// starts in one of two ways when the latest ACQUIRED of the grant had
+// FlagReclaimable and reclaim is on for the claim:
+//
+//   - after a clean stop: the server sends SHUTTING_DOWN with FlagReclaim.
+//     The held connection is closed, and the reclaim's connects go to the
+//     next address of the list with the usual pacing.
+//   - on silence: a HEARTBEAT has gone unanswered for lease/4 (the next one
+//     would be due). The held connection stays open, its heartbeat still
+//     awaited, and the reclaim's connects go to the next address of the
+//     list (the same one with a list of one), paced as after a stop. An
+//     answer on the held connection ends the silence: the reclaim's
+//     connection, if any, is closed and nothing else changes. Any other
+//     outcome of an attempt (RECLAIM_REFUSED, another ERROR, WAITING,
+//     another token, a connect refused, a connection that breaks) fails
+//     that attempt only, and the next one follows, paced, to the next
+//     address. SHUTTING_DOWN with FlagReclaim on the held connection turns
+//     it into the reclaim after a clean stop (the attempt under way goes
+//     on as its first); any other ERROR, an EOF or a reset of the held
+//     connection is a loss, and the reclaim's connection is closed.
+//
+// Either way the lock stays held (its Context alive) and the deadline does
+// not move: confirmedSend stays the send of the last answered frame, and at
+// 0.8 x lease after it the lock is lost ("unconfirmed"), whatever the
+// reclaim is doing. ACQUIRED with REPLY and the same token (and slot) on
+// the reclaim's connection confirms the lock up to the reclaim's send: the
+// held connection, if still open, is closed, and the heartbeats go on on
+// the reclaim's. After a clean stop any other answer, or a reclaim's
+// connection that breaks once open, loses the lock.
 func (s *session) run(waitCtx context.Context, acquire []byte) {
 	addr := s.addrs[s.idx]
+	cur := s.idx // the held connection's address
 	sent := time.Now()
 	s.mu.Lock()
 	s.confirmedSend = sent
@@ -265,10 +288,15 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		s.end(&Error{Code: "CLOSED", Class: "server", Lock: s.name, Message: "cannot send ACQUIRE to " + addr, Err: err})
 		return
 	}
-	gen := 1 // the current connection's; a frame of another is from one this claim has left
+	// Every connection has its own gen (1, 2, ...): gen is the held
+	// connection's, rgen the reclaim's (0: none). A frame of any other is
+	// from a connection this claim has left.
+	gens := 1
+	gen, rgen := 1, 0
 	go s.read(conn, gen)
 
-	inFlight := true
+	inFlight := true // a frame on the held connection awaits its answer
+	var hbSent time.Time
 	var rtt time.Duration = -1
 	var token uint64
 	slot := -1
@@ -276,22 +304,30 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 	hb := time.NewTimer(time.Hour)
 	hb.Stop()
 	deadline := time.NewTimer(s.timeout)
+	silence := time.NewTimer(time.Hour) // lease/4 after a HEARTBEAT's send
+	silence.Stop()
 	retry := time.NewTimer(time.Hour) // the reclaim's next connect
 	retry.Stop()
+	var retryAt time.Time
 	defer hb.Stop()
 	defer deadline.Stop()
+	defer silence.Stop()
 	defer retry.Stop()
 	var holdDone <-chan struct{}
 	// The reclaim: its ACQUIRE, whether it is under way, its connect in flight
-	// (nil when none), the connects that failed since the stop, and what the
-	// last attempt met.
+	// (nil when none) and how to cancel it, its connection's address and
+	// send, the failed attempts since it started, and what the last one met.
 	var reclaimAcquire []byte
 	reclaiming := false
 	var dialed chan dialResult
-	dialCtx, dialCancel := context.WithCancel(s.holdCtx)
-	defer dialCancel()
+	dialCancel := context.CancelFunc(func() {})
+	defer func() { dialCancel() }()
+	var raddr string
+	var rSent time.Time
 	failures := 0
 	var trouble error
+	// silent: reclaiming while the held connection is still open (a reclaim on silence).
+	silent := func() bool { return reclaiming && s.conn != nil }
 
 	fail := func(why string, code byte, msg string, err error) {
 		if s.lock != nil {
@@ -304,7 +340,9 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 						e.Err = trouble
 					}
 				case "closed":
-					e.Message = "the connection of the reclaim to " + addr + " closed"
+					if s.conn == nil {
+						e.Message = "the connection of the reclaim to " + raddr + " closed"
+					}
 				}
 			}
 			s.end(e)
@@ -334,12 +372,27 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		failures++
 		trouble = cause
 		s.idx = (s.idx + 1) % len(s.addrs)
-		retry.Reset(ReconnectPause(failures, len(s.addrs), draw(), DefaultPauseBounds))
+		pause := ReconnectPause(failures, len(s.addrs), draw(), DefaultPauseBounds)
+		retryAt = time.Now().Add(pause)
+		retry.Reset(pause)
 	}
-	// startReclaim, on SHUTTING_DOWN with FlagReclaim to a held, reclaimable
-	// grant: false when reclaim is off for the claim (the stop is then a loss).
-	startReclaim := func(f Frame) bool {
-		if s.reclaimFrame == nil || !reclaimable {
+	// closeReclaimConn closes the reclaim's connection, if one is open.
+	closeReclaimConn := func() {
+		if s.rconn != nil {
+			s.rconn.Close()
+			s.rconn = nil
+		}
+		rgen = 0
+	}
+	// attemptFailed: on silence, one attempt of the reclaim failed; the next follows.
+	attemptFailed := func(cause error) {
+		closeReclaimConn()
+		reclaimAfter(cause)
+	}
+	// beginReclaim starts a reclaim of the held grant: false when reclaim is
+	// off for the claim or the grant's latest ACQUIRED was not flagged.
+	beginReclaim := func() bool {
+		if s.reclaimFrame == nil || !reclaimable || token == 0 {
 			return false
 		}
 		frame, err := s.reclaimFrame(token, slot)
@@ -351,59 +404,114 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		s.mu.Lock()
 		s.reclaiming = true
 		s.mu.Unlock()
+		failures = 0
+		s.idx = cur
+		return true
+	}
+	// dropHeld closes the held connection (a clean stop ended it).
+	dropHeld := func() {
 		s.conn.Close()
 		s.conn = nil
-		gen++
+		gen = 0
 		hb.Stop()
+		silence.Stop()
 		inFlight = false
-		failures = 0
+	}
+	// startReclaim, on SHUTTING_DOWN with FlagReclaim to a held, reclaimable
+	// grant: false when reclaim is off for the claim (the stop is then a loss).
+	startReclaim := func(f Frame) bool {
+		if silent() {
+			// The reclaim on silence under way is now the reclaim after a clean stop:
+			// the attempt under way goes on as its first.
+			dropHeld()
+			failures = 0
+			return true
+		}
+		if !beginReclaim() {
+			return false
+		}
+		dropHeld()
 		reclaimAfter(s.lost("server-error", f.Code, f.Message, nil))
 		return true
+	}
+	// endSilence: the held connection answered; the reclaim on silence stops.
+	endSilence := func() {
+		closeReclaimConn()
+		dialCancel()
+		retry.Stop()
+		reclaiming = false
+		reclaimAcquire = nil
+		s.mu.Lock()
+		s.reclaiming = false
+		s.mu.Unlock()
+		s.idx = cur
+		failures = 0
+		trouble = nil
 	}
 
 	for {
 		select {
 		case ev := <-s.events:
-			if ev.gen != gen {
+			if ev.gen != gen && ev.gen != rgen {
 				continue // read from a connection this claim has left
 			}
 			now := time.Now()
-			restarted := false
 			for _, f := range ev.frames {
-				if reclaiming {
+				if ev.gen == rgen {
 					// The answer to the reclaim's ACQUIRE.
+					refusal, problem := "", ""
 					switch {
 					case f.Type == TypeError:
-						fail("server-error", f.Code, f.Message, nil)
-						return
+						refusal = "ERROR " + CodeName(f.Code)
 					case f.Type != TypeAcquired:
-						violation("WAITING in answer to a reclaim (a reclaim is granted at once or refused)")
-						return
+						problem = "WAITING in answer to a reclaim (a reclaim is granted at once or refused)"
 					case !f.Reply():
-						violation("ACQUIRED without REPLY to a reclaim (a reclaim is answered at once)")
-						return
+						problem = "ACQUIRED without REPLY to a reclaim (a reclaim is answered at once)"
 					case !now.Before(s.confirmedUntil()):
 						// Read after the deadline (this process was paused): it confirms nothing.
 						fail("unconfirmed", 0, "", fmt.Errorf("the reclaim was answered too late"))
 						return
 					case f.Token != token:
-						violation(fmt.Sprintf("the reclaim of token %d was answered with token %d", token, f.Token))
-						return
+						problem = fmt.Sprintf("the reclaim of token %d was answered with token %d", token, f.Token)
+					default:
+						problem = s.checkSlot(f, token, slot)
 					}
-					if msg := s.checkSlot(f, token, slot); msg != "" {
-						violation(msg)
-						return
+					if refusal != "" || problem != "" {
+						if !silent() {
+							// After a clean stop the reclaim's answer decides.
+							if refusal != "" {
+								fail("server-error", f.Code, f.Message, nil)
+							} else {
+								violation(problem)
+							}
+							return
+						}
+						if refusal != "" {
+							attemptFailed(s.lost("server-error", f.Code, f.Message, nil))
+						} else {
+							attemptFailed(fmt.Errorf("%s broke the protocol: %s", raddr, problem))
+						}
+						break // the rest of the attempt's bytes are not read
 					}
+					// Reclaimed: the reclaim's connection is the held one from now on.
+					if s.conn != nil {
+						s.conn.Close() // the silent one
+					}
+					s.conn, s.rconn = s.rconn, nil
+					gen, rgen = rgen, 0
+					addr, cur = raddr, s.idx
 					reclaiming = false
 					reclaimAcquire = nil
 					inFlight = false
+					silence.Stop()
 					reclaimable = f.Reclaimable()
 					s.mu.Lock()
-					sample := now.Sub(s.pendingSend)
-					s.confirmedSend = s.pendingSend // the reclaim's send is the last answered send
+					sample := now.Sub(rSent)
+					s.confirmedSend = rSent // the reclaim's send is the last answered send
 					s.reclaiming = false
 					s.reclaims++
 					s.mu.Unlock()
+					failures, trouble = 0, nil
 					rtt = SmoothRTT(-1, sample) // a new connection: its own round trip
 					hb.Reset(HeartbeatInterval(s.lease, rtt, s.minHB))
 					deadline.Reset(time.Until(s.confirmedUntil()))
@@ -412,6 +520,9 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 					}
 					continue
 				}
+				if ev.gen != gen {
+					break // the held connection was left (a clean stop) or replaced
+				}
 				if f.Type == TypeError {
 					if s.lock != nil && f.Code == CodeShuttingDown && f.Flags&FlagReclaim != 0 {
 						if !now.Before(s.confirmedUntil()) {
@@ -419,8 +530,7 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 							return
 						}
 						if startReclaim(f) {
-							restarted = true
-							break
+							break // the rest of the stopped connection's bytes are not read
 						}
 					}
 					fail("server-error", f.Code, f.Message, nil)
@@ -440,12 +550,15 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 						return
 					}
 				}
+				answered := false
 				if f.Reply() {
 					if !inFlight {
 						violation("a reply with nothing in flight")
 						return
 					}
 					inFlight = false
+					answered = true
+					silence.Stop()
 					s.mu.Lock()
 					sample := now.Sub(s.pendingSend)
 					s.answered = true
@@ -465,6 +578,9 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				if f.Type == TypeAcquired {
 					reclaimable = f.Reclaimable()
 				}
+				if answered && silent() {
+					endSilence() // the held connection answered: the silence is over
+				}
 				if f.Type == TypeAcquired && token == 0 {
 					token = f.Token
 					if f.HasSlot() {
@@ -476,10 +592,23 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 					close(s.granted)
 				}
 			}
-			if restarted {
-				continue // the rest of the stopped connection's bytes are not read
+			if ev.err == nil {
+				continue
 			}
-			if ev.err != nil {
+			switch {
+			case ev.gen == rgen && rgen != 0:
+				// The reclaim's connection broke before its answer.
+				if silent() {
+					attemptFailed(fmt.Errorf("the connection of the reclaim to %s: %w", raddr, ev.err))
+					continue
+				}
+				if isViolation(ev.err) {
+					violation(ev.err.Error())
+					return
+				}
+				fail("closed", 0, "", ev.err)
+				return
+			case ev.gen == gen && gen != 0:
 				if ev.err == errSpeaksTLS && s.lock == nil {
 					s.end(&Error{Code: "SERVER_UNAVAILABLE", Class: "server", Lock: s.name, Message: ev.err.Error()})
 					return
@@ -488,11 +617,15 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 					violation(ev.err.Error())
 					return
 				}
-				fail("closed", 0, "", ev.err)
+				fail("closed", 0, "", ev.err) // also ends a reclaim on silence: never reclaim after only an EOF or a reset
 				return
 			}
 		case <-retry.C:
-			if !reclaiming || dialed != nil || s.conn != nil {
+			if !reclaiming || dialed != nil || s.rconn != nil {
+				continue
+			}
+			if early := time.Until(retryAt); early > 0 {
+				retry.Reset(early) // a stale tick of an earlier schedule
 				continue
 			}
 			left := time.Until(s.confirmedUntil())
@@ -500,22 +633,31 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				fail("unconfirmed", 0, "", nil)
 				return
 			}
-			addr = s.addrs[s.idx]
+			dialCancel()
+			dctx, cancel := context.WithCancel(s.holdCtx)
+			dialCancel = cancel
 			dialed = make(chan dialResult)
-			go func(ch chan<- dialResult, addr string, timeout time.Duration) {
-				conn, err := s.c.dial(dialCtx, addr, timeout)
+			go func(ch chan<- dialResult, ctx context.Context, addr string, timeout time.Duration) {
+				conn, err := s.c.dial(ctx, addr, timeout)
 				select {
-				case ch <- dialResult{conn, err}:
+				case ch <- dialResult{conn, err, addr}:
 				case <-s.done:
 					if conn != nil {
 						conn.Close()
 					}
 				}
-			}(dialed, addr, left)
+			}(dialed, dctx, s.addrs[s.idx], left)
 		case r := <-dialed:
 			dialed = nil
+			if !reclaiming {
+				// The silence ended while this connect was under way.
+				if r.conn != nil {
+					r.conn.Close()
+				}
+				continue
+			}
 			if r.err != nil {
-				reclaimAfter(fmt.Errorf("cannot connect to %s: %w", addr, r.err))
+				reclaimAfter(fmt.Errorf("cannot connect to %s: %w", r.addr, r.err))
 				continue
 			}
 			now := time.Now()
@@ -524,16 +666,20 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				fail("unconfirmed", 0, "", nil)
 				return
 			}
-			s.conn = r.conn
-			gen++
-			s.markSent(now)
-			_ = s.conn.SetWriteDeadline(s.confirmedUntil())
-			if _, err := s.conn.Write(reclaimAcquire); err != nil {
+			s.rconn, raddr = r.conn, r.addr
+			gens++
+			rgen = gens
+			rSent = now
+			_ = s.rconn.SetWriteDeadline(s.confirmedUntil())
+			if _, err := s.rconn.Write(reclaimAcquire); err != nil {
+				if silent() {
+					attemptFailed(fmt.Errorf("cannot send the reclaim to %s: %w", raddr, err))
+					continue
+				}
 				fail("closed", 0, "", err)
 				return
 			}
-			inFlight = true
-			go s.read(s.conn, gen)
+			go s.read(s.rconn, rgen)
 		case <-hb.C:
 			if inFlight || reclaiming {
 				continue
@@ -551,7 +697,21 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				return
 			}
 			inFlight = true
+			hbSent = now
 			s.markSent(now)
+			silence.Reset(BaseInterval(s.lease))
+		case <-silence.C:
+			if !inFlight || reclaiming || s.conn == nil || token == 0 || hbSent.IsZero() {
+				continue
+			}
+			if early := BaseInterval(s.lease) - time.Since(hbSent); early > 0 {
+				silence.Reset(early) // a stale tick of an earlier heartbeat's
+				continue
+			}
+			if !beginReclaim() {
+				continue // no reclaim for this grant: the deadline decides
+			}
+			reclaimAfter(fmt.Errorf("%s did not answer a heartbeat for %v (lease/4)", addr, BaseInterval(s.lease)))
 		case <-deadline.C:
 			if left := time.Until(s.confirmedUntil()); left > 0 {
 				deadline.Reset(left)
