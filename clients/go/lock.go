@@ -41,8 +41,9 @@ func (l *Lock) Slot() (int, bool) {
 func (l *Lock) Context() context.Context { return l.ctx }
 
 // Reclaims is how many times this lock was reclaimed after a clean stop of
-// the server (docs/protocol.md section 14): the same grant and token, kept
-// across the server's restart. 0 when it never was.
+// the server or on its silence (docs/protocol.md section 14): the same grant
+// and token, kept across the server's restart or a change of server. 0 when
+// it never was.
 func (l *Lock) Reclaims() int {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
@@ -50,7 +51,9 @@ func (l *Lock) Reclaims() int {
 }
 
 // Reclaiming is true while the lock is being reclaimed: the server stopped
-// cleanly and the client is claiming the grant back from its next run. The
+// cleanly and the client is claiming the grant back from its next run, or
+// the server has been silent for lease/4 and the client is claiming it on a
+// second connection (false again once the silent connection answers). The
 // lock is still held (Held is true until the deadline, the Context is not
 // cancelled); the guarded work goes on.
 func (l *Lock) Reclaiming() bool {
@@ -103,9 +106,9 @@ type dialResult struct {
 	addr string
 }
 
-// session is one claim, from ACQUIRE to its end: one connection, and after
-// a clean stop of the server that lets it reclaim the lock, the reclaim's
-// connections. One goroutine (run) owns the schedule and all writes; a
+// session is one claim, from ACQUIRE to its end: one connection, and when
+// it reclaims the lock (after a clean stop of the server, or on its
+// silence), the reclaim's connections, one at a time. One goroutine (run) owns the schedule and all writes; a
 // reader goroutine per connection feeds it frames.
 type session struct {
 	c       *Client
