@@ -243,13 +243,14 @@ func (s *session) end(e *Error) {
 //     next address of the list with the usual pacing.
 //   - on silence: a HEARTBEAT has gone unanswered for lease/4 (the next one
 //     would be due). The held connection stays open, its heartbeat still
-//     awaited, and the reclaim's connects go to the next address of the
-//     list (the same one with a list of one), paced as after a stop. An
-//     answer on the held connection ends the silence: the reclaim's
-//     connection, if any, is closed and nothing else changes. Any other
-//     outcome of an attempt (RECLAIM_REFUSED, another ERROR, WAITING,
-//     another token, a connect refused, a connection that breaks) fails
-//     that attempt only, and the next one follows, paced, to the next
+//     awaited, and the reclaim's first connect goes at once to the next
+//     address of the list (the same one with a list of one). An answer on
+//     the held connection ends the silence: the reclaim's connection, if
+//     any, is closed and nothing else changes. Any other outcome of an
+//     attempt (RECLAIM_REFUSED, another ERROR, WAITING, another token, a
+//     connect refused, a connection that breaks, no answer within lease/4
+//     of the attempt's start) fails that attempt only, and the next one
+//     follows, after the pause of the reconnect pacing, to the next
 //     address. SHUTTING_DOWN with FlagReclaim on the held connection turns
 //     it into the reclaim after a clean stop (the attempt under way goes
 //     on as its first); any other ERROR, an EOF or a reset of the held
@@ -312,6 +313,10 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 	retry := time.NewTimer(time.Hour) // the reclaim's next connect
 	retry.Stop()
 	var retryAt time.Time
+	attempt := time.NewTimer(time.Hour) // on silence, the end of an attempt's lease/4
+	attempt.Stop()
+	var attemptDue time.Time // zero: the attempt has no bound of its own (after a clean stop)
+	defer attempt.Stop()
 	defer hb.Stop()
 	defer deadline.Stop()
 	defer silence.Stop()
@@ -386,6 +391,43 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 			s.rconn = nil
 		}
 		rgen = 0
+		attempt.Stop()
+		attemptDue = time.Time{}
+	}
+	// connectReclaim starts the reclaim's connect to the address at s.idx:
+	// false when the deadline has passed (the lock is then lost). On silence
+	// one attempt, its connect and its answer, gets lease/4: a server that
+	// does not answer is not waited for until the deadline.
+	connectReclaim := func() bool {
+		left := time.Until(s.confirmedUntil())
+		if left <= 0 {
+			fail("unconfirmed", 0, "", nil)
+			return false
+		}
+		timeout := left
+		attemptDue = time.Time{}
+		if silent() {
+			if q := BaseInterval(s.lease); q < timeout {
+				timeout = q
+			}
+			attemptDue = time.Now().Add(BaseInterval(s.lease))
+			attempt.Reset(BaseInterval(s.lease))
+		}
+		dialCancel()
+		dctx, cancel := context.WithCancel(s.holdCtx)
+		dialCancel = cancel
+		dialed = make(chan dialResult)
+		go func(ch chan<- dialResult, ctx context.Context, addr string, timeout time.Duration) {
+			conn, err := s.c.dial(ctx, addr, timeout)
+			select {
+			case ch <- dialResult{conn, err, addr}:
+			case <-s.done:
+				if conn != nil {
+					conn.Close()
+				}
+			}
+		}(dialed, dctx, s.addrs[s.idx], timeout)
+		return true
 	}
 	// attemptFailed: on silence, one attempt of the reclaim failed; the next follows.
 	attemptFailed := func(cause error) {
@@ -419,6 +461,8 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		hb.Stop()
 		silence.Stop()
 		inFlight = false
+		attempt.Stop()
+		attemptDue = time.Time{} // the attempt under way has the deadline only, as after any clean stop
 	}
 	// startReclaim, on SHUTTING_DOWN with FlagReclaim to a held, reclaimable
 	// grant: false when reclaim is off for the claim (the stop is then a loss).
@@ -442,6 +486,8 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		closeReclaimConn()
 		dialCancel()
 		retry.Stop()
+		attempt.Stop()
+		attemptDue = time.Time{}
 		reclaiming = false
 		reclaimAcquire = nil
 		s.mu.Lock()
@@ -507,6 +553,8 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 					reclaimAcquire = nil
 					inFlight = false
 					silence.Stop()
+					attempt.Stop()
+					attemptDue = time.Time{}
 					reclaimable = f.Reclaimable()
 					s.mu.Lock()
 					sample := now.Sub(rSent)
@@ -631,25 +679,9 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				retry.Reset(early) // a stale tick of an earlier schedule
 				continue
 			}
-			left := time.Until(s.confirmedUntil())
-			if left <= 0 {
-				fail("unconfirmed", 0, "", nil)
+			if !connectReclaim() {
 				return
 			}
-			dialCancel()
-			dctx, cancel := context.WithCancel(s.holdCtx)
-			dialCancel = cancel
-			dialed = make(chan dialResult)
-			go func(ch chan<- dialResult, ctx context.Context, addr string, timeout time.Duration) {
-				conn, err := s.c.dial(ctx, addr, timeout)
-				select {
-				case ch <- dialResult{conn, err, addr}:
-				case <-s.done:
-					if conn != nil {
-						conn.Close()
-					}
-				}
-			}(dialed, dctx, s.addrs[s.idx], left)
 		case r := <-dialed:
 			dialed = nil
 			if !reclaiming {
@@ -668,6 +700,11 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				r.conn.Close()
 				fail("unconfirmed", 0, "", nil)
 				return
+			}
+			if silent() && !attemptDue.IsZero() && !now.Before(attemptDue) {
+				r.conn.Close()
+				reclaimAfter(fmt.Errorf("cannot connect to %s within lease/4 (%v)", r.addr, BaseInterval(s.lease)))
+				continue
 			}
 			s.rconn, raddr = r.conn, r.addr
 			gens++
@@ -714,7 +751,21 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 			if !beginReclaim() {
 				continue // no reclaim for this grant: the deadline decides
 			}
-			reclaimAfter(fmt.Errorf("%s did not answer a heartbeat for %v (lease/4)", addr, BaseInterval(s.lease)))
+			// The first attempt goes at once, to the next address; the pacing is between attempts.
+			trouble = fmt.Errorf("%s did not answer a heartbeat for %v (lease/4)", addr, BaseInterval(s.lease))
+			s.idx = (cur + 1) % len(s.addrs)
+			if !connectReclaim() {
+				return
+			}
+		case <-attempt.C:
+			if !silent() || s.rconn == nil || attemptDue.IsZero() {
+				continue // a connect under way ends by its own timeout (lease/4)
+			}
+			if early := time.Until(attemptDue); early > 0 {
+				attempt.Reset(early) // a stale tick of an earlier attempt's
+				continue
+			}
+			attemptFailed(fmt.Errorf("the reclaim at %s was not answered within lease/4 (%v)", raddr, BaseInterval(s.lease)))
 		case <-deadline.C:
 			if left := time.Until(s.confirmedUntil()); left > 0 {
 				deadline.Reset(left)

@@ -127,6 +127,7 @@ type sendWatch struct {
 	lock  *Lock
 	dials int
 	ages  []time.Duration
+	at    []time.Time // when each of those connects began
 }
 
 func (w *sendWatch) dial(ctx context.Context, address string) (net.Conn, error) {
@@ -135,6 +136,7 @@ func (w *sendWatch) dial(ctx context.Context, address string) (net.Conn, error) 
 	if w.lock != nil {
 		w.lock.s.mu.Lock()
 		w.ages = append(w.ages, time.Since(w.lock.s.pendingSend))
+		w.at = append(w.at, time.Now())
 		w.lock.s.mu.Unlock()
 	}
 	w.mu.Unlock()
@@ -441,5 +443,37 @@ func TestSilenceThenACleanStop(t *testing.T) {
 				t.Fatalf("%d more reclaims: the stop started another attempt", n)
 			}
 		})
+	}
+}
+
+// An attempt gets lease/4: a reclaim the server leaves unanswered is given
+// up then (its connection closed by the client) and the next address is
+// tried, before the deadline; the first attempt went at once, on silence.
+func TestSilenceUnansweredAttemptIsGivenUpAfterLeaseOverFour(t *testing.T) {
+	const lease = 8 * time.Second
+	a, b := newReclaimFake(t, -1), newReclaimFake(t, -1)
+	b.set(func() { b.answer = hang })
+	w := &sendWatch{}
+	lock := acquireFrom(t, &Client{Servers: a.addr + "," + b.addr, Dial: w.dial}, Options{Lease: lease})
+	w.set(lock)
+	a.goSilent(t)
+	b.nextReclaim(t)
+	hung := b.reclaimConnsNow()
+	if len(hung) != 1 {
+		t.Fatalf("%d reclaim connections on b", len(hung))
+	}
+	closedByClient(t, hung[0], "the unanswered reclaim's connection")
+	a.nextReclaim(t)
+	a.heartbeatsAfterReclaim(t, 1)
+	if lock.Reclaims() != 1 || lock.Err() != nil {
+		t.Fatalf("reclaims %d, err %v", lock.Reclaims(), lock.Err())
+	}
+	w.mu.Lock()
+	ages, at := append([]time.Duration(nil), w.ages...), append([]time.Time(nil), w.at...)
+	w.mu.Unlock()
+	// The second connect follows the first by lease/4 and a pause, less the first's own start-up (a
+	// goroutine's): half of lease/4 is a bound no scheduling delay reaches, and no early give-up passes.
+	if len(at) != 2 || ages[0] < BaseInterval(lease) || at[1].Sub(at[0]) < BaseInterval(lease)/2 {
+		t.Fatalf("reclaim connects %v after the heartbeat's send, at %v (want two, the second lease/4 = %v after the first)", ages, at, BaseInterval(lease))
 	}
 }
