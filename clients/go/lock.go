@@ -472,6 +472,7 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 			// the attempt under way goes on as its first.
 			dropHeld()
 			failures = 0
+			trouble = s.lost("server-error", f.Code, f.Message, nil)
 			return true
 		}
 		if !beginReclaim() {
@@ -485,6 +486,19 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 	endSilence := func() {
 		closeReclaimConn()
 		dialCancel()
+		if dialed != nil {
+			// The cancelled connect's result is not wanted: closed when it comes.
+			go func(ch <-chan dialResult) {
+				select {
+				case r := <-ch:
+					if r.conn != nil {
+						r.conn.Close()
+					}
+				case <-s.done:
+				}
+			}(dialed)
+			dialed = nil
+		}
 		retry.Stop()
 		attempt.Stop()
 		attemptDue = time.Time{}
@@ -684,13 +698,6 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 			}
 		case r := <-dialed:
 			dialed = nil
-			if !reclaiming {
-				// The silence ended while this connect was under way.
-				if r.conn != nil {
-					r.conn.Close()
-				}
-				continue
-			}
 			if r.err != nil {
 				reclaimAfter(fmt.Errorf("cannot connect to %s: %w", r.addr, r.err))
 				continue

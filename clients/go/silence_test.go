@@ -477,3 +477,47 @@ func TestSilenceUnansweredAttemptIsGivenUpAfterLeaseOverFour(t *testing.T) {
 		t.Fatalf("reclaim connects %v after the heartbeat's send, at %v (want two, the second lease/4 = %v after the first)", ages, at, BaseInterval(lease))
 	}
 }
+
+// The silence ends while the reclaim's connect is under way: the connect is
+// cancelled, nothing is sent, and the lock goes on on its connection.
+func TestSilenceEndsWhileTheReclaimConnects(t *testing.T) {
+	a := newReclaimFake(t, -1)
+	hanging := refusedAddr(t) // never dialed for real: the hook below holds its connect
+	connecting, cancelled := make(chan struct{}, 4), make(chan struct{}, 4)
+	client := &Client{Servers: a.addr + "," + hanging, Dial: func(ctx context.Context, address string) (net.Conn, error) {
+		if address == hanging {
+			connecting <- struct{}{}
+			<-ctx.Done() // a connect that neither succeeds nor fails until it is cancelled (or times out)
+			cancelled <- struct{}{}
+			return nil, ctx.Err()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", address)
+	}}
+	lock := acquireFrom(t, client, Options{Lease: 4 * time.Second})
+	a.goSilent(t)
+	select {
+	case <-connecting:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reclaim connect within 5 s")
+	}
+	for len(a.heartbeats) > 0 {
+		<-a.heartbeats
+	}
+	a.answerPending()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reclaim's connect was not cancelled when the silence ended")
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case <-a.heartbeats:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d heartbeats answered after the silence", i)
+		}
+	}
+	if lock.Err() != nil || lock.Reclaiming() || lock.Reclaims() != 0 || len(a.reclaims) != 0 {
+		t.Fatalf("after the silence: err %v, reclaiming %v, reclaims %d, %d reclaims at a", lock.Err(), lock.Reclaiming(), lock.Reclaims(), len(a.reclaims))
+	}
+}
