@@ -5,7 +5,9 @@
 // or 0.8 x lease since the send of the last frame the server answered). A
 // clean stop of a server with reclaim on is the exception: the lock stays
 // held while the client reclaims it, with its token, from the server's next
-// run (docs/protocol.md section 14; Options.NoReclaim, Options.OnReclaim).
+// run; so is a server gone silent (a heartbeat unanswered for lease/4), from
+// which the client reclaims on a second connection while it keeps the first
+// (docs/protocol.md section 14; Options.NoReclaim, Options.OnReclaim).
 package lockd
 
 import (
@@ -83,12 +85,17 @@ type Options struct {
 	// the server (ERROR SHUTTING_DOWN with the RECLAIM flag, docs/protocol.md
 	// section 14): the client connects again and reclaims the grant with its
 	// token, and the lock stays held (its Context alive) unless that fails by
-	// the holder's deadline (0.8 x lease after the last answered send). With
-	// NoReclaim such a stop loses the lock, like any SHUTTING_DOWN.
+	// the holder's deadline (0.8 x lease after the last answered send). It
+	// also rides out a server gone silent (a HEARTBEAT unanswered for
+	// lease/4, the connection still open): the client keeps that connection
+	// and reclaims on a second one, to the next address of the list, until
+	// the old one answers again, a reclaim is granted, or the deadline. With
+	// NoReclaim such a stop loses the lock, like any SHUTTING_DOWN, and
+	// silence loses it at the deadline.
 	NoReclaim bool
 	// OnReclaim, when set, is called each time the held lock was reclaimed
-	// after a clean stop of the server: the same Lock, token and slot,
-	// confirmed again by the server's next run. For logging; it decides
+	// (after a clean stop of the server, or on its silence): the same Lock,
+	// token and slot, confirmed again by a server. For logging; it decides
 	// nothing. It runs on the lock's own goroutine before the heartbeats go
 	// on: keep it short, and do not wait for Release in it (go lock.Release()).
 	OnReclaim func(lock *Lock)

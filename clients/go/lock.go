@@ -41,8 +41,9 @@ func (l *Lock) Slot() (int, bool) {
 func (l *Lock) Context() context.Context { return l.ctx }
 
 // Reclaims is how many times this lock was reclaimed after a clean stop of
-// the server (docs/protocol.md section 14): the same grant and token, kept
-// across the server's restart. 0 when it never was.
+// the server or on its silence (docs/protocol.md section 14): the same grant
+// and token, kept across the server's restart or a change of server. 0 when
+// it never was.
 func (l *Lock) Reclaims() int {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
@@ -50,7 +51,9 @@ func (l *Lock) Reclaims() int {
 }
 
 // Reclaiming is true while the lock is being reclaimed: the server stopped
-// cleanly and the client is claiming the grant back from its next run. The
+// cleanly and the client is claiming the grant back from its next run, or
+// the server has been silent for lease/4 and the client is claiming it on a
+// second connection (false again once the silent connection answers). The
 // lock is still held (Held is true until the deadline, the Context is not
 // cancelled); the guarded work goes on.
 func (l *Lock) Reclaiming() bool {
@@ -100,11 +103,12 @@ type event struct {
 type dialResult struct {
 	conn net.Conn
 	err  error
+	addr string
 }
 
-// session is one claim, from ACQUIRE to its end: one connection, and after
-// a clean stop of the server that lets it reclaim the lock, the reclaim's
-// connections. One goroutine (run) owns the schedule and all writes; a
+// session is one claim, from ACQUIRE to its end: one connection, and when
+// it reclaims the lock (after a clean stop of the server, or on its
+// silence), the reclaim's connections, one at a time. One goroutine (run) owns the schedule and all writes; a
 // reader goroutine per connection feeds it frames.
 type session struct {
 	c       *Client
@@ -120,6 +124,7 @@ type session struct {
 	reclaimFrame func(token uint64, slot int) ([]byte, error)
 	onReclaim    func(*Lock)
 	conn         net.Conn
+	rconn        net.Conn // the reclaim's connection while an attempt is open
 	events       chan event
 	stop         chan *Error
 	done         chan struct{}
@@ -222,24 +227,46 @@ func (s *session) end(e *Error) {
 	if s.conn != nil {
 		s.conn.Close()
 	}
+	if s.rconn != nil {
+		s.rconn.Close()
+	}
 	close(s.done)
 }
 
 // run is the claim's one goroutine. A held lock is never claimed again,
-// with one exception, the reclaim (docs/protocol.md section 14.3): when its
-// latest ACQUIRED had FlagReclaimable and the server sends SHUTTING_DOWN
-// with FlagReclaim, the lock stays held (its Context alive) while run
-// connects again, to the next address of the list with the usual pacing,
-// and sends ACQUIRE with RECLAIM and the grant's token (and slot). The
-// deadline does not move: confirmedSend stays the send of the last answered
-// frame, and at 0.8 x lease after it the lock is lost ("unconfirmed"),
-// whatever the reclaim is doing. A connect that fails (a server still
-// restarting) is tried again, paced, until then. ACQUIRED with REPLY and
-// the same token (and slot) confirms the lock up to the reclaim's send, and
-// the heartbeats go on; any other answer, or a connection that breaks once
-// open, loses it.
+// with one exception, the reclaim (docs/protocol.md section 14.3), which
+// starts in one of two ways when the latest ACQUIRED of the grant had
+// FlagReclaimable and reclaim is on for the claim:
+//
+//   - after a clean stop: the server sends SHUTTING_DOWN with FlagReclaim.
+//     The held connection is closed, and the reclaim's connects go to the
+//     next address of the list with the usual pacing.
+//   - on silence: a HEARTBEAT has gone unanswered for lease/4 (the next one
+//     would be due). The held connection stays open, its heartbeat still
+//     awaited, and the reclaim's first connect goes at once to the next
+//     address of the list (the same one with a list of one). An answer on
+//     the held connection ends the silence: the reclaim's connection, if
+//     any, is closed and nothing else changes. Any other outcome of an
+//     attempt (RECLAIM_REFUSED, another ERROR, WAITING, another token, a
+//     connect refused, a connection that breaks, no answer within lease/4
+//     of the attempt's start) fails that attempt only, and the next one
+//     follows, after the pause of the reconnect pacing, to the next
+//     address. SHUTTING_DOWN with FlagReclaim on the held connection turns
+//     it into the reclaim after a clean stop (the attempt under way goes
+//     on as its first); any other ERROR, an EOF or a reset of the held
+//     connection is a loss, and the reclaim's connection is closed.
+//
+// Either way the lock stays held (its Context alive) and the deadline does
+// not move: confirmedSend stays the send of the last answered frame, and at
+// 0.8 x lease after it the lock is lost ("unconfirmed"), whatever the
+// reclaim is doing. ACQUIRED with REPLY and the same token (and slot) on
+// the reclaim's connection confirms the lock up to the reclaim's send: the
+// held connection, if still open, is closed, and the heartbeats go on on
+// the reclaim's. After a clean stop any other answer, or a reclaim's
+// connection that breaks once open, loses the lock.
 func (s *session) run(waitCtx context.Context, acquire []byte) {
 	addr := s.addrs[s.idx]
+	cur := s.idx // the held connection's address
 	sent := time.Now()
 	s.mu.Lock()
 	s.confirmedSend = sent
@@ -265,10 +292,15 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		s.end(&Error{Code: "CLOSED", Class: "server", Lock: s.name, Message: "cannot send ACQUIRE to " + addr, Err: err})
 		return
 	}
-	gen := 1 // the current connection's; a frame of another is from one this claim has left
+	// Every connection has its own gen (1, 2, ...): gen is the held
+	// connection's, rgen the reclaim's (0: none). A frame of any other is
+	// from a connection this claim has left.
+	gens := 1
+	gen, rgen := 1, 0
 	go s.read(conn, gen)
 
-	inFlight := true
+	inFlight := true // a frame on the held connection awaits its answer
+	var hbSent time.Time
 	var rtt time.Duration = -1
 	var token uint64
 	slot := -1
@@ -276,22 +308,34 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 	hb := time.NewTimer(time.Hour)
 	hb.Stop()
 	deadline := time.NewTimer(s.timeout)
+	silence := time.NewTimer(time.Hour) // lease/4 after a HEARTBEAT's send
+	silence.Stop()
 	retry := time.NewTimer(time.Hour) // the reclaim's next connect
 	retry.Stop()
+	var retryAt time.Time
+	attempt := time.NewTimer(time.Hour) // on silence, the end of an attempt's lease/4
+	attempt.Stop()
+	var attemptDue time.Time // zero: the attempt has no bound of its own (after a clean stop)
+	defer attempt.Stop()
 	defer hb.Stop()
 	defer deadline.Stop()
+	defer silence.Stop()
 	defer retry.Stop()
 	var holdDone <-chan struct{}
 	// The reclaim: its ACQUIRE, whether it is under way, its connect in flight
-	// (nil when none), the connects that failed since the stop, and what the
-	// last attempt met.
+	// (nil when none) and how to cancel it, its connection's address and
+	// send, the failed attempts since it started, and what the last one met.
 	var reclaimAcquire []byte
 	reclaiming := false
 	var dialed chan dialResult
-	dialCtx, dialCancel := context.WithCancel(s.holdCtx)
-	defer dialCancel()
+	dialCancel := context.CancelFunc(func() {})
+	defer func() { dialCancel() }()
+	var raddr string
+	var rSent time.Time
 	failures := 0
 	var trouble error
+	// silent: reclaiming while the held connection is still open (a reclaim on silence).
+	silent := func() bool { return reclaiming && s.conn != nil }
 
 	fail := func(why string, code byte, msg string, err error) {
 		if s.lock != nil {
@@ -304,7 +348,9 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 						e.Err = trouble
 					}
 				case "closed":
-					e.Message = "the connection of the reclaim to " + addr + " closed"
+					if s.conn == nil {
+						e.Message = "the connection of the reclaim to " + raddr + " closed"
+					}
 				}
 			}
 			s.end(e)
@@ -334,12 +380,64 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		failures++
 		trouble = cause
 		s.idx = (s.idx + 1) % len(s.addrs)
-		retry.Reset(ReconnectPause(failures, len(s.addrs), draw(), DefaultPauseBounds))
+		pause := ReconnectPause(failures, len(s.addrs), draw(), DefaultPauseBounds)
+		retryAt = time.Now().Add(pause)
+		retry.Reset(pause)
 	}
-	// startReclaim, on SHUTTING_DOWN with FlagReclaim to a held, reclaimable
-	// grant: false when reclaim is off for the claim (the stop is then a loss).
-	startReclaim := func(f Frame) bool {
-		if s.reclaimFrame == nil || !reclaimable {
+	// closeReclaimConn closes the reclaim's connection, if one is open.
+	closeReclaimConn := func() {
+		if s.rconn != nil {
+			s.rconn.Close()
+			s.rconn = nil
+		}
+		rgen = 0
+		attempt.Stop()
+		attemptDue = time.Time{}
+	}
+	// connectReclaim starts the reclaim's connect to the address at s.idx:
+	// false when the deadline has passed (the lock is then lost). On silence
+	// one attempt, its connect and its answer, gets lease/4: a server that
+	// does not answer is not waited for until the deadline.
+	connectReclaim := func() bool {
+		left := time.Until(s.confirmedUntil())
+		if left <= 0 {
+			fail("unconfirmed", 0, "", nil)
+			return false
+		}
+		timeout := left
+		attemptDue = time.Time{}
+		if silent() {
+			if q := BaseInterval(s.lease); q < timeout {
+				timeout = q
+			}
+			attemptDue = time.Now().Add(BaseInterval(s.lease))
+			attempt.Reset(BaseInterval(s.lease))
+		}
+		dialCancel()
+		dctx, cancel := context.WithCancel(s.holdCtx)
+		dialCancel = cancel
+		dialed = make(chan dialResult)
+		go func(ch chan<- dialResult, ctx context.Context, addr string, timeout time.Duration) {
+			conn, err := s.c.dial(ctx, addr, timeout)
+			select {
+			case ch <- dialResult{conn, err, addr}:
+			case <-s.done:
+				if conn != nil {
+					conn.Close()
+				}
+			}
+		}(dialed, dctx, s.addrs[s.idx], timeout)
+		return true
+	}
+	// attemptFailed: on silence, one attempt of the reclaim failed; the next follows.
+	attemptFailed := func(cause error) {
+		closeReclaimConn()
+		reclaimAfter(cause)
+	}
+	// beginReclaim starts a reclaim of the held grant: false when reclaim is
+	// off for the claim or the grant's latest ACQUIRED was not flagged.
+	beginReclaim := func() bool {
+		if s.reclaimFrame == nil || !reclaimable || token == 0 {
 			return false
 		}
 		frame, err := s.reclaimFrame(token, slot)
@@ -351,59 +449,134 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 		s.mu.Lock()
 		s.reclaiming = true
 		s.mu.Unlock()
+		failures = 0
+		s.idx = cur
+		return true
+	}
+	// dropHeld closes the held connection (a clean stop ended it).
+	dropHeld := func() {
 		s.conn.Close()
 		s.conn = nil
-		gen++
+		gen = 0
 		hb.Stop()
+		silence.Stop()
 		inFlight = false
-		failures = 0
+		attempt.Stop()
+		attemptDue = time.Time{} // the attempt under way has the deadline only, as after any clean stop
+	}
+	// startReclaim, on SHUTTING_DOWN with FlagReclaim to a held, reclaimable
+	// grant: false when reclaim is off for the claim (the stop is then a loss).
+	startReclaim := func(f Frame) bool {
+		if silent() {
+			// The reclaim on silence under way is now the reclaim after a clean stop:
+			// the attempt under way goes on as its first.
+			dropHeld()
+			failures = 0
+			trouble = s.lost("server-error", f.Code, f.Message, nil)
+			return true
+		}
+		if !beginReclaim() {
+			return false
+		}
+		dropHeld()
 		reclaimAfter(s.lost("server-error", f.Code, f.Message, nil))
 		return true
+	}
+	// endSilence: the held connection answered; the reclaim on silence stops.
+	endSilence := func() {
+		closeReclaimConn()
+		dialCancel()
+		if dialed != nil {
+			// The cancelled connect's result is not wanted: closed when it comes.
+			go func(ch <-chan dialResult) {
+				select {
+				case r := <-ch:
+					if r.conn != nil {
+						r.conn.Close()
+					}
+				case <-s.done:
+				}
+			}(dialed)
+			dialed = nil
+		}
+		retry.Stop()
+		attempt.Stop()
+		attemptDue = time.Time{}
+		reclaiming = false
+		reclaimAcquire = nil
+		s.mu.Lock()
+		s.reclaiming = false
+		s.mu.Unlock()
+		s.idx = cur
+		failures = 0
+		trouble = nil
 	}
 
 	for {
 		select {
 		case ev := <-s.events:
-			if ev.gen != gen {
+			if ev.gen != gen && ev.gen != rgen {
 				continue // read from a connection this claim has left
 			}
 			now := time.Now()
-			restarted := false
 			for _, f := range ev.frames {
-				if reclaiming {
+				if ev.gen == rgen {
 					// The answer to the reclaim's ACQUIRE.
+					refusal, problem := "", ""
 					switch {
 					case f.Type == TypeError:
-						fail("server-error", f.Code, f.Message, nil)
-						return
+						refusal = "ERROR " + CodeName(f.Code)
 					case f.Type != TypeAcquired:
-						violation("WAITING in answer to a reclaim (a reclaim is granted at once or refused)")
-						return
+						problem = "WAITING in answer to a reclaim (a reclaim is granted at once or refused)"
 					case !f.Reply():
-						violation("ACQUIRED without REPLY to a reclaim (a reclaim is answered at once)")
-						return
+						problem = "ACQUIRED without REPLY to a reclaim (a reclaim is answered at once)"
 					case !now.Before(s.confirmedUntil()):
 						// Read after the deadline (this process was paused): it confirms nothing.
 						fail("unconfirmed", 0, "", fmt.Errorf("the reclaim was answered too late"))
 						return
 					case f.Token != token:
-						violation(fmt.Sprintf("the reclaim of token %d was answered with token %d", token, f.Token))
-						return
+						problem = fmt.Sprintf("the reclaim of token %d was answered with token %d", token, f.Token)
+					default:
+						problem = s.checkSlot(f, token, slot)
 					}
-					if msg := s.checkSlot(f, token, slot); msg != "" {
-						violation(msg)
-						return
+					if refusal != "" || problem != "" {
+						if !silent() {
+							// After a clean stop the reclaim's answer decides.
+							if refusal != "" {
+								fail("server-error", f.Code, f.Message, nil)
+							} else {
+								violation(problem)
+							}
+							return
+						}
+						if refusal != "" {
+							attemptFailed(s.lost("server-error", f.Code, f.Message, nil))
+						} else {
+							attemptFailed(fmt.Errorf("%s broke the protocol: %s", raddr, problem))
+						}
+						break // the rest of the attempt's bytes are not read
 					}
+					// Reclaimed: the reclaim's connection is the held one from now on.
+					if s.conn != nil {
+						s.conn.Close() // the silent one
+					}
+					s.conn, s.rconn = s.rconn, nil
+					gen, rgen = rgen, 0
+					addr, cur = raddr, s.idx
 					reclaiming = false
 					reclaimAcquire = nil
 					inFlight = false
+					silence.Stop()
+					attempt.Stop()
+					attemptDue = time.Time{}
 					reclaimable = f.Reclaimable()
 					s.mu.Lock()
-					sample := now.Sub(s.pendingSend)
-					s.confirmedSend = s.pendingSend // the reclaim's send is the last answered send
+					sample := now.Sub(rSent)
+					s.confirmedSend = rSent // the reclaim's send is the last answered send
 					s.reclaiming = false
 					s.reclaims++
 					s.mu.Unlock()
+					failures, trouble = 0, nil
 					rtt = SmoothRTT(-1, sample) // a new connection: its own round trip
 					hb.Reset(HeartbeatInterval(s.lease, rtt, s.minHB))
 					deadline.Reset(time.Until(s.confirmedUntil()))
@@ -412,6 +585,9 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 					}
 					continue
 				}
+				if ev.gen != gen {
+					break // the held connection was left (a clean stop) or replaced
+				}
 				if f.Type == TypeError {
 					if s.lock != nil && f.Code == CodeShuttingDown && f.Flags&FlagReclaim != 0 {
 						if !now.Before(s.confirmedUntil()) {
@@ -419,8 +595,7 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 							return
 						}
 						if startReclaim(f) {
-							restarted = true
-							break
+							break // the rest of the stopped connection's bytes are not read
 						}
 					}
 					fail("server-error", f.Code, f.Message, nil)
@@ -440,12 +615,15 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 						return
 					}
 				}
+				answered := false
 				if f.Reply() {
 					if !inFlight {
 						violation("a reply with nothing in flight")
 						return
 					}
 					inFlight = false
+					answered = true
+					silence.Stop()
 					s.mu.Lock()
 					sample := now.Sub(s.pendingSend)
 					s.answered = true
@@ -465,6 +643,9 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				if f.Type == TypeAcquired {
 					reclaimable = f.Reclaimable()
 				}
+				if answered && silent() {
+					endSilence() // the held connection answered: the silence is over
+				}
 				if f.Type == TypeAcquired && token == 0 {
 					token = f.Token
 					if f.HasSlot() {
@@ -476,10 +657,23 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 					close(s.granted)
 				}
 			}
-			if restarted {
-				continue // the rest of the stopped connection's bytes are not read
+			if ev.err == nil {
+				continue
 			}
-			if ev.err != nil {
+			switch {
+			case ev.gen == rgen && rgen != 0:
+				// The reclaim's connection broke before its answer.
+				if silent() {
+					attemptFailed(fmt.Errorf("the connection of the reclaim to %s: %w", raddr, ev.err))
+					continue
+				}
+				if isViolation(ev.err) {
+					violation(ev.err.Error())
+					return
+				}
+				fail("closed", 0, "", ev.err)
+				return
+			case ev.gen == gen && gen != 0:
 				if ev.err == errSpeaksTLS && s.lock == nil {
 					s.end(&Error{Code: "SERVER_UNAVAILABLE", Class: "server", Lock: s.name, Message: ev.err.Error()})
 					return
@@ -488,34 +682,24 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 					violation(ev.err.Error())
 					return
 				}
-				fail("closed", 0, "", ev.err)
+				fail("closed", 0, "", ev.err) // also ends a reclaim on silence: never reclaim after only an EOF or a reset
 				return
 			}
 		case <-retry.C:
-			if !reclaiming || dialed != nil || s.conn != nil {
+			if !reclaiming || dialed != nil || s.rconn != nil {
 				continue
 			}
-			left := time.Until(s.confirmedUntil())
-			if left <= 0 {
-				fail("unconfirmed", 0, "", nil)
+			if early := time.Until(retryAt); early > 0 {
+				retry.Reset(early) // a stale tick of an earlier schedule
+				continue
+			}
+			if !connectReclaim() {
 				return
 			}
-			addr = s.addrs[s.idx]
-			dialed = make(chan dialResult)
-			go func(ch chan<- dialResult, addr string, timeout time.Duration) {
-				conn, err := s.c.dial(dialCtx, addr, timeout)
-				select {
-				case ch <- dialResult{conn, err}:
-				case <-s.done:
-					if conn != nil {
-						conn.Close()
-					}
-				}
-			}(dialed, addr, left)
 		case r := <-dialed:
 			dialed = nil
 			if r.err != nil {
-				reclaimAfter(fmt.Errorf("cannot connect to %s: %w", addr, r.err))
+				reclaimAfter(fmt.Errorf("cannot connect to %s: %w", r.addr, r.err))
 				continue
 			}
 			now := time.Now()
@@ -524,16 +708,25 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				fail("unconfirmed", 0, "", nil)
 				return
 			}
-			s.conn = r.conn
-			gen++
-			s.markSent(now)
-			_ = s.conn.SetWriteDeadline(s.confirmedUntil())
-			if _, err := s.conn.Write(reclaimAcquire); err != nil {
+			if silent() && !attemptDue.IsZero() && !now.Before(attemptDue) {
+				r.conn.Close()
+				reclaimAfter(fmt.Errorf("cannot connect to %s within lease/4 (%v)", r.addr, BaseInterval(s.lease)))
+				continue
+			}
+			s.rconn, raddr = r.conn, r.addr
+			gens++
+			rgen = gens
+			rSent = now
+			_ = s.rconn.SetWriteDeadline(s.confirmedUntil())
+			if _, err := s.rconn.Write(reclaimAcquire); err != nil {
+				if silent() {
+					attemptFailed(fmt.Errorf("cannot send the reclaim to %s: %w", raddr, err))
+					continue
+				}
 				fail("closed", 0, "", err)
 				return
 			}
-			inFlight = true
-			go s.read(s.conn, gen)
+			go s.read(s.rconn, rgen)
 		case <-hb.C:
 			if inFlight || reclaiming {
 				continue
@@ -551,7 +744,35 @@ func (s *session) run(waitCtx context.Context, acquire []byte) {
 				return
 			}
 			inFlight = true
+			hbSent = now
 			s.markSent(now)
+			silence.Reset(BaseInterval(s.lease))
+		case <-silence.C:
+			if !inFlight || reclaiming || s.conn == nil || token == 0 || hbSent.IsZero() {
+				continue
+			}
+			if early := BaseInterval(s.lease) - time.Since(hbSent); early > 0 {
+				silence.Reset(early) // a stale tick of an earlier heartbeat's
+				continue
+			}
+			if !beginReclaim() {
+				continue // no reclaim for this grant: the deadline decides
+			}
+			// The first attempt goes at once, to the next address; the pacing is between attempts.
+			trouble = fmt.Errorf("%s did not answer a heartbeat for %v (lease/4)", addr, BaseInterval(s.lease))
+			s.idx = (cur + 1) % len(s.addrs)
+			if !connectReclaim() {
+				return
+			}
+		case <-attempt.C:
+			if !silent() || s.rconn == nil || attemptDue.IsZero() {
+				continue // a connect under way ends by its own timeout (lease/4)
+			}
+			if early := time.Until(attemptDue); early > 0 {
+				attempt.Reset(early) // a stale tick of an earlier attempt's
+				continue
+			}
+			attemptFailed(fmt.Errorf("the reclaim at %s was not answered within lease/4 (%v)", raddr, BaseInterval(s.lease)))
 		case <-deadline.C:
 			if left := time.Until(s.confirmedUntil()); left > 0 {
 				deadline.Reset(left)

@@ -102,6 +102,10 @@ type reclaimFake struct {
 	all   []*fakeConn // every connection, closed at the end of the test
 	// silent: HEARTBEATs of fresh claims are not answered from now on (one arriving is reported on unanswered).
 	silent bool
+	// held: the fresh claims' connections (heldConns reports each as it is granted); pending: those whose HEARTBEAT went unanswered.
+	held      []*fakeConn
+	heldConns chan *fakeConn
+	pending   []*fakeConn
 
 	reclaims          chan []byte   // the body of every reclaim, as it arrives
 	reclaimHeartbeats chan struct{} // one per HEARTBEAT answered on a reclaimed connection
@@ -113,6 +117,7 @@ type reclaimFake struct {
 type fakeConn struct {
 	mu   sync.Mutex
 	conn net.Conn
+	done chan struct{} // closed when the client has closed the connection (or the test ended)
 }
 
 func (c *fakeConn) write(b []byte) {
@@ -129,7 +134,7 @@ func (f *reclaimFake) grantBack(body []byte) ([]byte, bool) {
 func newReclaimFake(t *testing.T, slot int) *reclaimFake {
 	t.Helper()
 	f := &reclaimFake{t: t, slot: slot, grantFlags: FlagReply | FlagReclaimable, hbFlags: FlagReply | FlagReclaimable,
-		reclaims: make(chan []byte, 16), reclaimHeartbeats: make(chan struct{}, 256), heartbeats: make(chan struct{}, 256), unanswered: make(chan struct{}, 16)}
+		reclaims: make(chan []byte, 64), heldConns: make(chan *fakeConn, 16), reclaimHeartbeats: make(chan struct{}, 256), heartbeats: make(chan struct{}, 256), unanswered: make(chan struct{}, 16)}
 	f.answer = f.grantBack
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -151,7 +156,7 @@ func (f *reclaimFake) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			c := &fakeConn{conn: conn}
+			c := &fakeConn{conn: conn, done: make(chan struct{})}
 			f.mu.Lock()
 			f.conns = append(f.conns, c)
 			f.all = append(f.all, c)
@@ -159,6 +164,7 @@ func (f *reclaimFake) serve(ln net.Listener) {
 			f.wg.Add(1)
 			go func() {
 				defer f.wg.Done()
+				defer close(c.done)
 				defer conn.Close()
 				f.session(c)
 			}()
@@ -192,8 +198,15 @@ func (f *reclaimFake) session(c *fakeConn) {
 			}
 			reclaimed = reply != nil
 		case n == 0:
+			f.mu.Lock()
+			f.held = append(f.held, c)
+			f.mu.Unlock()
 			c.write(grantFrame(f.grantFlags, fakeToken, f.slot))
+			f.heldConns <- c
 		case silent && !reclaimed:
+			f.mu.Lock()
+			f.pending = append(f.pending, c)
+			f.mu.Unlock()
 			select {
 			case f.unanswered <- struct{}{}:
 			default:
