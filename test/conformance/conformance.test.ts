@@ -251,14 +251,33 @@ type FakeMode = (typeof FAKE_MODES)[number];
  *   on shutdownReclaim() SHUTTING_DOWN with the RECLAIM flag (or, `flag` false, without) to its sessions
  *   and the close, like a clean stop; then an ACQUIRE with the RECLAIM option for token 9 gets ACQUIRED
  *   with REPLY, RECLAIMABLE and token 9, any other reclaim (or every one, `refuse`) RECLAIM_REFUSED (0x15)
- *   and the close.
+ *   and the close. Silence (protocol.md 14.3, "On silence"): on silence() each open session answers its next
+ *   HEARTBEAT, then answers nothing more and stays open (a frozen or cut-off server), while new connections
+ *   are served, their reclaims granted, refused or left unanswered (`reclaims`); answer() answers the
+ *   silent sessions' unanswered HEARTBEATs and every later one again; eof() closes the silent sessions
+ *   without a frame. With `reclaimable` false its grants lack RECLAIMABLE (a server with reclaim off).
  */
 interface FakeSocketData {
   buf: Uint8Array;
   frames: number;
   /** This connection's claim was granted as a reclaim (mode reclaim). */
   reclaimed: boolean;
+  /** Mode reclaim, silence: answering (no), answering one more HEARTBEAT (next), or answering nothing (silent). */
+  silence: "no" | "next" | "silent";
+  /** HEARTBEATs received while silent and not answered yet. */
+  pending: number;
+  /** This connection sent a reclaim (mode reclaim), and the fake left it unanswered. */
+  reclaimSent: boolean;
+  reclaimHeld: boolean;
+  /** The fake ended this connection (else the client did, when it closed). */
+  endedByFake: boolean;
+  closed: boolean;
+  /** Mode reclaim: the silent sessions' HEARTBEATs answered after answer() when this connection closed. */
+  heartbeatsSinceAnswerAtClose: number;
 }
+
+/** What the reclaim fake does with a reclaim of its token: grant it, refuse it (RECLAIM_REFUSED and the close), or never answer. */
+type ReclaimAnswer = "grant" | "refuse" | "hold";
 
 class FakeServer {
   readonly sockets: Socket<FakeSocketData>[] = [];
@@ -267,8 +286,21 @@ class FakeServer {
   /** Mode reclaim: the tokens of the reclaims received (granted or refused), and the HEARTBEATs answered on a reclaimed connection. */
   readonly reclaims: bigint[] = [];
   reclaimHeartbeats = 0;
-  /** Mode reclaim: refuse every reclaim (set by shutdownReclaim). */
-  private refuse = false;
+  /** Mode reclaim: what a reclaim of token 9 gets (refuse: set by shutdownReclaim, silence, eof). */
+  private reclaimAnswer: ReclaimAnswer = "grant";
+  /** Mode reclaim: its grants carry RECLAIMABLE. */
+  reclaimable = true;
+  /** Mode reclaim, silence: the sessions that went silent, and what happened since. */
+  readonly silenced: Socket<FakeSocketData>[] = [];
+  readonly reclaimConns: Socket<FakeSocketData>[] = [];
+  private onSilence: (() => void) | null = null;
+  answeredAgain = false;
+  /** HEARTBEATs answered on silenced sessions after answer() (not counting the ones it answered itself). */
+  heartbeatsSinceAnswer = 0;
+  /** Reclaims received after the first of those HEARTBEATs. */
+  reclaimsAfterAnswer = 0;
+  /** Frames a client sent on a silent session while one was unanswered (at most one frame in flight). */
+  readonly violations: string[] = [];
   readonly wakeup = new Wakeup();
   private readonly listener: TCPSocketListener<FakeSocketData>;
   constructor(readonly mode: FakeMode) {
@@ -281,7 +313,7 @@ class FakeServer {
         open(socket) {
           fake.connections++;
           fake.wakeup.wake();
-          socket.data = { buf: new Uint8Array(0), frames: 0, reclaimed: false };
+          socket.data = { buf: new Uint8Array(0), frames: 0, reclaimed: false, silence: "no", pending: 0, reclaimSent: false, reclaimHeld: false, endedByFake: false, closed: false, heartbeatsSinceAnswerAtClose: 0 };
           if (mode === "shutdown") {
             socket.write(SHUTTING_DOWN);
             socket.end();
@@ -343,16 +375,33 @@ class FakeServer {
                   const at = 6 + ((frame.body[1]! & 0x04) !== 0 ? 2 : 0);
                   const token = new DataView(frame.body.buffer, frame.body.byteOffset).getBigUint64(at);
                   fake.reclaims.push(token);
-                  if (token === BigInt(FAKE_TOKEN) && !fake.refuse) {
+                  fake.reclaimConns.push(socket);
+                  socket.data.reclaimSent = true;
+                  if (fake.heartbeatsSinceAnswer > 0) fake.reclaimsAfterAnswer++;
+                  if (token === BigInt(FAKE_TOKEN) && fake.reclaimAnswer === "grant") {
                     socket.data.reclaimed = true;
-                    socket.write(RECLAIMABLE_REPLY);
+                    socket.write(fake.grantFrame());
+                  } else if (token === BigInt(FAKE_TOKEN) && fake.reclaimAnswer === "hold") {
+                    socket.data.reclaimHeld = true;
                   } else {
                     socket.write(RECLAIM_REFUSED);
-                    socket.end();
+                    fake.end(socket);
                   }
+                } else if (socket.data.silence === "silent") {
+                  if (socket.data.pending > 0) fake.violations.push(`frame type ${frame.type} sent while a HEARTBEAT was unanswered`);
+                  socket.data.pending++;
+                  continue;
                 } else {
                   if (frame.type === 0x02 && socket.data.reclaimed) fake.reclaimHeartbeats++;
-                  socket.write(RECLAIMABLE_REPLY);
+                  if (frame.type === 0x02 && fake.answeredAgain && fake.silenced.includes(socket)) fake.heartbeatsSinceAnswer++;
+                  socket.write(fake.grantFrame());
+                  if (socket.data.silence === "next" && frame.type === 0x02) {
+                    socket.data.silence = "silent";
+                    fake.silenced.push(socket);
+                    const onSilence = fake.onSilence;
+                    fake.onSilence = null;
+                    onSilence?.();
+                  }
                 }
                 break;
               case "lock-delayed":
@@ -371,6 +420,8 @@ class FakeServer {
         close(socket) {
           const i = fake.sockets.indexOf(socket);
           if (i >= 0) fake.sockets.splice(i, 1);
+          socket.data.closed = true;
+          socket.data.heartbeatsSinceAnswerAtClose = fake.heartbeatsSinceAnswer;
           fake.wakeup.wake();
         },
         error() {},
@@ -382,11 +433,46 @@ class FakeServer {
   }
   /** A clean stop: SHUTTING_DOWN (with the RECLAIM flag unless `flag` is false) to every session, and the close. */
   shutdownReclaim(flag: boolean, refuse: boolean): void {
-    this.refuse = refuse;
+    if (refuse) this.reclaimAnswer = "refuse";
     for (const s of this.sockets.splice(0)) {
       s.write(shuttingDown(flag));
-      s.end();
+      this.end(s);
     }
+  }
+  /** Mode reclaim: the frame that grants (a claim, a HEARTBEAT's answer, a reclaim): token 9, RECLAIMABLE unless turned off. */
+  grantFrame(): Uint8Array {
+    return this.reclaimable ? RECLAIMABLE_REPLY : ACQUIRED_REPLY;
+  }
+  end(socket: Socket<FakeSocketData>): void {
+    socket.data.endedByFake = true;
+    socket.end();
+  }
+  /**
+   * Mode reclaim: every open session answers its next HEARTBEAT and then nothing (kept open); `then` runs
+   * right after that answer is written (the last answered send is the HEARTBEAT just answered). Reclaims
+   * from then on get `reclaims`. Resolves once a session has gone silent.
+   */
+  async silence(reclaims: ReclaimAnswer, then: () => void): Promise<void> {
+    this.reclaimAnswer = reclaims;
+    const marked = this.sockets.filter((s) => s.data.silence === "no");
+    if (marked.length === 0) throw new Error("the reclaim fake has no open session to silence");
+    this.onSilence = then;
+    for (const s of marked) s.data.silence = "next";
+    await this.wakeup.until(() => this.silenced.length > 0, WAIT_MS, () => "the reclaim fake's session answering one more HEARTBEAT and going silent");
+  }
+  /** Mode reclaim: the silent sessions answer their unanswered HEARTBEATs and every later frame again. */
+  answer(): void {
+    this.answeredAgain = true;
+    for (const s of this.silenced) {
+      if (s.data.closed) continue;
+      s.data.silence = "no";
+      for (; s.data.pending > 0; s.data.pending--) s.write(this.grantFrame());
+    }
+  }
+  /** Mode reclaim: the silent sessions end with an EOF (closed without a frame); reclaims from then on get `reclaims`. */
+  eof(reclaims: ReclaimAnswer): void {
+    this.reclaimAnswer = reclaims;
+    for (const s of this.silenced) if (!s.data.closed) this.end(s);
   }
   shutdown(): void {
     for (const s of this.sockets) {
@@ -506,6 +592,8 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
   const limits = new Map<string, number>();
   const witnessWakeup = new Wakeup();
   const witness = new Witness(witnessWakeup);
+  // A second one for `earlyWitnessLease`: a loss must come after it expired (not before the deadline).
+  const earlyWitness = new Witness(witnessWakeup);
   const outcome = (id: string, ...kinds: string[]) => (e: DriverEvent) => e.id === id && kinds.includes(e.event);
   try {
     for (const step of scenario.steps) {
@@ -596,6 +684,62 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
         case "fake-shutdown-reclaim":
           fakes.get("reclaim")!.shutdownReclaim(step.flag !== false, step.refuse === true);
           break;
+        case "fake-reclaimable":
+          // Before the claim: the reclaim fake's grants carry RECLAIMABLE, or (false) not.
+          fakes.get("reclaim")!.reclaimable = step.reclaimable !== false;
+          break;
+        case "fake-silence": {
+          // The reclaim fake's sessions answer one more HEARTBEAT, then nothing (open); the witnesses
+          // start right after that answer, when the client's deadline is 0.8 x lease away at most.
+          const witnesses: [Witness, string, number][] = [];
+          if (typeof step.witnessLease === "number") witnesses.push([witness, `${lock}/witness`, step.witnessLease]);
+          if (typeof step.earlyWitnessLease === "number") witnesses.push([earlyWitness, `${lock}/witness-early`, step.earlyWitnessLease]);
+          for (const [w] of witnesses) await w.open(listenPort);
+          await fakes.get("reclaim")!.silence((step.reclaims as ReclaimAnswer | undefined) ?? "grant", () => {
+            for (const [w, name, lease] of witnesses) w.start(name, lease);
+          });
+          break;
+        }
+        case "fake-answer":
+          fakes.get("reclaim")!.answer();
+          break;
+        case "fake-eof":
+          fakes.get("reclaim")!.eof((step.reclaims as ReclaimAnswer | undefined) ?? "grant");
+          break;
+        case "expect fake-reclaims-at-least": {
+          const fake = fakes.get("reclaim")!;
+          await fake.wakeup.until(() => fake.reclaims.length >= (step.count as number), WAIT_MS, () => `${where}: ${fake.reclaims.length} reclaims received`);
+          break;
+        }
+        case "expect silenced-closed": {
+          // The client closed the connection that went silent (the fake never closed it).
+          const fake = fakes.get("reclaim")!;
+          await fake.wakeup.until(() => fake.silenced.every((s) => s.data.closed), WAIT_MS, () => `${where}: the client closing the silent connection`);
+          expect(fake.silenced.map((s) => s.data.endedByFake), where).toEqual(fake.silenced.map(() => false));
+          break;
+        }
+        case "expect silence-over": {
+          // The silent connection answers again: after `count` HEARTBEATs answered on it, no reclaim came
+          // after the first of them, and every reclaim connection is closed; one the fake left unanswered
+          // was closed by the client before its next HEARTBEAT on the old connection.
+          const fake = fakes.get("reclaim")!;
+          await fake.wakeup.until(() => fake.heartbeatsSinceAnswer >= (step.count as number), WAIT_MS, () => `${where}: ${fake.heartbeatsSinceAnswer} HEARTBEATs answered on the old connection since it answered again`);
+          expect(fake.reclaimsAfterAnswer, `${where}: reclaims sent after the silence was over`).toBe(0);
+          expect(fake.reclaimConns.every((s) => s.data.closed), `${where}: a reclaim connection is still open`).toBe(true);
+          const held = fake.reclaimConns.filter((s) => s.data.reclaimHeld);
+          expect(held.map((s) => s.data.endedByFake || s.data.heartbeatsSinceAnswerAtClose), `${where}: the unanswered reclaim's connection closed at once`).toEqual(held.map(() => 0));
+          break;
+        }
+        case "expect not-reclaimed":
+          expect(driver.find(outcome(id, "reclaimed")), where).toBeUndefined();
+          break;
+        case "expect lost-after-early-witness": {
+          // The loss came after a session with earlyWitnessLease (0.7 x lease), started with the silence, expired: not early.
+          const lost = await driver.until(outcome(id, "lost"), `${id} lost`);
+          const ended = await witnessWakeup.until(() => earlyWitness.endedAt, WAIT_MS, () => "the early witness session's expiry");
+          expect(ended < lost.arrived, `${where}: the client reported the loss before a session with ${step.earlyWitnessLease} ms lease, started with the silence, expired`).toBe(true);
+          break;
+        }
         case "expect reclaimed": {
           // The held lock was reclaimed, with the token it was granted: the same grant, confirmed again.
           const e = await driver.until(outcome(id, "reclaimed", "lost"), `${id} reclaimed`);
@@ -710,12 +854,14 @@ async function runScenario(kind: ClientKind, index: number, scenario: Scenario):
       }
     }
     for (const c of [...proxy.conns, ...(late?.conns ?? [])]) expect(c.violations, `${scenario.name}: one frame in flight (${c.owner})`).toEqual([]);
+    expect(fakes.get("reclaim")!.violations, `${scenario.name}: one frame in flight on a silent connection`).toEqual([]);
     await driver.stop();
     // A crash, an uncaught exception or (with LOCKD_GO_RACE=1) a data race in the driver fails the scenario.
     expect(driver.stderr.join("\n"), `${scenario.name}: the driver's stderr`).not.toMatch(/DATA RACE|panic:|Traceback|Unhandled|error:/);
   } finally {
     await driver.stop();
     witness.stop();
+    earlyWitness.stop();
     proxy.stop();
     late?.stop();
     for (const fake of fakes.values()) fake.stop();
