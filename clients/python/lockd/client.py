@@ -87,11 +87,13 @@ class _Attempt:
     address at ``index`` of the claim's list. The connect (and a TLS handshake) runs on a
     thread of its own, so the session's thread keeps serving the old connection; once it is
     over (``finished``: ``sock`` or ``error``) a byte on ``wake`` tells the session's thread,
-    which then owns the socket, sends the reclaim (``sent_at``) and reads its answer."""
+    which then owns the socket, sends the reclaim (``sent_at``) and reads its answer. An
+    attempt not answered by ``due_at`` (lease/4 after its start) has failed."""
 
-    def __init__(self, session: "_Session", index: int, timeout: float, wake: socket.socket) -> None:
+    def __init__(self, session: "_Session", index: int, due_at: float, timeout: float, wake: socket.socket) -> None:
         self.session = session
         self.index = index
+        self.due_at = due_at  # given up then, unless granted (or failed) before
         self.addr = session.addrs[index]
         self.sock: socket.socket | None = None
         self.error = ""
@@ -466,7 +468,7 @@ class _Session:
         else ending it is a loss. ACQUIRED with REPLY and the grant's token and slot on the
         attempt's connection reclaims the lock: the old connection is closed and the claim
         goes on on the new one, confirmed up to the reclaim's send. Any other outcome of an
-        attempt fails only that attempt."""
+        attempt (no answer within lease/4 of its start among them) fails only that attempt."""
         reclaim = self.reclaiming
         if frame is None:
             assert sent_at is not None
@@ -549,11 +551,16 @@ class _Session:
                             wake_r, wake_w = socket.socketpair()
                             wake_w.setblocking(False)
                             sel.register(wake_r, selectors.EVENT_READ, "wake")
+                if silence is not None and silence.attempt is not None and now >= silence.attempt.due_at:
+                    attempt = silence.attempt
+                    end_attempt(f"the reclaim at {attempt.addr[0]}:{attempt.addr[1]} was not answered within lease/4 ({self.lease / 4:.3f} s)", now)
                 if silence is not None and silence.attempt is None and silence.next_at is not None and now >= silence.next_at:
                     assert wake_w is not None
                     silence.next_at = None
                     silence.index = (silence.index + 1) % len(self.addrs)
-                    silence.attempt = _Attempt(self, silence.index, deadline - now, wake_w)
+                    # One attempt (its connect and the reclaim's answer) gets lease/4: an address
+                    # that does not answer is not waited for to the deadline, the next is tried.
+                    silence.attempt = _Attempt(self, silence.index, now + self.lease / 4, min(deadline - now, self.lease / 4), wake_w)
                 if backlog:
                     frames, backlog = backlog, []
                     ready = {"main"}
@@ -575,6 +582,8 @@ class _Session:
                         wait = min(wait, silence_at - now)
                     if silence is not None and silence.attempt is None and silence.next_at is not None:
                         wait = min(wait, silence.next_at - now)
+                    if silence is not None and silence.attempt is not None:
+                        wait = min(wait, silence.attempt.due_at - now)
                     pending_tls = set()  # TLS bytes decrypted already: the socket may not select readable for them
                     if isinstance(sock, ssl.SSLSocket) and sock.pending() > 0:
                         pending_tls.add("main")

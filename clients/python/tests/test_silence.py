@@ -316,6 +316,24 @@ class Silence(unittest.TestCase):
         self.assertTrue(losses.empty())
         self.assertTrue(reclaims.empty())
 
+    def test_a_reclaim_not_answered_within_a_quarter_lease_is_given_up_for_the_next(self):
+        # The first reclaim is never answered (a frozen server that still accepts): after lease/4
+        # the client closes it and tries again; the second is granted. The attempt's lease/4
+        # ends 0.05 x lease before the deadline: 300 ms here, for the pause and the next attempt.
+        server = self.server(reclaims="hold")
+        lock, losses, reclaims = self.held(server.addr, lease=6.0)
+        self.go_silent(server, lock)
+        first = server.next("reclaim")[1]
+        server.reclaims = "grant"
+        server.next("eof", cid=first)  # given up by the client
+        self.assertTrue(lock.held, "the attempt was closed only by the loss")
+        second = server.next("reclaim")[1]
+        self.assertNotIn(second, (1, first))
+        self.assertIs(reclaims.get(timeout=WAIT), lock)
+        self.assertTrue(server.next("heartbeat", cid=second)[2])
+        self.assertEqual(lock.reclaims, 1)
+        self.assertTrue(losses.empty())
+
     def test_every_reclaim_refused_is_lost_at_the_unmoved_deadline(self):
         for answer in ("refuse", "other"):
             with self.subTest(answer=answer):
