@@ -844,9 +844,13 @@ class Client:
         section 14), keep the lock held (``lost`` not set) and claim the grant back from the
         server's next run, with the same token and slot, before the lock's deadline (0.8 x
         lease after the last answered send), which does not move; if that fails the lock is
-        lost as for any loss. False: such a stop loses the lock. ``on_reclaim(lock)``: called
-        (on the session's thread) each time the lock was reclaimed; ``lock.reclaims`` counts
-        them."""
+        lost as for any loss. Also on silence (a HEARTBEAT of a flagged grant unanswered for
+        lease/4, the connection still open): the old connection is kept, and the reclaim is
+        tried on a second connection to the list's next address (again, paced, while the
+        deadline allows) until it is granted there (the claim goes on on the new connection)
+        or the old connection answers. False: a clean stop loses the lock, and silence is
+        not reclaimed. ``on_reclaim(lock)``: called (on the session's thread) each time the
+        lock was reclaimed; ``lock.reclaims`` counts them."""
         if not isinstance(reclaim, bool):
             raise LockRequestError("BAD_REQUEST", f"reclaim must be True or False, got {reclaim!r}", lock=name)
         shard = self.map.shard_of(name)
