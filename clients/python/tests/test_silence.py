@@ -5,6 +5,7 @@ same token there reclaims it (the old connection is closed, heartbeats go on on 
 one); an answer on the old connection ends the silence (the reclaim's connection is
 closed); any other outcome fails only that attempt (tried again, paced); the deadline does
 not move; an EOF on the old connection is a loss, never a reason to reclaim."""
+import asyncio
 import queue
 import socket
 import threading
@@ -12,6 +13,7 @@ import time
 import unittest
 
 from lockd import Client, LockLostError
+from lockd.aio import AsyncClient
 from lockd.frames import OPTION_LIMIT, OPTION_RECLAIM, encode_acquire
 
 from .test_blocking import error_frame, refused_addr
@@ -441,6 +443,29 @@ class Silence(unittest.TestCase):
         ended = {server.next("eof")[1], server.next("eof")[1]}
         self.assertEqual(ended, {1, event[1]})
         self.assertTrue(reclaims.empty())
+
+
+class AsyncSilence(unittest.IsolatedAsyncioTestCase):
+    async def test_the_work_task_runs_on_through_a_reclaim_on_silence(self):
+        server = SilenceServer()
+        self.addCleanup(server.close)
+        loop = asyncio.get_running_loop()
+        reclaimed = asyncio.Event()
+        seen = []
+
+        def on_reclaim(lock) -> None:
+            seen.append((lock.token, asyncio.get_running_loop() is loop))
+            reclaimed.set()
+
+        async with AsyncClient(server.addr).lock("jobs/a", lease=LEASE, on_reclaim=on_reclaim) as lock:
+            await loop.run_in_executor(None, server.next, "heartbeat")
+            server.silence(1)
+            await asyncio.wait_for(reclaimed.wait(), WAIT)  # the body is not cancelled meanwhile
+            await loop.run_in_executor(None, server.next, "eof")
+            self.assertTrue(lock.held)
+            self.assertEqual(lock.reclaims, 1)
+        self.assertEqual(seen, [(TOKEN, True)])
+        self.assertEqual(lock.error.why, "released")
 
 
 if __name__ == "__main__":
