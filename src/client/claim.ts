@@ -10,6 +10,9 @@
  *   close, and the connect's outcome;
  * - it arms the machine's one timer;
  * - it passes a reclaim of the held lock on to `onReclaim`;
+ * - for a reclaim on silence it opens the machine's second connection
+ *   beside the first, and when the machine promotes it, closes the first and
+ *   reports the second's events as the claim connection's from then on;
  * - it turns the machine's endings into the promise `start()` returns (the
  *   grant, or the error of a claim that never held) and into the lock's
  *   AbortSignal (aborted with the LockLostError the moment a held lock is
@@ -30,7 +33,7 @@ export interface ClaimSettings extends Omit<ClaimRules, "secure" | "random"> {
   readonly connect: Connector;
   /** Told before each reconnect of a claim not held yet: what failed, the pause before the next try, and whether it is a backoff (Effects.retry). */
   readonly onRetry: ((detail: string, delayMs: number, backoff: boolean) => void) | undefined;
-  /** Told each time the held lock was reclaimed after a clean stop of the server (Effects.reclaimed). */
+  /** Told each time the held lock was reclaimed, after a clean stop of the server or on silence (Effects.reclaimed). */
   readonly onReclaim?: (() => void) | undefined;
 }
 
@@ -55,6 +58,9 @@ export class Claim implements ClaimEffects {
   private attempt = 0;
   private timerHandle: ReturnType<typeof setTimeout> | null = null;
   private settle: { resolve: (g: Granted) => void; reject: (e: unknown) => void } | null = null;
+  /** The second connection (reclaim on silence): whose events are the second's while it is this one, and its transport once open. */
+  private second: Second | null = null;
+  private secondTransport: Transport | null = null;
   private readonly onAbort = (): void => this.machine.abort(performance.now(), this.settings.signal?.reason);
   private readonly fire = (): void => {
     this.timerHandle = null;
@@ -134,6 +140,78 @@ export class Claim implements ClaimEffects {
     if (transport !== null) void transport.close();
   }
 
+  connectSecond(index: number): void {
+    const second: Second = { attempt: -1 };
+    this.second = second;
+    const address = this.settings.addresses[index]!;
+    const machine = this.machine;
+    // Whose its events are: the second connection's while it is the current one, the claim connection's once
+    // promoted (until that is dropped too), nobody's once it was dropped.
+    const role = (): "second" | "main" | null => (second === this.second ? "second" : second.attempt >= 0 && second.attempt === this.attempt ? "main" : null);
+    this.settings
+      .connect(address, this.settings.tls, {
+        data: (chunk) => {
+          const now = performance.now();
+          const r = role();
+          if (r === "second") machine.secondData(now, chunk);
+          else if (r === "main") machine.data(now, chunk);
+        },
+        closed: (error) => {
+          const now = performance.now();
+          const r = role();
+          if (r === "second") {
+            this.second = null;
+            this.secondTransport = null;
+            machine.secondClosed(now, error);
+          } else if (r === "main") {
+            this.attempt++;
+            this.transport = null;
+            machine.closed(now, error);
+          }
+        },
+      })
+      .then(
+        (transport) => {
+          const r = role();
+          if (r === "second") {
+            this.secondTransport = transport;
+            machine.secondConnected(performance.now());
+          } else if (r === "main") {
+            this.transport = transport;
+            machine.connected(performance.now());
+          } else void transport.close();
+        },
+        (error: unknown) => {
+          const r = role();
+          if (r === "second") {
+            this.second = null;
+            machine.secondConnectFailed(performance.now(), error);
+          } else if (r === "main") machine.connectFailed(performance.now(), error);
+        },
+      );
+  }
+
+  sendSecond(frame: Uint8Array): void {
+    this.secondTransport?.write(frame);
+  }
+
+  disconnectSecond(): void {
+    const transport = this.secondTransport;
+    this.second = null;
+    this.secondTransport = null;
+    if (transport !== null) void transport.close();
+  }
+
+  promoteSecond(): void {
+    const second = this.second!;
+    const transport = this.secondTransport;
+    this.disconnect();
+    second.attempt = ++this.attempt;
+    this.transport = transport;
+    this.second = null;
+    this.secondTransport = null;
+  }
+
   arm(at: number): void {
     if (this.timerHandle !== null) clearTimeout(this.timerHandle);
     this.timerHandle = at === Infinity ? null : setTimeout(this.fire, Math.max(0, Math.ceil(at - performance.now())));
@@ -164,4 +242,9 @@ export class Claim implements ClaimEffects {
   reclaimed(_token: bigint, _slot: number): void {
     this.settings.onReclaim?.();
   }
+}
+
+/** A second connection: `attempt` is the claim connection's attempt number once it was promoted, -1 before. */
+interface Second {
+  attempt: number;
 }

@@ -63,6 +63,25 @@
  * that breaks once open loses it. SHUTTING_DOWN without the flag, or for a
  * grant that was not flagged, is a loss as before.
  *
+ * Reclaim on silence (protocol.md section 14.3, "On silence"): a held lock
+ * whose last ACQUIRED had RECLAIMABLE, with reclaim on, whose HEARTBEAT has
+ * been unanswered for lease/4 on an open connection (`silenceAt`), keeps that
+ * connection (its HEARTBEAT stays in flight) and opens a SECOND one
+ * (`connectSecond`: the next address of the list, wrapping), at once, on
+ * which it sends the ACQUIRE with RECLAIM. ACQUIRED with REPLY and the
+ * grant's token (and slot) before the deadline: reclaimed, the second
+ * connection becomes the claim's (`promoteSecond` closes the old one),
+ * confirmed up to the reclaim's send, `reclaimed`. An answer to the
+ * HEARTBEAT on the old connection ends the silence: the second connection is
+ * closed, nothing else changes. Any other outcome of the second connection
+ * (an ERROR such as RECLAIM_REFUSED, WAITING, another token, a connect
+ * refused, a close, no answer within lease/4 of the attempt's start) fails
+ * that attempt only: the next address, after the reconnect pacing, while the
+ * deadline allows. The old connection's end is handled as ever: SHUTTING_DOWN
+ * with RECLAIM starts the reclaim above, with an attempt under way (the
+ * second connection, promoted) as its first; anything else loses the lock
+ * and closes the second connection. The deadline does not move.
+ *
  * Addresses and pacing (failover): every failure moves on to the NEXT
  * address of the list. Within a round (addresses not yet tried since a
  * server last answered) the pause is 10-50 ms; after a whole round failed,
@@ -108,7 +127,7 @@ import {
   WaitTimeoutError,
   type LostWhy,
 } from "./errors.ts";
-import { clientTimeout, heartbeatInterval, reconnectPause, smoothRtt } from "./schedule.ts";
+import { baseInterval, clientTimeout, heartbeatInterval, reconnectPause, smoothRtt } from "./schedule.ts";
 import { plaintextToTls, TlsSetupError, tlsClosedProblem, tlsConnectProblem } from "./tls-problem.ts";
 import { networkErrorText } from "./transport.ts";
 
@@ -130,8 +149,26 @@ export interface ClaimEffects {
   failed(error: unknown): void;
   /** A held lock is lost (once; final): abort the lock's signal with this error. */
   lost(error: LockLostError): void;
-  /** The held lock was reclaimed after a clean stop of the server: the same token and slot, confirmed again. */
+  /** The held lock was reclaimed (after a clean stop of the server, or on silence): the same token and slot, confirmed again. */
   reclaimed(token: bigint, slot: number): void;
+  /**
+   * Reclaim on silence: open a second connection to `addresses[index]`, the
+   * current one staying open; report it with `secondConnected` /
+   * `secondConnectFailed`, then `secondData` / `secondClosed`.
+   */
+  connectSecond(index: number): void;
+  /** Write bytes on the second connection. */
+  sendSecond(frame: Uint8Array): void;
+  /** Close the second connection (or abandon its connect); its later events are not reported. */
+  disconnectSecond(): void;
+  /**
+   * The second connection becomes the claim's: close the current one (its
+   * later events are not reported); from now on `send` and `disconnect` act
+   * on the second one, and its events (its connect's outcome included, if it
+   * is still connecting) are reported as `connected`, `connectFailed`,
+   * `data` and `closed`.
+   */
+  promoteSecond(): void;
   /**
    * Before each reconnect of a claim not held yet: what failed, the pause
    * before the next try, and whether that pause is a backoff (every address
@@ -228,8 +265,14 @@ export class ClaimMachine implements FrameSink {
   reclaimable = false;
   /** Held, and reclaiming after a clean stop of the server: not confirmed again yet. */
   reclaiming = false;
-  /** How many times the held lock was reclaimed. */
+  /** How many times the held lock was reclaimed (after a clean stop, or on silence). */
   reclaims = 0;
+  /**
+   * Held, and the server silent: a HEARTBEAT unanswered for lease/4 on the
+   * open connection, and a reclaim on a second connection under way (or
+   * between its attempts). Ends with an answer on either, or the deadline.
+   */
+  silent = false;
 
   private link: Link = Link.NONE;
   private reader = new FrameReader(LIMITS);
@@ -266,6 +309,17 @@ export class ClaimMachine implements FrameSink {
   private readonly retryFirst: boolean;
   /** While reclaiming: the ACQUIRE with RECLAIM sent on each new connection. */
   private reclaimAcquire: Uint8Array | null = null;
+  /** While silent: the second connection, its reader, its address, its reclaim's send time, and when its attempt is given up. */
+  private secondLink: Link = Link.NONE;
+  private secondReader = new FrameReader(LIMITS);
+  private secondIndex = 0;
+  private secondSentAt = -1;
+  private secondDueAt = -1;
+  /** While silent: the ACQUIRE with RECLAIM sent on each second connection. */
+  private silenceAcquire: Uint8Array | null = null;
+  private readonly secondSink: FrameSink = {
+    onFrame: (type, flags, bytes, offset, length) => this.secondFrame(type, flags, bytes, offset, length),
+  };
 
   constructor(
     private readonly rules: ClaimRules,
@@ -353,6 +407,44 @@ export class ClaimMachine implements FrameSink {
     this.arm();
   }
 
+  /** The second connection (reclaim on silence) asked for by `connectSecond` is open. */
+  secondConnected(now: number): void {
+    if (this.state === "done" || !this.silent || this.secondLink !== Link.CONNECTING) return;
+    this.secondLink = Link.OPEN;
+    this.secondSentAt = now;
+    this.effects.sendSecond(this.silenceAcquire!);
+    this.arm();
+  }
+
+  /** The second connection's connect failed. */
+  secondConnectFailed(now: number, error: unknown): void {
+    if (this.state === "done" || !this.silent || this.secondLink !== Link.CONNECTING) return;
+    this.secondFailed(now, `cannot connect to ${this.whereSecond()}: ${networkErrorText(error)}`, error);
+    this.arm();
+  }
+
+  /** Bytes from the server on the second connection. */
+  secondData(now: number, chunk: Uint8Array): void {
+    if (this.state === "done" || !this.silent || this.secondLink !== Link.OPEN) return;
+    this.now = now;
+    const reader = this.secondReader;
+    if (reader.push(chunk, this.secondSink) === ReadResult.ERROR) {
+      if (this.reader === reader) this.violation(`bad frame from the server: ${reader.errorMessage}`); // promoted in this read
+      else if (this.silent && this.secondLink === Link.OPEN) this.secondFailed(now, `bad frame from ${this.whereSecond()}: ${reader.errorMessage}`, undefined);
+    }
+    this.arm();
+  }
+
+  /** The second connection is gone (also one reported closed before its connect was). */
+  secondClosed(now: number, error: Error | undefined): void {
+    if (this.state === "done" || !this.silent || this.secondLink === Link.NONE) return;
+    const wasOpen = this.secondLink === Link.OPEN;
+    this.secondLink = Link.NONE;
+    const detail = error === undefined ? "the server closed the connection" : `connection failed: ${networkErrorText(error)}`;
+    this.secondFailed(now, wasOpen ? `the reclaim at ${this.whereSecond()}: ${detail}` : `cannot connect to ${this.whereSecond()}: ${detail}`, error);
+    this.arm();
+  }
+
   /** The timer armed with `arm` fired (perhaps early, if a deadline moved later). */
   timer(now: number): void {
     this.armedAt = Infinity;
@@ -367,6 +459,10 @@ export class ClaimMachine implements FrameSink {
       this.lose("unconfirmed", `not reclaimed ${this.unconfirmedDetail().replace(/^no answer /, "")}${trouble === null ? "" : `: ${trouble.detail}`}`, trouble?.cause);
       return;
     }
+    if (this.silent) {
+      this.silenceTimer(now);
+      return;
+    }
     if (this.connectDueAt >= 0 && now >= this.connectDueAt) {
       this.trouble(now, `cannot connect to ${this.where()} within ${clientTimeout(this.rules.leaseMs)} ms`, undefined);
     } else if (this.link === Link.OPEN && now >= this.confirmedUntil) {
@@ -375,6 +471,8 @@ export class ClaimMachine implements FrameSink {
         return;
       }
       this.trouble(now, `server unresponsive: ${this.unconfirmedDetail()}`, undefined);
+    } else if (this.silenceAt >= 0 && now >= this.silenceAt) {
+      this.startSilence(now);
     } else if (this.retryAt >= 0 && now >= this.retryAt) {
       this.retryAt = -1;
       this.connect(now);
@@ -477,6 +575,8 @@ export class ClaimMachine implements FrameSink {
     this.tlsProblem = null;
     this.resilient = true;
     this.heartbeatAt = now + heartbeatInterval(this.rules.leaseMs, this.smoothedRttMs, this.rules.minHeartbeatIntervalMs);
+    // The old connection answered: the silence is over, and a reclaim under way is not needed.
+    if (this.silent) this.endSilence();
     return true;
   }
 
@@ -521,7 +621,12 @@ export class ClaimMachine implements FrameSink {
         this.reclaiming = true;
         this.failures = 0;
         this.troubleSince = this.now;
-        this.trouble(this.now, error.message, error);
+        // Silent until now: the reclaim on the second connection, if one is under way, is this reclaim's first attempt.
+        if (this.silent && this.secondLink !== Link.NONE) this.secondAsReclaim(error);
+        else {
+          if (this.silent) this.endSilence();
+          this.trouble(this.now, error.message, error);
+        }
         return;
       }
       this.lose("server-error", error.message, error);
@@ -576,6 +681,9 @@ export class ClaimMachine implements FrameSink {
     if ((this.link === Link.OPEN || this.reclaiming) && this.confirmedAt >= 0 && this.confirmedUntil < next) next = this.confirmedUntil;
     if (this.retryAt >= 0 && this.retryAt < next) next = this.retryAt;
     if (this.heartbeatAt >= 0 && this.heartbeatAt < next) next = this.heartbeatAt;
+    const silenceAt = this.silenceAt;
+    if (silenceAt >= 0 && silenceAt < next) next = silenceAt;
+    if (this.secondDueAt >= 0 && this.secondDueAt < next) next = this.secondDueAt;
     if (next < this.armedAt) {
       this.armedAt = next;
       this.effects.arm(next);
@@ -585,6 +693,11 @@ export class ClaimMachine implements FrameSink {
   private where(): string {
     const addresses = this.rules.addresses;
     return formatAddress(addresses[this.addressIndex % addresses.length]!);
+  }
+
+  private whereSecond(): string {
+    const addresses = this.rules.addresses;
+    return formatAddress(addresses[this.secondIndex % addresses.length]!);
   }
 
   private unconfirmedDetail(): string {
@@ -673,6 +786,158 @@ export class ClaimMachine implements FrameSink {
     this.inFlightSentAt = -1;
   }
 
+  // --- reclaim on silence ------------------------------------------------------------
+
+  /**
+   * When the held lock's server counts as silent: its HEARTBEAT in flight
+   * unanswered for lease/4 (the next one would be due), on an open
+   * connection, for a grant whose last ACQUIRED had RECLAIMABLE, with reclaim
+   * on; -1 when that does not apply (nothing in flight, a reclaim after a
+   * clean stop under way, silent already).
+   */
+  private get silenceAt(): number {
+    if (this.state !== "held" || this.link !== Link.OPEN || this.inFlightSentAt < 0 || this.silent || this.reclaiming) return -1;
+    if (!this.reclaimable || this.rules.reclaimFrame === undefined) return -1;
+    return this.inFlightSentAt + baseInterval(this.rules.leaseMs);
+  }
+
+  /** Silent: keep the connection, and reclaim on a second one to the next address, at once. */
+  private startSilence(now: number): void {
+    this.silent = true;
+    this.failures = 0;
+    this.lastTrouble = { detail: `no answer to the HEARTBEAT sent at ${Math.round(this.inFlightSentAt)} ms on ${this.where()} within lease/4 (${baseInterval(this.rules.leaseMs)} ms)`, cause: undefined };
+    this.silenceAcquire = this.rules.reclaimFrame!(this.token, this.slot);
+    this.secondIndex = (this.addressIndex + 1) % this.rules.addresses.length;
+    this.connectSecond(now);
+  }
+
+  private connectSecond(now: number): void {
+    this.secondLink = Link.CONNECTING;
+    this.secondReader = new FrameReader(LIMITS);
+    this.secondSentAt = -1;
+    // One attempt (the connect and the reclaim's answer) gets lease/4: a server that does not answer is not waited for to the deadline.
+    this.secondDueAt = now + baseInterval(this.rules.leaseMs);
+    this.effects.connectSecond(this.secondIndex);
+  }
+
+  /** While silent, the timer: the deadline, an attempt that ran out, the next attempt. */
+  private silenceTimer(now: number): void {
+    if (now >= this.confirmedUntil) {
+      const trouble = this.lastTrouble;
+      this.lose("unconfirmed", `${this.unconfirmedDetail()}, and not reclaimed on silence${trouble === null ? "" : `: ${trouble.detail}`}`, trouble?.cause);
+      return;
+    }
+    if (this.secondDueAt >= 0 && now >= this.secondDueAt) {
+      this.secondFailed(now, `the reclaim at ${this.whereSecond()} was not answered within lease/4 (${baseInterval(this.rules.leaseMs)} ms)`, undefined);
+    } else if (this.retryAt >= 0 && now >= this.retryAt) {
+      this.retryAt = -1;
+      this.connectSecond(now);
+    }
+    this.arm();
+  }
+
+  /** A frame on the second connection: the reclaim's answer. */
+  private secondFrame(type: number, flags: number, bytes: Uint8Array, offset: number, length: number): boolean {
+    if (this.state === "done") return false;
+    // Promoted earlier in this read: the frame is the claim connection's.
+    if (!this.silent) return this.onFrame(type, flags, bytes, offset, length);
+    const now = this.now;
+    if (type === FrameType.ACQUIRED && (flags & FLAG_REPLY) !== 0) {
+      const token = decodeAcquired(bytes, offset);
+      const slot = decodeSlot(bytes, offset, length);
+      const limit = this.rules.limit;
+      const wellFormed = (flags & FLAG_SLOT) !== 0 ? slot >= 0 && limit > 1 && slot < limit : length === TOKEN_LENGTH && limit === 1;
+      if (wellFormed && token === this.token && slot === this.slot) {
+        if (now >= this.confirmedUntil) {
+          this.lose("unconfirmed", `the reclaim on silence was answered too late: ${this.unconfirmedDetail()}`);
+          return false;
+        }
+        this.silenceReclaimed(flags);
+        return true;
+      }
+      const what = wellFormed ? `token ${token}${slot >= 0 ? ` slot ${slot}` : ""}` : `a malformed ACQUIRED (${length}-byte body, flags 0x${flags.toString(16)})`;
+      this.secondFailed(now, `the reclaim of token ${this.token} at ${this.whereSecond()} was answered with ${what}`, undefined);
+      return false;
+    }
+    if (type === FrameType.ERROR) {
+      const frame = decodeError(bytes, offset, length);
+      const error = new ServerErrorFrame(frame.code, frame.message, this.whereSecond());
+      this.secondFailed(now, `the reclaim at ${this.whereSecond()}: ${error.message}`, error);
+      return false;
+    }
+    const what = type === FrameType.WAITING ? "WAITING" : type === FrameType.ACQUIRED ? "a pushed ACQUIRED" : `a frame of type 0x${type.toString(16)}`;
+    this.secondFailed(now, `the reclaim at ${this.whereSecond()} was answered with ${what}`, undefined);
+    return false;
+  }
+
+  /** The reclaim on silence was granted: the second connection is the claim's, confirmed up to the reclaim's send. */
+  private silenceReclaimed(flags: number): void {
+    const sentAt = this.secondSentAt;
+    this.takeSecond();
+    this.inFlightSentAt = sentAt;
+    this.answered();
+    this.reclaimable = (flags & FLAG_RECLAIMABLE) !== 0;
+    this.reclaims++;
+    this.effects.reclaimed(this.token, this.slot);
+  }
+
+  /**
+   * SHUTTING_DOWN with RECLAIM on the old connection while a reclaim on
+   * silence is under way: that attempt goes on as the reclaim's first (its
+   * connect, or its ACQUIRE in flight), on the connection it is on.
+   */
+  private secondAsReclaim(error: ServerErrorFrame): void {
+    const open = this.secondLink === Link.OPEN;
+    const sentAt = this.secondSentAt;
+    const dueAt = this.secondDueAt;
+    this.takeSecond();
+    this.lastTrouble = { detail: error.message, cause: error };
+    if (open) this.inFlightSentAt = sentAt;
+    else {
+      this.link = Link.CONNECTING;
+      this.connectDueAt = dueAt;
+    }
+  }
+
+  /** The second connection becomes the claim's (the old one is closed), and the silence is over. */
+  private takeSecond(): void {
+    this.effects.promoteSecond();
+    this.link = Link.OPEN;
+    this.reader = this.secondReader;
+    this.firstRead = false;
+    this.addressIndex = this.secondIndex;
+    this.connectDueAt = -1;
+    this.heartbeatAt = -1;
+    this.inFlightSentAt = -1;
+    this.secondLink = Link.NONE;
+    this.endSilence();
+  }
+
+  /** An attempt of the reclaim on silence failed: the next address, after the reconnect pacing (the deadline ends it all). */
+  private secondFailed(now: number, detail: string, cause: unknown): void {
+    if (this.secondLink !== Link.NONE) this.effects.disconnectSecond();
+    this.secondLink = Link.NONE;
+    this.secondSentAt = -1;
+    this.secondDueAt = -1;
+    const count = this.rules.addresses.length;
+    this.failures++;
+    this.secondIndex = (this.secondIndex + 1) % count;
+    this.lastTrouble = { detail, cause };
+    this.retryAt = now + reconnectPause(this.failures, count, this.rules.random());
+  }
+
+  /** The silence is over (an answer, a reclaim, the end): close the second connection if one is open. */
+  private endSilence(): void {
+    if (!this.silent) return;
+    this.silent = false;
+    if (this.secondLink !== Link.NONE) this.effects.disconnectSecond();
+    this.secondLink = Link.NONE;
+    this.secondSentAt = -1;
+    this.secondDueAt = -1;
+    this.silenceAcquire = null;
+    this.retryAt = -1;
+  }
+
   // --- endings ------------------------------------------------------------------------
 
   /** End a held lock: abort its signal first, then tidy up. */
@@ -692,6 +957,7 @@ export class ClaimMachine implements FrameSink {
   }
 
   private cleanUp(): void {
+    this.endSilence();
     this.reclaiming = false;
     this.reclaimAcquire = null;
     this.dropConnection();

@@ -18,7 +18,11 @@ export type Effect =
   | { readonly at: number; readonly kind: "failed"; readonly error: unknown }
   | { readonly at: number; readonly kind: "lost"; readonly error: LockLostError }
   | { readonly at: number; readonly kind: "reclaimed"; readonly token: bigint; readonly slot: number }
-  | { readonly at: number; readonly kind: "retry"; readonly detail: string; readonly delay: number; readonly backoff: boolean };
+  | { readonly at: number; readonly kind: "retry"; readonly detail: string; readonly delay: number; readonly backoff: boolean }
+  | { readonly at: number; readonly kind: "connect-second"; readonly index: number }
+  | { readonly at: number; readonly kind: "send-second"; readonly type: number; readonly options: number }
+  | { readonly at: number; readonly kind: "disconnect-second" }
+  | { readonly at: number; readonly kind: "promote-second" };
 
 export class ManualClaim implements ClaimEffects {
   now = 0;
@@ -80,6 +84,18 @@ export class ManualClaim implements ClaimEffects {
   retry(detail: string, delay: number, backoff: boolean): void {
     this.effects.push({ at: this.now, kind: "retry", detail, delay, backoff });
   }
+  connectSecond(index: number): void {
+    this.effects.push({ at: this.now, kind: "connect-second", index });
+  }
+  sendSecond(frame: Uint8Array): void {
+    this.effects.push({ at: this.now, kind: "send-second", type: frame[0]!, options: frame[5]! });
+  }
+  disconnectSecond(): void {
+    this.effects.push({ at: this.now, kind: "disconnect-second" });
+  }
+  promoteSecond(): void {
+    this.effects.push({ at: this.now, kind: "promote-second" });
+  }
 
   // --- driving it ---
 
@@ -112,6 +128,11 @@ export class ManualClaim implements ClaimEffects {
   /** Deliver server bytes at the current time. */
   read(bytes: Uint8Array): void {
     this.machine.data(this.now, bytes);
+  }
+
+  /** Deliver server bytes on the second connection (reclaim on silence) at the current time. */
+  readSecond(bytes: Uint8Array): void {
+    this.machine.secondData(this.now, bytes);
   }
 
   replyGranted(token = 7): void {
