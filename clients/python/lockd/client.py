@@ -1,8 +1,11 @@
 """The blocking client: one claim is one TCP connection, served by one thread
 that owns the schedule, the reads and the writes (a permanent reader: it
 always selects on the socket). The one exception to "a held lock never
-reconnects" is a reclaim after a clean stop of the server (docs/protocol.md
-section 14.3): the same thread connects again and claims the grant back."""
+reconnects" is a reclaim (docs/protocol.md section 14.3): after a clean stop
+of the server the same thread connects again and claims the grant back; on
+silence (a heartbeat unanswered for lease/4, the connection still open) it
+keeps the old connection and tries reclaims on a second one, whose connects
+run on a thread of their own so the old connection stays served."""
 from __future__ import annotations
 
 import os
@@ -71,7 +74,82 @@ class _Retry(Exception):
 
 
 class _Reclaim(Exception):
-    """A held lock got SHUTTING_DOWN with RECLAIM for a grant flagged RECLAIMABLE, with reclaim on."""
+    """A held lock got SHUTTING_DOWN with RECLAIM for a grant flagged RECLAIMABLE, with reclaim on.
+    ``attempt``: a reclaim on silence under way then, which goes on as the reclaim's first attempt."""
+
+    def __init__(self, detail: str, attempt: "_Attempt | None" = None) -> None:
+        super().__init__(detail)
+        self.attempt = attempt
+
+
+class _Attempt:
+    """One reclaim on silence (docs/protocol.md section 14.3): a second connection to the
+    address at ``index`` of the claim's list. The connect (and a TLS handshake) runs on a
+    thread of its own, so the session's thread keeps serving the old connection; once it is
+    over (``finished``: ``sock`` or ``error``) a byte on ``wake`` tells the session's thread,
+    which then owns the socket, sends the reclaim (``sent_at``) and reads its answer. An
+    attempt not answered by ``due_at`` (lease/4 after its start) has failed."""
+
+    def __init__(self, session: "_Session", index: int, due_at: float, timeout: float, wake: socket.socket) -> None:
+        self.session = session
+        self.index = index
+        self.due_at = due_at  # given up then, unless granted (or failed) before
+        self.addr = session.addrs[index]
+        self.sock: socket.socket | None = None
+        self.error = ""
+        self.finished = False
+        self.cancelled = False
+        self.sent_at: float | None = None
+        self.reader = Reader()
+        self._wake = wake
+        threading.Thread(target=self._run, args=(timeout,), name=f"lockd {session.name} reclaim", daemon=True).start()
+
+    def _run(self, timeout: float) -> None:
+        sock: socket.socket | None = None
+        error = ""
+        try:
+            sock = self.session._connect(timeout=timeout, addr=self.addr)
+        except (OSError, ssl.SSLError) as e:
+            error = f"cannot connect to {self.addr[0]}:{self.addr[1]}: {e}"
+        with self.session.cv:
+            if not self.cancelled:
+                self.sock, self.error, self.finished = sock, error, True
+                self.session.cv.notify_all()
+                sock = None
+        if sock is not None:  # cancelled meanwhile: nobody takes it
+            try:
+                sock.close()
+            except OSError:
+                pass
+            return
+        try:
+            self._wake.send(b"\0")
+        except OSError:  # the session's conversation is over (closed), or the byte of another is pending
+            pass
+
+    def cancel(self) -> None:
+        """Give the attempt up: its connection (if any) is closed, a connect still under way is closed when it ends."""
+        with self.session.cv:
+            self.cancelled = True
+            sock, self.sock = self.sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
+class _Silence:
+    """The reclaims on silence of one held connection: the attempt under way (or None), the
+    failed ones counted for the pacing, when the next may start, the index of the last
+    address tried and what the last failure was."""
+
+    def __init__(self, index: int, now: float) -> None:
+        self.attempt: _Attempt | None = None
+        self.failures = 0
+        self.next_at: float | None = now
+        self.index = index
+        self.detail = ""
 
 
 class Lock:
@@ -80,8 +158,9 @@ class Lock:
     0 .. limit - 1 of a semaphore's grant (fence each slot like a lock of its own), None
     for limit 1; ``limit`` and ``shared`` are the claim's. ``reclaims``: how many times
     the lock was reclaimed after a clean stop of the server (the same token, kept across
-    the server's restart); ``reclaiming``: True while it is being reclaimed (still held:
-    ``held`` stays True until its deadline, and ``lost`` is not set)."""
+    the server's restart, or on silence over a second connection); ``reclaiming``: True while
+    it is being reclaimed, after a clean stop or on silence (still held: ``held`` stays True
+    until its deadline, and ``lost`` is not set)."""
 
     def __init__(self, session: "_Session", token: int, slot: int | None) -> None:
         self.name = session.name
@@ -98,7 +177,7 @@ class Lock:
 
     @property
     def reclaiming(self) -> bool:
-        return self._session.reclaiming and not self.lost.is_set()
+        return (self._session.reclaiming or self._session.silent) and not self.lost.is_set()
 
     @property
     def held(self) -> bool:
@@ -175,6 +254,7 @@ class _Session:
         self.on_reclaim = on_reclaim
         self.reclaimable = False  # the grant's last ACQUIRED had RECLAIMABLE
         self.reclaiming = False  # held, reclaiming after a clean stop: not confirmed again yet
+        self.silent = False  # held, a heartbeat unanswered for lease/4: reclaims on silence under way
         self.token = 0
         self.slot: int | None = None
         self.rtt: float | None = None
@@ -250,11 +330,16 @@ class _Session:
             return f"ACQUIRED with token {got_token} slot {got_slot} (held token {token} slot {slot})"
         return ""
 
-    def _connect(self, timeout: float | None = None) -> socket.socket:
-        sock = socket.create_connection(self.addr, timeout=self.timeout if timeout is None else timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.client.tls is not None:
-            sock = self.client.tls.wrap_socket(sock, server_hostname=self.client.server_hostname or self.addr[0])
+    def _connect(self, timeout: float | None = None, addr: tuple[str, int] | None = None) -> socket.socket:
+        addr = self.addr if addr is None else addr
+        sock = socket.create_connection(addr, timeout=self.timeout if timeout is None else timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.client.tls is not None:
+                sock = self.client.tls.wrap_socket(sock, server_hostname=self.client.server_hostname or addr[0])
+        except BaseException:
+            sock.close()
+            raise
         return sock
 
     def _run(self) -> None:
@@ -273,7 +358,9 @@ class _Session:
         except OSError as e:
             self._end(_Retry(f"cannot connect to {self.addr[0]}:{self.addr[1]}: {e}", False))
             return
-        frame = self.frame
+        frame: bytes | None = self.frame
+        reader: Reader | None = None
+        sent_at: float | None = None
         while True:
             with self.cv:
                 self.sock = sock
@@ -282,28 +369,54 @@ class _Session:
                 self._end(stop)
                 return
             try:
-                self._converse(sock, frame)
+                self._converse(sock, frame, reader, sent_at)
                 return
             except _Reclaim as e:
-                detail = str(e)
+                detail, attempt = str(e), e.attempt
             assert self.reclaim_frame is not None
             frame = self.reclaim_frame(self.token, self.slot)
-            next_sock = self._reclaim_connect(sock, detail)
-            if next_sock is None:
+            taken = self._reclaim_connect(sock, detail, attempt)
+            if taken is None:
                 return
-            sock = next_sock
+            sock, reader, sent_at = taken
+            if sent_at is not None:
+                frame = None  # the reclaim on silence was sent on it already
 
-    def _reclaim_connect(self, old: socket.socket, detail: str) -> socket.socket | None:
+    def _reclaim_connect(
+        self, old: socket.socket, detail: str, attempt: _Attempt | None = None,
+    ) -> tuple[socket.socket, Reader | None, float | None] | None:
         """After SHUTTING_DOWN with RECLAIM: close the old connection, connect again (the next
         address, paced as any reconnect) until a connect gets through or the deadline, which
-        does not move, passes (the lock is lost then). None: the session has ended."""
+        does not move, passes (the lock is lost then). ``attempt``: a reclaim on silence under
+        way at the stop, taken as the first connect (if it connected; its reclaim may have
+        been sent already). Returns the connection, and if its reclaim was sent already its
+        reader and the send's time; None: the session has ended."""
         self.reclaiming = True
+        self.silent = False
         with self.cv:
             self.sock = None
         try:
             old.close()
         except OSError:
             pass
+        if attempt is not None:
+            self.index, self.addr = attempt.index, attempt.addr
+            with self.cv:
+                self.cv.wait_for(
+                    lambda: attempt.finished or self._stop is not None or time.monotonic() >= self.confirmed_until(),
+                    timeout=max(self.confirmed_until() - time.monotonic(), 0),
+                )
+                stop, finished, sock = self._stop, attempt.finished, attempt.sock
+            if stop is not None or not finished:
+                attempt.cancel()
+                if stop is not None:
+                    self._end(stop)
+                else:
+                    self._fail("unconfirmed", f"not reclaimed within {self.timeout:.3f} s (0.8 x lease) of the last answered send: {detail}")
+                return None
+            if sock is not None:
+                return sock, (attempt.reader if attempt.sent_at is not None else None), attempt.sent_at
+            detail = attempt.error
         n = len(self.addrs)
         failures = 0
         while True:
@@ -322,13 +435,14 @@ class _Session:
                 self._fail("unconfirmed", f"not reclaimed within {self.timeout:.3f} s (0.8 x lease) of the last answered send: {detail}")
                 return None
             try:
-                return self._connect(timeout=left)
+                return self._connect(timeout=left), None, None
             except (OSError, ssl.SSLError) as e:
                 detail = f"cannot connect to {self.addr[0]}:{self.addr[1]}: {e}"
 
     def _reclaimed(self) -> None:
         """The reclaim was granted: the same token and slot, confirmed again."""
         self.reclaiming = False
+        self.silent = False
         lock = self.lock
         assert lock is not None
         lock.reclaims += 1
@@ -339,25 +453,73 @@ class _Session:
                 print(f"lockd: the on_reclaim callback of lock {self.name!r} raised:", file=sys.stderr)
                 traceback.print_exc()
 
-    def _converse(self, sock: socket.socket, frame: bytes) -> None:
+    def _converse(self, sock: socket.socket, frame: bytes | None, reader: Reader | None = None, sent_at: float | None = None) -> None:
         """Send ``frame`` (the ACQUIRE, or a reclaim's) on ``sock`` and serve the claim until
-        it ends; raises _Reclaim on a clean stop that lets the held lock be reclaimed."""
+        it ends; raises _Reclaim on a clean stop that lets the held lock be reclaimed. ``frame``
+        None: a reclaim on silence, sent at ``sent_at`` on ``sock`` and read by ``reader``
+        so far, goes on as the reclaim after a clean stop.
+
+        Reclaim on silence (docs/protocol.md section 14.3): while the lock is held, its grant
+        RECLAIMABLE and reclaim on, a HEARTBEAT unanswered for lease/4 starts reclaims on a
+        second connection (the list's next address, wrapping), one at a time, paced as
+        reconnects, while the deadline (which does not move) allows. The old connection is
+        kept and read: its answer ends the silence (the attempt is closed); SHUTTING_DOWN with
+        RECLAIM on it hands the attempt under way to the reclaim after a clean stop; anything
+        else ending it is a loss. ACQUIRED with REPLY and the grant's token and slot on the
+        attempt's connection reclaims the lock: the old connection is closed and the claim
+        goes on on the new one, confirmed up to the reclaim's send. Any other outcome of an
+        attempt (no answer within lease/4 of its start among them) fails only that attempt."""
         reclaim = self.reclaiming
-        pending_send = time.monotonic()
-        if not reclaim:
-            self._confirmed_send = pending_send
-        try:
-            sock.settimeout(max(min(self.timeout, self.confirmed_until() - pending_send), 0.001))
-            sock.sendall(frame)
-        except OSError as e:
-            self._fail("closed", f"cannot send ACQUIRE: {e}")
-            return
+        if frame is None:
+            assert sent_at is not None
+            pending_send = sent_at
+        else:
+            pending_send = time.monotonic()
+            if not reclaim:
+                self._confirmed_send = pending_send
+            try:
+                sock.settimeout(max(min(self.timeout, self.confirmed_until() - pending_send), 0.001))
+                sock.sendall(frame)
+            except OSError as e:
+                self._fail("closed", f"cannot send ACQUIRE: {e}")
+                return
         in_flight = True
         next_hb: float | None = None
-        reader = Reader()
+        if reader is None:
+            reader = Reader()
         sel = selectors.DefaultSelector()
-        sel.register(sock, selectors.EVENT_READ)
+        sel.register(sock, selectors.EVENT_READ, "main")
         minimum = self.client.min_heartbeat_interval
+        silence: _Silence | None = None
+        wake_r: socket.socket | None = None
+        wake_w: socket.socket | None = None
+        backlog: list = []  # frames read on a reclaim's connection after its grant, served as the new connection's
+
+        def end_attempt(detail: str, now: float) -> None:
+            """The attempt under way failed (or is given up): close it, pace the next."""
+            assert silence is not None and silence.attempt is not None
+            attempt = silence.attempt
+            if attempt.sent_at is not None and attempt.sock is not None:
+                sel.unregister(attempt.sock)
+            attempt.cancel()
+            silence.attempt = None
+            silence.failures += 1
+            silence.detail = detail
+            silence.next_at = now + reconnect_pause(silence.failures, len(self.addrs), random.random())
+
+        def end_silence() -> None:
+            """The old connection answered: the silence is over, the reclaim's connection closed."""
+            nonlocal silence
+            if silence is None:
+                return
+            attempt = silence.attempt
+            if attempt is not None:
+                if attempt.sent_at is not None and attempt.sock is not None:
+                    sel.unregister(attempt.sock)
+                attempt.cancel()
+            silence = None
+            self.silent = False
+
         try:
             while True:
                 with self.cv:
@@ -370,46 +532,90 @@ class _Session:
                 if now >= deadline:
                     if reclaim:
                         self._fail("unconfirmed", f"not reclaimed within {self.timeout:.3f} s (0.8 x lease) of the last answered send")
+                    elif silence is not None:
+                        self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease), and not reclaimed on silence: {silence.detail or 'no reclaim answered'}")
                     else:
                         self._fail("unconfirmed", f"no answer within {self.timeout:.3f} s (0.8 x lease)")
                     return
-                if not in_flight and next_hb is not None and now >= next_hb:
-                    try:
-                        sock.settimeout(max(deadline - now, 0.001))
-                        sock.sendall(HEARTBEAT_FRAME)
-                    except OSError as e:
-                        self._fail("closed", f"cannot send HEARTBEAT: {e}")
-                        return
-                    pending_send = now
-                    in_flight = True
-                    continue
-                wait = deadline - now
-                if not in_flight and next_hb is not None:
-                    wait = min(wait, next_hb - now)
-                pending_tls = isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
-                if not pending_tls and not sel.select(max(wait, 0)):
-                    continue
-                try:
-                    sock.settimeout(self.timeout)
-                    chunk = sock.recv(65536)
-                except (OSError, ssl.SSLError) as e:
-                    self._fail("closed", f"connection failed: {e}")
-                    return
-                if not chunk:
-                    with self.cv:
-                        stop = self._stop
-                    if stop is not None:
+                silence_at: float | None = None
+                if (
+                    silence is None and in_flight and self.lock is not None and not reclaim
+                    and self.reclaimable and self.reclaim_frame is not None
+                ):
+                    silence_at = pending_send + self.lease / 4  # the HEARTBEAT in flight goes unanswered for lease/4 then
+                    if now >= silence_at:
+                        silence = _Silence(self.index, now)
+                        self.silent = True
+                        silence_at = None
+                        if wake_r is None:
+                            wake_r, wake_w = socket.socketpair()
+                            wake_w.setblocking(False)
+                            sel.register(wake_r, selectors.EVENT_READ, "wake")
+                if silence is not None and silence.attempt is not None and now >= silence.attempt.due_at:
+                    attempt = silence.attempt
+                    end_attempt(f"the reclaim at {attempt.addr[0]}:{attempt.addr[1]} was not answered within lease/4 ({self.lease / 4:.3f} s)", now)
+                if silence is not None and silence.attempt is None and silence.next_at is not None and now >= silence.next_at:
+                    assert wake_w is not None
+                    silence.next_at = None
+                    silence.index = (silence.index + 1) % len(self.addrs)
+                    # One attempt (its connect and the reclaim's answer) gets lease/4: an address
+                    # that does not answer is not waited for to the deadline, the next is tried.
+                    silence.attempt = _Attempt(self, silence.index, now + self.lease / 4, min(deadline - now, self.lease / 4), wake_w)
+                if backlog:
+                    frames, backlog = backlog, []
+                    ready = {"main"}
+                else:
+                    if not in_flight and next_hb is not None and now >= next_hb:
+                        try:
+                            sock.settimeout(max(deadline - now, 0.001))
+                            sock.sendall(HEARTBEAT_FRAME)
+                        except OSError as e:
+                            self._fail("closed", f"cannot send HEARTBEAT: {e}")
+                            return
+                        pending_send = now
+                        in_flight = True
                         continue
-                    self._fail("closed", "the server closed the connection")
-                    return
-                try:
-                    frames = reader.push(chunk)
-                except SpeaksTLS as e:
-                    self._end(ServerUnavailableError(str(e), lock=self.name) if self.lock is None else LockLostError(self.name, "protocol", str(e)))
-                    return
-                except ProtocolViolation as e:
-                    self._fail("violation", str(e))
-                    return
+                    wait = deadline - now
+                    if not in_flight and next_hb is not None:
+                        wait = min(wait, next_hb - now)
+                    if silence_at is not None:
+                        wait = min(wait, silence_at - now)
+                    if silence is not None and silence.attempt is None and silence.next_at is not None:
+                        wait = min(wait, silence.next_at - now)
+                    if silence is not None and silence.attempt is not None:
+                        wait = min(wait, silence.attempt.due_at - now)
+                    pending_tls = set()  # TLS bytes decrypted already: the socket may not select readable for them
+                    if isinstance(sock, ssl.SSLSocket) and sock.pending() > 0:
+                        pending_tls.add("main")
+                    asock = silence.attempt.sock if silence is not None and silence.attempt is not None and silence.attempt.sent_at is not None else None
+                    if isinstance(asock, ssl.SSLSocket) and asock.pending() > 0:
+                        pending_tls.add("attempt")
+                    ready = {key.data for key, _ in sel.select(0 if pending_tls else max(wait, 0))} | pending_tls
+                    if not ready:
+                        continue
+                    frames = []
+                if "main" in ready and not frames:
+                    try:
+                        sock.settimeout(self.timeout)
+                        chunk = sock.recv(65536)
+                    except (OSError, ssl.SSLError) as e:
+                        self._fail("closed", f"connection failed: {e}")
+                        return
+                    if not chunk:
+                        with self.cv:
+                            stop = self._stop
+                        if stop is not None:
+                            continue
+                        self._fail("closed", "the server closed the connection")
+                        return
+                    try:
+                        frames = reader.push(chunk)
+                    except SpeaksTLS as e:
+                        self._end(ServerUnavailableError(str(e), lock=self.name) if self.lock is None else LockLostError(self.name, "protocol", str(e)))
+                        return
+                    except ProtocolViolation as e:
+                        self._fail("violation", str(e))
+                        return
                 now = time.monotonic()
                 for f in frames:
                     if f.type == ERROR:
@@ -417,7 +623,14 @@ class _Session:
                             self.lock is not None and not reclaim and f.code == 0x01 and f.flags & FLAG_RECLAIM
                             and self.reclaimable and self.reclaim_frame is not None
                         ):
-                            raise _Reclaim(f"the server sent ERROR SHUTTING_DOWN with RECLAIM: {f.message}")
+                            attempt = None
+                            if silence is not None and silence.attempt is not None:
+                                attempt = silence.attempt
+                                if attempt.sent_at is not None and attempt.sock is not None:
+                                    sel.unregister(attempt.sock)
+                                silence.attempt = None  # handed over: not closed below
+                            self.reclaiming = True  # held all along: reclaiming from now on
+                            raise _Reclaim(f"the server sent ERROR SHUTTING_DOWN with RECLAIM: {f.message}", attempt)
                         self._fail("server-error", f"the server sent ERROR {code_name(f.code)}: {f.message}", f.code, f.message)
                         return
                     if f.type == ACQUIRED:
@@ -450,6 +663,8 @@ class _Session:
                         return
                     if f.type == ACQUIRED:
                         self.reclaimable = bool(f.flags & FLAG_RECLAIMABLE)
+                        if f.reply:
+                            end_silence()  # the old connection answered
                         if reclaim:
                             reclaim = False
                             self._reclaimed()
@@ -458,8 +673,100 @@ class _Session:
                             with self.cv:
                                 self.lock = Lock(self, self.token, self.slot)
                                 self.cv.notify_all()
+                if "wake" in ready:  # drained even when the attempt that wrote it is gone
+                    assert wake_r is not None
+                    try:
+                        wake_r.recv(64)
+                    except OSError:
+                        pass
+                if silence is None or silence.attempt is None:
+                    continue
+                attempt = silence.attempt
+                if attempt.sent_at is None:
+                    with self.cv:
+                        finished, asock, error = attempt.finished, attempt.sock, attempt.error
+                    if not finished:
+                        continue
+                    if asock is None:
+                        end_attempt(error, now)
+                        continue
+                    assert self.reclaim_frame is not None
+                    attempt.sent_at = now
+                    try:
+                        asock.settimeout(max(self.confirmed_until() - now, 0.001))
+                        asock.sendall(self.reclaim_frame(self.token, self.slot))
+                    except OSError as e:
+                        attempt.sent_at = None
+                        end_attempt(f"cannot send the reclaim to {attempt.addr[0]}:{attempt.addr[1]}: {e}", now)
+                        continue
+                    sel.register(asock, selectors.EVENT_READ, "attempt")
+                    continue
+                if "attempt" not in ready:
+                    continue
+                asock = attempt.sock
+                assert asock is not None
+                where = f"{attempt.addr[0]}:{attempt.addr[1]}"
+                try:
+                    asock.settimeout(self.timeout)
+                    chunk = asock.recv(65536)
+                except (OSError, ssl.SSLError) as e:
+                    end_attempt(f"the reclaim's connection to {where} failed: {e}", now)
+                    continue
+                if not chunk:
+                    end_attempt(f"{where} closed the reclaim's connection without an answer", now)
+                    continue
+                try:
+                    answers = attempt.reader.push(chunk)
+                except ProtocolViolation as e:  # SpeaksTLS and SpeaksHTTP too
+                    end_attempt(f"the reclaim was answered by {where}: {e}", now)
+                    continue
+                if not answers:
+                    continue
+                f = answers[0]
+                if f.type == ERROR:
+                    end_attempt(f"the reclaim was answered by {where} with ERROR {code_name(f.code)}: {f.message}", now)
+                    continue
+                if f.type != ACQUIRED or not f.reply:
+                    end_attempt(f"the reclaim was answered by {where} with {'WAITING' if f.type == WAITING else 'ACQUIRED without REPLY'}", now)
+                    continue
+                bad = self._bad_grant(f.token, f.slot, self.token, self.slot)
+                if bad:
+                    end_attempt(f"the reclaim was answered by {where} with {bad}", now)
+                    continue
+                if now >= self.confirmed_until():
+                    end_attempt(f"the reclaim was answered by {where} too late", now)
+                    continue  # the loop's top ends the claim: not reclaimed by the deadline
+                # Reclaimed: the old connection is closed, the claim goes on on the new one.
+                assert attempt.sent_at is not None
+                sel.unregister(sock)
+                sel.unregister(asock)
+                with self.cv:
+                    old, self.sock = sock, asock
+                try:
+                    old.close()
+                except OSError:
+                    pass
+                sock, reader = asock, attempt.reader
+                sel.register(sock, selectors.EVENT_READ, "main")
+                silence = None
+                self.index, self.addr = attempt.index, attempt.addr
+                pending_send = attempt.sent_at
+                in_flight = False
+                self.answered = True
+                self.rtt = smooth_rtt(self.rtt, now - pending_send)
+                self._confirmed_send = pending_send
+                next_hb = now + heartbeat_interval(self.lease, self.rtt, minimum)
+                self.reclaimable = bool(f.flags & FLAG_RECLAIMABLE)
+                backlog = answers[1:]
+                self._reclaimed()
         finally:
+            if silence is not None and silence.attempt is not None:
+                silence.attempt.cancel()
+            self.silent = False
             sel.close()
+            for s in (wake_r, wake_w):
+                if s is not None:
+                    s.close()
 
 
 def first_connect_retried(setting: bool | None, try_: bool, wait: float | None, addresses: int) -> bool:
@@ -537,9 +844,13 @@ class Client:
         section 14), keep the lock held (``lost`` not set) and claim the grant back from the
         server's next run, with the same token and slot, before the lock's deadline (0.8 x
         lease after the last answered send), which does not move; if that fails the lock is
-        lost as for any loss. False: such a stop loses the lock. ``on_reclaim(lock)``: called
-        (on the session's thread) each time the lock was reclaimed; ``lock.reclaims`` counts
-        them."""
+        lost as for any loss. Also on silence (a HEARTBEAT of a flagged grant unanswered for
+        lease/4, the connection still open): the old connection is kept, and the reclaim is
+        tried on a second connection to the list's next address (again, paced, while the
+        deadline allows) until it is granted there (the claim goes on on the new connection)
+        or the old connection answers. False: a clean stop loses the lock, and silence is
+        not reclaimed. ``on_reclaim(lock)``: called (on the session's thread) each time the
+        lock was reclaimed; ``lock.reclaims`` counts them."""
         if not isinstance(reclaim, bool):
             raise LockRequestError("BAD_REQUEST", f"reclaim must be True or False, got {reclaim!r}", lock=name)
         shard = self.map.shard_of(name)
