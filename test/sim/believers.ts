@@ -251,8 +251,9 @@ export interface BelieverSimResult {
   readonly toldToReclaim: number;
   /** Terms with reclaim on that ended (step-down, stop, kill) while their own grace still ran: the next failover inside a grace. */
   readonly graceFailovers: number;
-  /** Reclaims begun on silence (protocol.md 14.3: heartbeats unanswered, the connection still open). */
+  /** Reclaims begun on silence (protocol.md 14.3: heartbeats unanswered, the connection still open), and those granted. */
   readonly silenceReclaims: number;
+  readonly silenceReclaimed: number;
   /** Stale reclaims sent (another connection naming an earlier holder's token, or one not issued before the term). */
   readonly staleReclaims: number;
 }
@@ -504,6 +505,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     toldToReclaim: 0,
     graceFailovers: 0,
     silenceReclaims: 0,
+    silenceReclaimed: 0,
     staleReclaims: 0,
   };
   /** What the last clean stop published for reclaim (the data directory's copy), until the next run starts with it. */
@@ -840,7 +842,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     };
     const transport: EngineOutput<Conn> = {
       send: (conn, frame) => {
-        if ((run !== null || coordReclaim) && frame[0] === FrameType.ACQUIRED && checkGrant(term, conn, frame) && x.leases !== null && selfTest !== "reclaim-not-durable") {
+        const reclaimed = (run !== null || coordReclaim) && frame[0] === FrameType.ACQUIRED && checkGrant(term, conn, frame);
+        if (reclaimed && x.leases === null) afterReclaim(term, conn);
+        if (reclaimed && x.leases !== null && selfTest !== "reclaim-not-durable") {
           // A reclaimed lease made durable in the lease record as any grant's is, before its ACQUIRED leaves (the record's
           // raise is synchronous): else, once the grace is over and the record no longer carries the last run's leases, a
           // crash leaves a record that does not cover this holder, and the next run grants its name at once. Engine.reclaimClaim
@@ -1579,6 +1583,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         belief.deadline = claim.base + GIVE_UP * claim.leaseMs;
         belief.from = conn.term!;
         stats.reclaims++;
+        stats.silenceReclaimed++;
         log?.(`${c.id} reclaimed ${claim.name} (token ${token}) on silence from ${conn.node.id}: believes for ${((belief.deadline - local(c)) / c.rate).toFixed(3)} ms`);
         return;
       }
@@ -1793,6 +1798,30 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   const upgradeStep = (): void => {
     at(now + logUniform(0.5, leaseMs / 4), () => {
       if (nodes.filter((n) => n.alive).length < 3) spawn();
+    });
+  };
+
+  /**
+   * The adversary after a coordinated term granted a reclaim: now and then
+   * the term fails in turn, while its grace runs or soon after it ended
+   * (frozen, cut off, or its host dead), so that the holders it took back
+   * rely on what its row covers (rule 1: a largest lease of at least M).
+   */
+  const afterReclaim = (term: Term, conn: Conn): void => {
+    if (!rng.chance(0.5)) return;
+    const x = term.node;
+    // Inside the grace; or once it is over, if the reclaimed holder still holds here (its name no longer held back).
+    const inside = rng.chance(0.3);
+    const end = inside ? local(x) : Math.max(local(x), term.delay.endsAt);
+    // (Once over: after the next renewal, which no longer carries the earlier epochs' lease.)
+    at(realAt(x, end) + (inside ? rng.float() : 0.3 + 0.7 * rng.float()) * leaseMs, () => {
+      if (x.term !== term || !x.alive) return;
+      if (!inside && (conn.serverDone || conn.session?.state !== SessionState.OWNER)) return;
+      const kind = rng.weighted([2, 2, 1]);
+      log?.(`strike at ${x.id} after its reclaims: ${["freezes", "is cut off", "dies with its host"][kind]}`);
+      if (kind === 0 && now >= x.pausedUntil) pauseNode(x, leaseMs * (1 + 4 * rng.float()));
+      else if (kind === 1) isolate(x, leaseMs * (1 + 4 * rng.float()));
+      else if (kind === 2 && nodes.filter((n) => n.alive).length > 1) kill(x, true);
     });
   };
 
