@@ -1283,7 +1283,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     for (const [token, owner] of tokenOwner) {
       if (owner.name === claim.name && token < claim.token && (stale > claim.token || token > stale) && !published.some((e) => e.token === token)) stale = token;
     }
-    if (coordReclaim && rng.chance(0.3)) stale = (x.term?.openBelow ?? lastToken) + 1 + rng.int(Math.min(block, 5));
+    // (Coordinated: open reclaims take any token issued before the term, whatever its name: a token of another name's
+    // grant would be a forged credential, which reclaim does not defend against, so the stale peer names none.)
+    if (coordReclaim && (stale > claim.token || rng.chance(0.3))) stale = (x.term?.openBelow ?? lastToken) + 1 + rng.int(Math.min(block, 5));
     stats.staleReclaims++;
     log?.(`a stale reclaim of ${claim.name} (token ${stale}) at ${x.id}, conn ${connSerial + 1}`);
     const forged = openConn(rogue, x);
