@@ -246,9 +246,11 @@ export interface BelieverSimResult {
   readonly coordinated: boolean;
   /** Reclaims granted in a coordinated term's open grace (no published grant: a token issued before the term). */
   readonly openReclaims: number;
-  /** Clean stops of an active that published reclaimable grants (froze, released, then told); and those whose release was answered, so that they told holders to reclaim. */
+  /** Clean stops of an active that published reclaimable grants (froze, released, then told its holders). */
   readonly publishingStops: number;
-  readonly toldToReclaim: number;
+  /** Holders a coordinated term told to reclaim (SHUTTING_DOWN with RECLAIM): at a clean stop once its release landed, at a step-down. */
+  readonly toldByStop: number;
+  readonly toldByStepDown: number;
   /** Terms with reclaim on that ended (step-down, stop, kill) while their own grace still ran: the next failover inside a grace. */
   readonly graceFailovers: number;
   /** Reclaims begun on silence (protocol.md 14.3: heartbeats unanswered, the connection still open), and those granted. */
@@ -502,7 +504,8 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     mostBelievers: 0,
     openReclaims: 0,
     publishingStops: 0,
-    toldToReclaim: 0,
+    toldByStop: 0,
+    toldByStepDown: 0,
     graceFailovers: 0,
     silenceReclaims: 0,
     silenceReclaimed: 0,
@@ -856,7 +859,14 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         sendDown(conn, { kind: "frame", bytes: frame.slice() }, strike);
       },
       close: (conn, frame) => {
-        if (frame !== null && x.frozen && frame[0] === FrameType.ERROR && (frame[1]! & FLAG_RECLAIM) !== 0) checkTold(term, conn);
+        if (frame !== null && x.leases === null && frame[0] === FrameType.ERROR && (frame[1]! & FLAG_RECLAIM) !== 0) {
+          if (x.frozen) {
+            checkTold(term, conn);
+            stats.toldByStop++;
+          } else {
+            stats.toldByStepDown++;
+          }
+        }
         conn.serverDone = true;
         term.conns.delete(conn);
         if (frame !== null) sendDown(conn, { kind: "frame", bytes: frame.slice() });
@@ -1777,7 +1787,6 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       x.term = null;
       ended(term);
       log?.(`${x.id} ends its sessions: ${reclaim ? "SHUTTING_DOWN with RECLAIM to its reclaimable holders" : "plain SHUTTING_DOWN (the release had no answer)"}`);
-      if (reclaim) stats.toldToReclaim++;
       term.engine.shutdown(local(x), reclaim);
       x.alive = false;
       if (rng.chance(0.7)) upgradeStep();
@@ -2134,12 +2143,27 @@ export function runBelieverSeeds(
     proxyCloses: 0,
     sharedBeliefs: 0,
     semaphoreBeliefs: 0,
+    publishingStops: 0,
+    toldByStop: 0,
+    toldByStepDown: 0,
+    openReclaims: 0,
+    silenceReclaims: 0,
+    silenceReclaimed: 0,
+    staleReclaims: 0,
+    graceFailovers: 0,
   };
+  /** Reclaims re-confirmed and lost in coordinated seeds with reclaim on, and how many such seeds ran. */
+  const coordinated = { seeds: 0, reclaims: 0, reclaimsLost: 0 };
   let tightest: { seed: number; ms: number; share: number } | null = null;
   const flags = `${options.selfTest === undefined ? "" : ` --break ${options.selfTest}`}${options.rateSpread === undefined ? "" : ` --rates ${options.rateSpread * 100}`}${options.steps === undefined ? "" : ` --steps ${options.steps}`}`;
   for (let seed = from; seed < from + count; seed++) {
     const result = simulateBelievers({ seed, ...options });
     for (const key of Object.keys(sum) as (keyof typeof sum)[]) sum[key] += result[key];
+    if (result.coordinated && result.reclaimCap >= 0) {
+      coordinated.seeds++;
+      coordinated.reclaims += result.reclaims;
+      coordinated.reclaimsLost += result.reclaimsLost;
+    }
     if (result.tightest !== null && (tightest === null || result.tightest.share < tightest.share)) tightest = { seed, ...result.tightest };
     if (result.failure !== null) {
       failed++;
@@ -2160,7 +2184,10 @@ export function runBelieverSeeds(
       `${sum.takeovers} terms begun (${sum.delayedTerms} with a lock-delay), ${sum.stepDowns} step-downs, ${sum.pauses} pauses, ` +
       `${sum.kills} kills, ${sum.partitions} partitions; reclaims: ${sum.reclaims} of ${sum.reclaimsSent} sent re-confirmed a belief, ${sum.reclaimsLost} lost, ` +
       `${sum.lateReclaims} answered past the deadline, ${sum.graceClaims} fresh claims in a grace, ${sum.proxyCloses} proxy closes; ` +
-      `${sum.sharedBeliefs} shared beliefs, ${sum.semaphoreBeliefs} in semaphore slots` +
+      `${sum.sharedBeliefs} shared beliefs, ${sum.semaphoreBeliefs} in semaphore slots; ` +
+      `coordinated with reclaim: ${coordinated.seeds} seeds, ${sum.publishingStops} clean stops of an active that published, holders told to reclaim ${sum.toldByStop} by a clean stop and ${sum.toldByStepDown} by a step-down, ` +
+      `${coordinated.reclaims} reclaims re-confirmed a belief (${sum.openReclaims} open, ${sum.silenceReclaimed} on silence of ${sum.silenceReclaims} silences), ${coordinated.reclaimsLost} lost, ` +
+      `${sum.staleReclaims} stale reclaims raced them, ${sum.graceFailovers} terms ended inside their grace` +
       (tightest === null ? "" : `; closest handoff ${tightest.ms.toFixed(3)} ms (${(tightest.share * 100).toFixed(3)} % of the old lease) after a belief lapsed, seed ${tightest.seed}`),
   );
   return failed;

@@ -151,7 +151,8 @@ describe("what clients believe (believers.ts): failover with engines and clients
     const coordinated = results.filter((r) => r.coordinated && r.reclaimCap >= 0);
     const inCoordinated = (f: (r: BelieverSimResult) => number) => coordinated.reduce((n, r) => n + f(r), 0);
     expect(coordinated.length).toBeGreaterThan(BELIEVER_SEEDS / 4);
-    expect(inCoordinated((r) => r.toldToReclaim)).toBeGreaterThan(BELIEVER_SEEDS);
+    expect(inCoordinated((r) => r.toldByStop)).toBeGreaterThan(BELIEVER_SEEDS / 10);
+    expect(inCoordinated((r) => r.toldByStepDown)).toBeGreaterThan(BELIEVER_SEEDS / 10);
     expect(inCoordinated((r) => r.reclaims)).toBeGreaterThan(BELIEVER_SEEDS / 5);
     expect(inCoordinated((r) => r.openReclaims)).toBeGreaterThan(BELIEVER_SEEDS / 10);
     expect(inCoordinated((r) => r.silenceReclaimed)).toBeGreaterThan(BELIEVER_SEEDS / 30);
