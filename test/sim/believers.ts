@@ -109,16 +109,30 @@ import { RowModel } from "./row.ts";
  *   deadline still answers heartbeats (GrantGuard.mayConfirm always yes).
  * - no-restart-delay (single-server seeds): the lease record is lost before
  *   each start, so a restarted server holds nothing back.
- * - reclaim-after-eof (reclaim seeds): a client whose grant was reclaimable
- *   reclaims after a bare EOF or reset too, believing meanwhile, as if it had
- *   had SHUTTING_DOWN with RECLAIM.
- * - short-grace (single-server seeds): a restart after a clean stop holds
- *   each published name back 1 ms less than its lock-delay.
+ * - reclaim-after-eof (reclaim seeds, single-server and coordinated): a
+ *   client whose grant was reclaimable reclaims after a bare EOF or reset
+ *   too, believing meanwhile, as if it had had SHUTTING_DOWN with RECLAIM.
+ * - short-grace (reclaim seeds): a restart after a clean stop, or a term
+ *   taking over a released row, holds each published name back 1 ms less
+ *   than its lock-delay.
  * - reclaim-any-token (reclaim seeds): the engine is given a published set
  *   that matches any reclaim (as if it did not check the set).
- * - reclaim-not-durable (reclaim seeds): a reclaimed lease is not made
- *   durable in the lease record (what Engine.reclaimClaim alone does: the
- *   shell here covers it), so a crash after the grace under-delays it.
+ * - reclaim-not-durable (single-server reclaim seeds): a reclaimed lease is
+ *   not made durable in the lease record (what Engine.reclaimClaim alone
+ *   does: the shell here covers it), so a crash after the grace under-delays it.
+ * - grace-not-carried (coordinated reclaim seeds): a term writes no carried
+ *   lease (lease_carry_ms 0 in its renewals and its release), so a clean stop
+ *   inside its grace drops the grace the earlier term's holders are owed:
+ *   the next active holds back only the names this term held.
+ * - no-cap-fold (coordinated reclaim seeds): the takeover does not make the
+ *   term's largest lease cover the cap M (store.ts's takeover statement
+ *   does), so the holders a term took back by reclaim are not covered when
+ *   it fails in turn.
+ * - reclaim-term-token (coordinated reclaim seeds): open reclaims accept a
+ *   token issued in the term (the bound read as the term's first reserved
+ *   block, not the last token issued before it).
+ * - tell-early (coordinated reclaim seeds): a clean stop tells its holders
+ *   to reclaim before its release has landed (at once, as it sends it).
  */
 export type BelieverSelfTest =
   | "no-delay"
@@ -130,7 +144,11 @@ export type BelieverSelfTest =
   | "reclaim-after-eof"
   | "short-grace"
   | "reclaim-any-token"
-  | "reclaim-not-durable";
+  | "reclaim-not-durable"
+  | "grace-not-carried"
+  | "no-cap-fold"
+  | "reclaim-term-token"
+  | "tell-early";
 
 export const BELIEVER_BREAKS: readonly BelieverSelfTest[] = [
   "no-delay",
@@ -143,6 +161,10 @@ export const BELIEVER_BREAKS: readonly BelieverSelfTest[] = [
   "short-grace",
   "reclaim-any-token",
   "reclaim-not-durable",
+  "grace-not-carried",
+  "no-cap-fold",
+  "reclaim-term-token",
+  "tell-early",
 ];
 
 export interface BelieverSimOptions {
@@ -218,8 +240,24 @@ export interface BelieverSimResult {
   readonly mostBelievers: number;
   /** Simulated time the run covered (ms). */
   readonly simMs: number;
-  /** The reclaim cap M of a single server with reclaim on; -1: off. */
+  /** The reclaim cap M of a single server or a coordinated service with reclaim on; -1: off. */
   readonly reclaimCap: number;
+  /** A coordinated service (not a single server). */
+  readonly coordinated: boolean;
+  /** Reclaims granted in a coordinated term's open grace (no published grant: a token issued before the term). */
+  readonly openReclaims: number;
+  /** Clean stops of an active that published reclaimable grants (froze, released, then told its holders). */
+  readonly publishingStops: number;
+  /** Holders a coordinated term told to reclaim (SHUTTING_DOWN with RECLAIM): at a clean stop once its release landed, at a step-down. */
+  readonly toldByStop: number;
+  readonly toldByStepDown: number;
+  /** Terms with reclaim on that ended (step-down, stop, kill) while their own grace still ran: the next failover inside a grace. */
+  readonly graceFailovers: number;
+  /** Reclaims begun on silence (protocol.md 14.3: heartbeats unanswered, the connection still open), and those granted. */
+  readonly silenceReclaims: number;
+  readonly silenceReclaimed: number;
+  /** Stale reclaims sent (another connection naming an earlier holder's token, or one not issued before the term). */
+  readonly staleReclaims: number;
 }
 
 class Violation extends Error {}
@@ -255,6 +293,10 @@ interface Node extends Clock {
   term: Term | null;
   /** A single server's lease record (null in a coordinated service, whose machine is then unused). */
   leases: LeasesFile | null;
+  /** Its own reclaim cap (--reclaim-max-lease; null: off), folded into the row's at creation and takeover. */
+  readonly reclaimMs: number | null;
+  /** A clean stop publishing reclaimable grants: no grant and no heartbeat answered from the snapshot on. */
+  frozen: boolean;
 }
 
 interface Term {
@@ -272,6 +314,11 @@ interface Term {
   readonly graceEnd: ReadonlyMap<string, number>;
   /** The reclaimable grants the last clean stop published, as the check sees them (null: none, after a crash). */
   readonly published: ReadonlyMap<string, readonly ReclaimEntry[]> | null;
+  /** The reclaim cap this term serves (-1: reclaim off): a grant is RECLAIMABLE iff its lease is at most this. */
+  readonly reclaimCap: number;
+  /** A coordinated term with reclaim on: until when (its clock) every name is held back (open reclaims), and the last token issued before it. */
+  readonly everyUntil: number;
+  readonly openBelow: number;
 }
 
 interface Conn {
@@ -338,6 +385,11 @@ interface Claim {
   srtt: number;
   hbSeq: number;
   belief: Belief | null;
+  /** The instance its last connection went to: a reclaim tries the next address after it. */
+  lastAt: Node | null;
+  /** Reclaiming on silence (protocol.md 14.3): the reclaim's connection beside the old one, and the send of its ACQUIRE (client clock). */
+  side: Conn | null;
+  sideSentAt: number;
 }
 
 interface Belief {
@@ -392,13 +444,18 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   const steps = options.steps ?? 20_000;
   const single = options.single ?? options.seed % 5 === 0;
   /**
-   * Reclaim (protocol.md section 14), in most single-server seeds: the cap M
-   * from every client's lease down to the coordinator lease, so that some
-   * grants are reclaimable and some not. -1: off. Drawn only in single-server
-   * seeds, so that a coordinated seed replays as before.
+   * Reclaim (protocol.md section 14), in most single-server seeds and half
+   * the coordinated ones: the cap M from every client's lease down to the
+   * coordinator lease, so that some grants are reclaimable and some not.
+   * -1: off. In a coordinated seed M is the service's (each instance's own
+   * cap is M, now and then half of it or off: the row keeps the largest, see
+   * `spawn`), and the holders of a frozen or cut-off active reclaim on
+   * silence (`silenceReclaim`) too.
    */
-  const reclaimCap = single && rng.chance(0.75) ? rng.pick([maxLease, maxLease, Math.max(1, Math.round(maxLease / 10)), leaseMs]) : -1;
+  const reclaimCap = (single ? rng.chance(0.75) : rng.chance(0.5)) ? rng.pick([maxLease, maxLease, Math.max(1, Math.round(maxLease / 10)), leaseMs]) : -1;
   const reclaimOn = reclaimCap >= 0;
+  /** Reclaim on a coordinated service (protocol.md section 14.2, rules 1-5). */
+  const coordReclaim = reclaimOn && !single;
   /**
    * Each name's kind: exclusive in a coordinated seed; in a single-server
    * seed exclusive, a read/write lock (half its claims shared), or a
@@ -445,6 +502,14 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     sharedBeliefs: 0,
     semaphoreBeliefs: 0,
     mostBelievers: 0,
+    openReclaims: 0,
+    publishingStops: 0,
+    toldByStop: 0,
+    toldByStepDown: 0,
+    graceFailovers: 0,
+    silenceReclaims: 0,
+    silenceReclaimed: 0,
+    staleReclaims: 0,
   };
   /** What the last clean stop published for reclaim (the data directory's copy), until the next run starts with it. */
   let pendingPublished: Map<string, ReclaimEntry[]> | null = null;
@@ -460,6 +525,8 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     }
   })();
   let tightest: { ms: number; share: number } | null = null;
+  /** The instance whose term's engine is being built (reclaim-term-token reads the token bound then). */
+  let opening: Node | null = null;
 
   const at = (time: number, run: () => void): void => queue.push({ at: Math.max(time, now), seq: seq++, run });
   const log = trace === undefined ? null : (line: string): void => trace(`${now.toFixed(3)} ${line}`);
@@ -478,6 +545,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   };
 
   const spawn = (): Node => {
+    // Reclaim on: its own cap mostly the service's, now and then half of it (the row's, raised only, is served) or off
+    // (it honours the row's cap in its grace, but its stops and step-downs tell no holder to reclaim).
+    const own = !coordReclaim ? null : [reclaimCap, reclaimCap, reclaimCap, reclaimCap, reclaimCap, reclaimCap, Math.max(1, Math.floor(reclaimCap / 2)), null][rng.int(8)]!;
     const x: Node = {
       id: `i${++serial}`,
       machine: drivenMachine({ leaseMs, block, initialFloor: 0 }),
@@ -494,9 +564,11 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       isolatedUntil: -1,
       term: null,
       leases: null,
+      reclaimMs: own,
+      frozen: false,
     };
     nodes.push(x);
-    log?.(`${x.id} starts (rate ${x.rate.toFixed(4)})`);
+    log?.(`${x.id} starts (rate ${x.rate.toFixed(4)}${coordReclaim ? `, reclaim cap ${own ?? "off"}` : ""})`);
     perform(x, x.machine.start(local(x)));
     return x;
   };
@@ -528,7 +600,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   };
 
   /** One statement: executes after a delay (maybe not at all), answered (maybe not), bounded by the shell's timeout. */
-  const statement = <T>(x: Node, name: string, exec: () => T, answer: (result: T | undefined) => RoleAction[]): void => {
+  const statement = <T>(x: Node, name: string, exec: () => T, answer: (result: T | undefined) => RoleAction[], timeoutMs = statementTimeout): void => {
     let reported = false;
     // The answer is network input; the shell's timeout is a timer.
     const report = (result: T | undefined, io: boolean): void => {
@@ -536,7 +608,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       reported = true;
       inNode(x, io, () => perform(x, answer(result)));
     };
-    at(realAt(x, local(x) + statementTimeout), () => report(undefined, false));
+    at(realAt(x, local(x) + timeoutMs), () => report(undefined, false));
     const execAt = now + rng.float() * maxDelay;
     if (rng.chance(lossRate) || now < x.dbCutUntil) return; // lost on the way there
     at(execAt, () => {
@@ -553,6 +625,10 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   /** What the machine reads of a row: with no-carry, an instance that ignores the carried lease. */
   const seen = (row: CoordinatorRow | null, carry = 0): CoordinatorRow | null => (row === null || selfTest !== "no-carry" ? row : { ...row, carryLeaseMs: carry });
 
+  /** The release as written: with grace-not-carried, without the carried lease (what the earlier epochs' holders are owed). */
+  const carried = (action: Extract<RoleAction, { type: "release" }>): Extract<RoleAction, { type: "release" }> =>
+    selfTest === "grace-not-carried" ? { ...action, carryLeaseMs: 0 } : action;
+
   const act = (x: Node, action: RoleAction): void => {
     const m = x.machine;
     switch (action.type) {
@@ -560,7 +636,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         statement(x, "read", () => store.row, (r) => (r === undefined ? m.readDone(local(x), null, true) : m.readDone(local(x), seen(r))));
         return;
       case "create":
-        statement(x, "create", () => store.create(x.id, action.floor, leaseMs), (r) => m.createDone(local(x), r ?? null));
+        statement(x, "create", () => store.create(x.id, action.floor, leaseMs, x.reclaimMs ?? 0), (r) => m.createDone(local(x), r ?? null));
         return;
       case "takeover": {
         let before: CoordinatorRow | null = null;
@@ -569,7 +645,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
           "takeover",
           () => {
             before = store.row;
-            return store.takeover(x.id, action.watched, leaseMs);
+            return store.takeover(x.id, action.watched, leaseMs, true, x.reclaimMs ?? 0, selfTest !== "no-cap-fold");
           },
           // no-carry: the row's carried lease read as the old term's own largest lease only.
           (r) => m.takeoverDone(local(x), seen(r ?? null, (before as CoordinatorRow | null)?.maxLeaseMs ?? 0)),
@@ -580,7 +656,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         statement(
           x,
           "renew",
-          () => store.renew(x.id, action.epoch, action.carryLeaseMs),
+          () => store.renew(x.id, action.epoch, selfTest === "grace-not-carried" ? 0 : action.carryLeaseMs),
           (ok) => {
             if (ok === true) x.term?.delay.retry(); // roles.ts: a raise that failed is asked again while the coordinator answers
             return m.renewDone(local(x), action.epoch, action.sentAt, outcomeOf(ok));
@@ -622,7 +698,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         return;
       }
       case "release":
-        statement(x, "release", () => store.release(x.id, action), () => []);
+        statement(x, "release", () => store.release(x.id, carried(action)), () => []);
         return;
       case "activate":
         activate(x, action);
@@ -632,7 +708,12 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         log?.(`${x.id} steps down: ${action.reason}`);
         const term = x.term;
         x.term = null;
-        term?.engine.shutdown(local(x));
+        if (term !== null) {
+          // shell.ts: with this instance's own cap on and the term serving reclaim, reclaimable holders get SHUTTING_DOWN with RECLAIM.
+          const tell = x.reclaimMs !== null && term.engine.reclaimOn;
+          ended(term);
+          term.engine.shutdown(local(x), tell);
+        }
         return;
       }
     }
@@ -640,12 +721,14 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
 
   const guardOf = (x: Node): GrantGuard => ({
     mayGrant: () => {
+      if (x.frozen) return false;
       if (x.machine.mayGrant(local(x))) return true;
       pump(x);
       return false;
     },
     mayConfirm: () => {
       const m = x.machine;
+      if (x.frozen) return false;
       if (m.role === "active" && local(x) < m.deadline) return true;
       if (selfTest === "no-heartbeat-guard") {
         log?.(`${x.id} answers a heartbeat ${(local(x) - m.deadline).toFixed(3)} ms past its deadline (no-heartbeat-guard)`);
@@ -668,13 +751,15 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       if (token <= lastToken) throw new Violation(`token ${token} from ${x.id} is not above the last token ${lastToken}`);
       if (token > row.tokenFloor) throw new Violation(`token ${token} is above the row's floor ${row.tokenFloor}`);
       lastToken = token;
+      if (coordReclaim) freshTokens.add(token);
       stats.grants++;
       log?.(`${x.id} grants token ${token} (epoch ${m.epoch})`);
       if (m.wantsReserve()) pump(x);
       return token;
     },
     get last(): number {
-      return x.machine.lastToken;
+      // reclaim-term-token: the bound of open reclaims read as the term's first reserved block (as if from the row's floor).
+      return selfTest === "reclaim-term-token" && opening === x ? x.machine.lastToken + block : x.machine.lastToken;
     },
   });
 
@@ -683,12 +768,18 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const t = local(x);
     let every = action.delay.everyNameMs;
     let published = action.delay.names;
+    // The check's account of the grace, from the machine's delay as decided: each name the clean stop published, and every name.
+    const graceEnd = new Map<string, number>(published.map(([name, ms]) => [name, t + ms]));
+    const everyUntil = t + every;
     if (selfTest === "no-delay") {
       every = 0;
       published = [];
     } else if (selfTest === "short-delay") {
       every = Math.max(0, every - leaseMs);
       published = published.map(([name, ms]) => [name, Math.max(0, ms - leaseMs)] as const);
+    } else if (selfTest === "short-grace" && action.reclaimMaxLeaseMs > 0) {
+      // Each name the clean stop published held back 1 ms less than its lock-delay.
+      published = published.map(([name, ms]) => [name, Math.max(0, ms - 1)] as const);
     }
     if (every > 0 || published.length > 0) stats.delayedTerms++;
     const delay = new LockDelay({
@@ -702,10 +793,15 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         return false;
       },
     });
+    // shell.ts: the row's cap serves this term (raise-only, whoever set it); open reclaims while every name is held back.
+    const cap = action.reclaimMaxLeaseMs;
+    const grants = action.reclaim ?? new Map<string, readonly ReclaimEntry[]>();
+    const reclaim: ReclaimOptions | null = cap > 0 ? { maxLeaseMs: cap, published: selfTest === "reclaim-any-token" ? anyGrant : grants, open: true } : null;
     const info =
       `${x.id} epoch ${action.epoch} (${action.why}; lock-delay: every name ${every} ms, ` +
-      `${published.length === 0 ? "no published names" : published.map(([n, ms]) => `${n} ${ms} ms`).join(", ")}; largest lease ${action.maxLeaseMs} ms)`;
-    openTerm(x, action.epoch, delay, guardOf(x), tokensOf(x), info, null, null);
+      `${published.length === 0 ? "no published names" : published.map(([n, ms]) => `${n} ${ms} ms`).join(", ")}; largest lease ${action.maxLeaseMs} ms` +
+      `${cap > 0 ? `; reclaim cap ${cap} ms, ${action.reclaim == null ? "nothing published" : `published ${JSON.stringify([...action.reclaim])}`}, tokens before the term up to ${x.machine.lastToken}` : ""})`;
+    openTerm(x, action.epoch, delay, guardOf(x), tokensOf(x), info, null, reclaim === null ? null : { graceEnd, published: grants, reclaim, everyUntil });
     log?.(`active: ${info}, tokens from ${action.firstToken}`);
   };
 
@@ -722,7 +818,13 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     tokens: TokenSource,
     info: string,
     onDelayOver: (() => void) | null,
-    run: { readonly graceEnd: ReadonlyMap<string, number>; readonly published: ReadonlyMap<string, readonly ReclaimEntry[]> | null; readonly reclaim: ReclaimOptions | null } | null,
+    run: {
+      readonly graceEnd: ReadonlyMap<string, number>;
+      readonly published: ReadonlyMap<string, readonly ReclaimEntry[]> | null;
+      readonly reclaim: ReclaimOptions | null;
+      /** A coordinated term: until when every name is held back (its clock). */
+      readonly everyUntil?: number;
+    } | null,
   ): void => {
     const t = local(x);
     const term: Term = {
@@ -737,20 +839,34 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       onDelayOver: delay.over(t) ? null : onDelayOver,
       graceEnd: run?.graceEnd ?? new Map(),
       published: run?.published ?? null,
+      reclaimCap: run?.reclaim?.maxLeaseMs ?? -1,
+      everyUntil: run?.everyUntil ?? -Infinity,
+      openBelow: tokens.last,
     };
     const transport: EngineOutput<Conn> = {
       send: (conn, frame) => {
-        if (run !== null && frame[0] === FrameType.ACQUIRED && checkGrant(term, conn, frame) && selfTest !== "reclaim-not-durable") {
+        const reclaimed = (run !== null || coordReclaim) && frame[0] === FrameType.ACQUIRED && checkGrant(term, conn, frame);
+        if (reclaimed && x.leases === null) afterReclaim(term, conn);
+        if (reclaimed && x.leases !== null && selfTest !== "reclaim-not-durable") {
           // A reclaimed lease made durable in the lease record as any grant's is, before its ACQUIRED leaves (the record's
           // raise is synchronous): else, once the grace is over and the record no longer carries the last run's leases, a
           // crash leaves a record that does not cover this holder, and the next run grants its name at once. Engine.reclaimClaim
-          // does not ask the delay (LockDelay.covers) itself; the shell does it here.
+          // does not ask the delay (LockDelay.covers) itself; the shell does it here. (A coordinated term needs nothing: its
+          // takeover made the term's largest lease cover the cap, store.ts; no-cap-fold breaks that.)
           term.delay.covers(conn.session!.leaseMs);
         }
         const strike = frame[0] === FrameType.ACQUIRED && (frame[1]! & FLAG_REPLY) !== 0 ? confirmed(x, conn) : null;
         sendDown(conn, { kind: "frame", bytes: frame.slice() }, strike);
       },
       close: (conn, frame) => {
+        if (frame !== null && x.leases === null && frame[0] === FrameType.ERROR && (frame[1]! & FLAG_RECLAIM) !== 0) {
+          if (x.frozen) {
+            checkTold(term, conn);
+            stats.toldByStop++;
+          } else {
+            stats.toldByStepDown++;
+          }
+        }
         conn.serverDone = true;
         term.conns.delete(conn);
         if (frame !== null) sendDown(conn, { kind: "frame", bytes: frame.slice() });
@@ -759,7 +875,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     };
     x.term = term;
     const reclaim = run?.reclaim ?? null;
+    opening = x;
     term.engine = new Engine<Conn>(transport, { ioTimeoutMs, tokens, ...(guard === null ? {} : { grantGuard: guard }), delay, ...(reclaim === null ? {} : { reclaim }) }, t);
+    opening = null;
     term.engine.setDriver({
       arm: (tick) => {
         const mySeq = ++term.wheelSeq;
@@ -774,11 +892,17 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   };
 
   /**
-   * Every ACQUIRED a single server sends: a fresh grant (a token just issued,
-   * so above every earlier one) of a name the last clean stop published only
-   * once the name's grace is over; anything else (not a heartbeat's answer)
-   * is a reclaim, which must name a grant that stop published, with its
-   * token, to the client that token was granted to, while the grace runs.
+   * Every ACQUIRED a server with reclaim on sends (a single server's run, a
+   * coordinated term serving the row's cap): a fresh grant (a token just
+   * issued, so above every earlier one) of a name the last clean stop
+   * published only once the name's grace is over, and in a coordinated term
+   * none while every name is held back; anything else (not a heartbeat's
+   * answer) is a reclaim, which must name a grant that stop published, or
+   * (a coordinated term's open reclaims) a token issued before the term,
+   * with its token, to the client that token was granted to for that name
+   * (or to the stale peer, for an earlier holder's token), while the grace
+   * runs. A token is never issued twice: a reclaim names one issued before,
+   * and a fresh one is above every token issued or named before.
    */
   const checkGrant = (term: Term, conn: Conn, frame: Uint8Array): boolean => {
     const token = Number(decodeAcquired(frame, HEADER_LENGTH));
@@ -790,6 +914,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     if (session === null || name === undefined) throw new Violation(`${x.id} sent ACQUIRED (token ${token}) on conn ${conn.id}, which holds no lock`);
     const end = term.graceEnd.get(name);
     const t = local(x);
+    const coordinated = x.leases === null;
     if (freshTokens.delete(token)) {
       if (end !== undefined && t < end) {
         throw new Violation(
@@ -797,20 +922,56 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
             `(the last clean stop published it): ${term.info}`,
         );
       }
+      if (t < term.everyUntil) {
+        throw new Violation(`${x.id} granted "${name}" to a fresh claim (token ${token}, ${conn.client.id}) ${(term.everyUntil - t).toFixed(3)} ms before the name's grace ends (every name is held back): ${term.info}`);
+      }
+      if (tokenOwner.has(token)) throw new Violation(`${x.id} granted token ${token} ("${name}") to a fresh claim of ${conn.client.id}: a token issued twice`);
       tokenOwner.set(token, { name, client: conn.client });
       return false;
     }
     const entry = term.published?.get(name)?.find((e) => e.token === token && e.slot === session.slot);
-    if (entry === undefined) {
+    const open = entry === undefined && coordinated && t < term.everyUntil;
+    if (open && token > term.openBelow) {
+      throw new Violation(`${x.id} granted a reclaim of "${name}" with token ${token} to ${conn.client.id}, above the last token issued before its term (${term.openBelow}): ${term.info}`);
+    }
+    if (entry === undefined && !open) {
       const what = term.published === null ? "it published nothing (a first start, or after a crash)" : `it published ${JSON.stringify([...term.published])}`;
-      throw new Violation(`${x.id} granted a reclaim of "${name}" with token ${token} to ${conn.client.id}, not a grant the last clean stop published (${what}): ${term.info}`);
+      throw new Violation(
+        `${x.id} granted a reclaim of "${name}" with token ${token} to ${conn.client.id}, not a grant the last clean stop published (${what})${coordinated ? ", and not every name held back (no open reclaims)" : ""}: ${term.info}`,
+      );
     }
     const owner = tokenOwner.get(token);
-    if (owner === undefined || owner.name !== name || owner.client !== conn.client) {
+    if (owner === undefined && open && conn.client === rogue) {
+      // A token at or below the floor before the term that no grant was given: an earlier term reserved it and did not use it.
+      // The new active cannot tell, and need not: no fresh grant can have it, and none will (the check above, and
+      // tokensOf: every fresh token is above every earlier one). Kept, so that a fresh grant of it would be caught.
+      tokenOwner.set(token, { name, client: rogue });
+    } else if (owner === undefined || owner.name !== name || (owner.client !== conn.client && !(coordinated && conn.client === rogue))) {
       throw new Violation(`${x.id} granted token ${token} ("${name}") to ${conn.client.id} by reclaim; it was granted to ${owner === undefined ? "nobody" : `${owner.client.id} for "${owner.name}"`}: a token issued twice`);
     }
-    if (end === undefined || t >= end) throw new Violation(`${x.id} granted a reclaim of "${name}" (token ${token}, ${conn.client.id}) ${end === undefined ? "outside any grace" : `${(t - end).toFixed(3)} ms after its grace ended`}`);
+    const graceOver = Math.max(end ?? -Infinity, coordinated ? term.everyUntil : -Infinity);
+    if (t >= graceOver) throw new Violation(`${x.id} granted a reclaim of "${name}" (token ${token}, ${conn.client.id}) ${graceOver === -Infinity ? "outside any grace" : `${(t - graceOver).toFixed(3)} ms after its grace ended`}`);
+    if (open) stats.openReclaims++;
     return true;
+  };
+
+  /**
+   * A clean stop tells a holder to reclaim (SHUTTING_DOWN with RECLAIM) only
+   * once its release has landed in the row with the holder's grant in the
+   * published set (protocol.md 14.2, rule 2): the grant is durable before
+   * the holder acts on it.
+   */
+  const checkTold = (term: Term, conn: Conn): void => {
+    const session = conn.session;
+    const name = session?.lock?.name;
+    const published = store.released.get(term.epoch);
+    const x = term.node;
+    if (published === undefined) {
+      throw new Violation(`${x.id} told ${conn.client.id} to reclaim "${name}" (token ${session?.token}) at its clean stop before its release (epoch ${term.epoch}) landed in the row`);
+    }
+    if (session === null || name === undefined || !(published?.get(name)?.some((e) => e.token === session.token && e.slot === session.slot) ?? false)) {
+      throw new Violation(`${x.id} told ${conn.client.id} to reclaim "${name}" (token ${session?.token}) at its clean stop, a grant its release did not publish`);
+    }
   };
 
   /** server.ts's resume(): grant what the delay, the durable lease or the tokens held back. */
@@ -994,6 +1155,8 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   };
 
   const think = (c: Client): void => {
+    const old = c.claim;
+    if (old !== null && old.side !== null) closeSide(old);
     c.claim = null;
     clientTimer(c, local(c) + logUniform(1, 4 * leaseMs), () => {
       if (c.claim === null) startClaim(c);
@@ -1032,6 +1195,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       srtt: 0,
       hbSeq: 0,
       belief: null,
+      lastAt: null,
+      side: null,
+      sideSentAt: 0,
     };
     claim.shared = kind.rw && rng.chance(0.5);
     c.claim = claim;
@@ -1067,6 +1233,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     log?.(`${c.id} claims ${claim.name} (lease ${claim.leaseMs} ms${claim.try ? ", try" : ""}) at ${x.id}, conn ${connSerial + 1}`);
     const conn = openConn(c, x);
     claim.conn = conn;
+    claim.lastAt = x;
     claim.phase = "acquiring";
     claim.srtt = 0;
     const t = local(c);
@@ -1099,9 +1266,48 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     });
   };
 
+  /**
+   * Where a reclaim goes: a single server's address; in a coordinated
+   * service the client's address list, from the one after `from` (wrapping):
+   * a standby refuses the connection, and the client goes on to the next.
+   * Instances long gone drop out of the list now and then.
+   */
+  const reclaimTarget = (from: Node | null): Node => {
+    if (single) return nodes[nodes.length - 1]!;
+    const list = nodes.filter((n) => n.alive || n === from || rng.chance(0.1));
+    const i = from === null ? rng.int(list.length) : (list.indexOf(from) + 1) % list.length;
+    return list[i]!;
+  };
+
+  /**
+   * A stale reclaim of the name races a client's: another connection names a
+   * token the stop did not publish (an earlier holder's). (A published token
+   * is the grant's credential: whoever names it reclaims it, so a forged one
+   * is not tried.) In a coordinated service now and then one the term may
+   * issue itself (just above the last token issued before it: what open
+   * reclaims must refuse).
+   */
+  const staleReclaim = (claim: Claim, x: Node): void => {
+    const published = x.term?.published?.get(claim.name) ?? [];
+    let stale = claim.token + 1;
+    for (const [token, owner] of tokenOwner) {
+      if (owner.name === claim.name && token < claim.token && (stale > claim.token || token > stale) && !published.some((e) => e.token === token)) stale = token;
+    }
+    // (Coordinated: open reclaims take any token issued before the term, whatever its name: a token of another name's
+    // grant would be a forged credential, which reclaim does not defend against, so the stale peer names none.)
+    if (coordReclaim && (stale > claim.token || rng.chance(0.3))) stale = (x.term?.openBelow ?? lastToken) + 1 + rng.int(Math.min(block, 5));
+    stats.staleReclaims++;
+    log?.(`a stale reclaim of ${claim.name} (token ${stale}) at ${x.id}, conn ${connSerial + 1}`);
+    const forged = openConn(rogue, x);
+    const forgedReclaim = claim.limit > 1 ? { token: stale, slot: claim.slot } : { token: stale };
+    sendUp(forged, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: "stale", try: false, limit: claim.limit, shared: claim.shared, reclaim: forgedReclaim }) });
+    at(now + leaseMs, () => closeUp(forged));
+  };
+
   /** ACQUIRE with RECLAIM and the grant's token, to the server's address; its send is what the deadline counts from if it is granted. */
   const sendReclaim = (c: Client, claim: Claim): void => {
-    const x = nodes[nodes.length - 1]!;
+    const x = reclaimTarget(claim.lastAt);
+    claim.lastAt = x;
     log?.(`${c.id} reclaims ${claim.name} (token ${claim.token}) at ${x.id}, conn ${connSerial + 1}`);
     const conn = openConn(c, x);
     claim.conn = conn;
@@ -1110,20 +1316,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     stats.reclaimsSent++;
     const reclaim = claim.limit > 1 ? { token: claim.token, slot: claim.slot } : { token: claim.token };
     sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try, limit: claim.limit, shared: claim.shared, reclaim }) });
-    // A stale reclaim of the name races it: another connection names a token the stop did not publish (an earlier holder's).
-    // (A published token is the grant's credential: whoever names it reclaims it, so a forged one is not tried.)
-    if (rng.chance(0.1)) {
-      const published = x.term?.published?.get(claim.name) ?? [];
-      let stale = claim.token + 1;
-      for (const [token, owner] of tokenOwner) {
-        if (owner.name === claim.name && token < claim.token && (stale > claim.token || token > stale) && !published.some((e) => e.token === token)) stale = token;
-      }
-      log?.(`a stale reclaim of ${claim.name} (token ${stale}) at ${x.id}, conn ${connSerial + 1}`);
-      const forged = openConn(rogue, x);
-      const forgedReclaim = claim.limit > 1 ? { token: stale, slot: claim.slot } : { token: stale };
-      sendUp(forged, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: "stale", try: false, limit: claim.limit, shared: claim.shared, reclaim: forgedReclaim }) });
-      at(now + leaseMs, () => closeUp(forged));
-    }
+    if (rng.chance(coordReclaim ? 0.2 : 0.1)) staleReclaim(claim, x);
     // Now and then the client takes the connection for stuck and reclaims on a second one, closing the first or leaving it open.
     if (rng.chance(0.15)) {
       clientTimer(c, local(c) + rng.float() * 2 * netDelay, () => {
@@ -1193,6 +1386,10 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       conn.clientDone = true;
       c.conns.delete(conn);
     }
+    if (claim !== null && claim.side === conn) {
+      sideGets(c, claim, conn, message);
+      return;
+    }
     if (claim === null || claim.conn !== conn) {
       // A connection the client already left: a grant on it, read at or after the deadline, confirms nothing.
       if (conn.gaveUp !== null && conn.gaveUp !== "holding" && message.kind === "frame" && message.bytes[0] === FrameType.ACQUIRED) {
@@ -1229,7 +1426,15 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       }
       closeUp(conn);
       claim.conn = null;
-      if (reclaimFlag && c.reclaims) {
+      if (reclaimFlag && c.reclaims && claim.side !== null) {
+        // protocol.md 14.3: the reclaim on silence under way goes on as the first attempt of the reclaim after a clean stop.
+        const side = claim.side;
+        claim.side = null;
+        claim.phase = "reclaiming";
+        claim.conn = side;
+        claim.outstanding = [claim.sideSentAt];
+        log?.(`${c.id} SHUTTING_DOWN with RECLAIM on conn ${conn.id} while reclaiming on silence: conn ${side.id} is the reclaim`);
+      } else if (reclaimFlag && c.reclaims) {
         startReclaim(c, claim, "SHUTTING_DOWN with RECLAIM");
       } else if (claim.phase === "holding" || claim.phase === "reclaiming") {
         drop(c, claim);
@@ -1252,8 +1457,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const slot = decodeSlot(bytes, HEADER_LENGTH, bytes.length - HEADER_LENGTH);
     if (claim.limit > 1 ? !(slot >= 0 && slot < claim.limit) : slot !== -1) throw new Violation(`client ${c.id} conn ${conn.id}: ACQUIRED with slot ${slot} for limit ${claim.limit}`);
     const reclaimable = (bytes[1]! & FLAG_RECLAIMABLE) !== 0;
-    if (reclaimable !== (reclaimOn && claim.leaseMs <= reclaimCap)) {
-      throw new Violation(`client ${c.id} conn ${conn.id}: ACQUIRED ${reclaimable ? "with" : "without"} RECLAIMABLE for lease ${claim.leaseMs} ms (reclaim cap ${reclaimCap} ms)`);
+    const cap = conn.term!.reclaimCap;
+    if (reclaimable !== (cap >= 0 && claim.leaseMs <= cap)) {
+      throw new Violation(`client ${c.id} conn ${conn.id}: ACQUIRED ${reclaimable ? "with" : "without"} RECLAIMABLE for lease ${claim.leaseMs} ms (the term's reclaim cap ${cap} ms)`);
     }
     if (claim.phase === "reclaiming") {
       const belief = claim.belief!;
@@ -1276,6 +1482,10 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     }
     claim.reclaimable = reclaimable;
     if (claim.phase === "holding") {
+      if (claim.side !== null) {
+        log?.(`${c.id} heartbeat answered on conn ${conn.id}: the silence is over, conn ${claim.side.id} closed`);
+        closeSide(claim);
+      }
       if (claim.belief !== null) {
         claim.belief.deadline = claim.base + GIVE_UP * claim.leaseMs;
         log?.(`${c.id} confirmed: believes it holds ${claim.name} for ${((claim.belief.deadline - local(c)) / c.rate).toFixed(3)} ms`);
@@ -1304,7 +1514,96 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       if (c.claim !== claim || claim.conn !== conn || claim.hbSeq !== hb || claim.outstanding.length > 0) return;
       claim.outstanding.push(local(c));
       sendUp(conn, { kind: "frame", bytes: HEARTBEAT_FRAME });
+      // protocol.md 14.3, on silence: the next heartbeat is due and this one is still unanswered.
+      if (coordReclaim && c.reclaims && claim.reclaimable && claim.phase === "holding") {
+        clientTimer(c, local(c) + interval, () => {
+          if (c.claim !== claim || claim.conn !== conn || claim.hbSeq !== hb || claim.phase !== "holding" || claim.side !== null || claim.outstanding.length === 0) return;
+          stats.silenceReclaims++;
+          log?.(`${c.id} silence on conn ${conn.id} (a heartbeat unanswered for ${interval.toFixed(3)} ms): reclaims ${claim.name} (token ${claim.token}) beside it`);
+          sideAttempt(c, claim);
+        });
+      }
     });
+  };
+
+  /**
+   * One attempt of a reclaim on silence: a second connection to the next
+   * address after the last one tried (never the old connection's own),
+   * ACQUIRE with RECLAIM on it. An attempt that brings no answer within
+   * lease/4 (a connect to a host that died, a frozen instance) is given up,
+   * as a client's connect timeout would, and the next address tried.
+   */
+  const sideAttempt = (c: Client, claim: Claim): void => {
+    if (c.claim !== claim || claim.phase !== "holding" || claim.conn === null || claim.side !== null) return;
+    const x = reclaimTarget(claim.lastAt);
+    claim.lastAt = x;
+    if (x === claim.conn.node) {
+      sideRetry(c, claim);
+      return;
+    }
+    log?.(`${c.id} reclaims ${claim.name} (token ${claim.token}) on silence at ${x.id}, conn ${connSerial + 1}`);
+    const conn = openConn(c, x);
+    claim.side = conn;
+    claim.sideSentAt = local(c);
+    stats.reclaimsSent++;
+    const reclaim = claim.limit > 1 ? { token: claim.token, slot: claim.slot } : { token: claim.token };
+    sendUp(conn, { kind: "frame", bytes: encodeAcquire({ name: claim.name, leaseMs: claim.leaseMs, owner: c.id, try: claim.try, limit: claim.limit, shared: claim.shared, reclaim }) });
+    if (rng.chance(0.1)) staleReclaim(claim, x);
+    clientTimer(c, local(c) + claim.leaseMs / 4, () => {
+      if (claim.side !== conn) return;
+      log?.(`${c.id} reclaim on silence at ${x.id} (conn ${conn.id}) unanswered: the next address`);
+      closeSide(claim);
+      sideRetry(c, claim);
+    });
+  };
+
+  const sideRetry = (c: Client, claim: Claim): void => {
+    clientTimer(c, local(c) + rng.float() * Math.min(100, leaseMs / 4), () => sideAttempt(c, claim));
+  };
+
+  /** The reclaim's connection is given up (a grant read on it later confirms nothing). */
+  const closeSide = (claim: Claim): void => {
+    const side = claim.side;
+    if (side === null) return;
+    claim.side = null;
+    side.gaveUp = "reclaiming";
+    closeUp(side);
+  };
+
+  /** What reaches the reclaim on silence's connection. */
+  const sideGets = (c: Client, claim: Claim, conn: Conn, message: Message): void => {
+    if (message.kind === "frame" && message.bytes[0] === FrameType.ACQUIRED && (message.bytes[1]! & FLAG_REPLY) !== 0) {
+      const bytes = message.bytes;
+      const token = Number(decodeAcquired(bytes, HEADER_LENGTH));
+      const slot = decodeSlot(bytes, HEADER_LENGTH, bytes.length - HEADER_LENGTH);
+      if (token === claim.token && slot === claim.slot && claim.phase === "holding" && claim.belief !== null) {
+        const reclaimable = (bytes[1]! & FLAG_RECLAIMABLE) !== 0;
+        const cap = conn.term!.reclaimCap;
+        if (reclaimable !== (cap >= 0 && claim.leaseMs <= cap)) {
+          throw new Violation(`client ${c.id} conn ${conn.id}: ACQUIRED ${reclaimable ? "with" : "without"} RECLAIMABLE for lease ${claim.leaseMs} ms (the term's reclaim cap ${cap} ms)`);
+        }
+        // Reclaimed, confirmed up to the reclaim's send: the old connection is closed, the claim goes on on this one.
+        const old = claim.conn;
+        if (old !== null) closeUp(old);
+        claim.side = null;
+        claim.conn = conn;
+        claim.reclaimable = reclaimable;
+        claim.outstanding = [claim.sideSentAt];
+        claim.hbSeq++;
+        answered(c, claim, conn);
+        const belief = claim.belief;
+        belief.deadline = claim.base + GIVE_UP * claim.leaseMs;
+        belief.from = conn.term!;
+        stats.reclaims++;
+        stats.silenceReclaimed++;
+        log?.(`${c.id} reclaimed ${claim.name} (token ${token}) on silence from ${conn.node.id}: believes for ${((belief.deadline - local(c)) / c.rate).toFixed(3)} ms`);
+        return;
+      }
+    }
+    // Anything else (refused, an ERROR, a close, WAITING, another token): that attempt failed; the next, paced.
+    log?.(`${c.id} reclaim on silence at ${conn.node.id} (conn ${conn.id}) failed: ${message.kind === "frame" ? `frame ${message.bytes[0]}` : message.kind}`);
+    closeSide(claim);
+    sideRetry(c, claim);
   };
 
   /** A grant reached client c before its deadline: it believes now. The check. */
@@ -1425,6 +1724,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     const term = x.term;
     x.term = null;
     x.backlog = [];
+    if (term !== null) ended(term);
     if (term !== null && !silent) for (const conn of term.conns) reset(conn);
     if (single) restartLater();
   };
@@ -1448,11 +1748,98 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       restartLater(true);
       return;
     }
+    if (term !== null && x.machine.role === "active" && x.reclaimMs !== null && term.engine.reclaimOn) {
+      stopPublishing(x, term);
+      return;
+    }
     const actions = x.machine.stop(local(x), held);
     x.term = null;
+    if (term !== null) ended(term);
     term?.engine.shutdown(local(x));
     for (const a of actions) act(x, a);
     x.alive = false;
+    if (coordReclaim && rng.chance(0.7)) upgradeStep();
+  };
+
+  /**
+   * shell.ts's stopPublishing (protocol.md 14.2, rule 2): from the snapshot
+   * on nothing is granted and no heartbeat answered (frozen), the release
+   * publishes the held names and the reclaimable grants, and only once its
+   * answer says it landed do those holders get SHUTTING_DOWN with RECLAIM;
+   * a release without an answer (bounded by twice the statement timeout; it
+   * may still land) sends plain SHUTTING_DOWN. The listener stays open
+   * meanwhile (claims get SHUTTING_DOWN, heartbeats no answer). With
+   * tell-early, holders are told before the release is even sent.
+   */
+  const stopPublishing = (x: Node, term: Term): void => {
+    x.frozen = true;
+    const held = term.engine.held(MAX_PUBLISHED_NAMES);
+    let grants: Map<string, ReclaimEntry[]> | null = term.engine.reclaimableGrants();
+    let count = 0;
+    for (const entries of grants.values()) count += entries.length;
+    if (count > MAX_PUBLISHED_NAMES) grants = null;
+    stats.publishingStops++;
+    log?.(`${x.id} stops cleanly, publishing ${count} reclaimable grants: frozen until its release is answered`);
+    const actions = x.machine.stop(local(x), held ?? "*", grants);
+    const release = actions.find((a): a is Extract<RoleAction, { type: "release" }> => a.type === "release");
+    const tell = (reclaim: boolean): void => {
+      if (!x.alive || x.term !== term) return;
+      x.term = null;
+      ended(term);
+      log?.(`${x.id} ends its sessions: ${reclaim ? "SHUTTING_DOWN with RECLAIM to its reclaimable holders" : "plain SHUTTING_DOWN (the release had no answer)"}`);
+      term.engine.shutdown(local(x), reclaim);
+      x.alive = false;
+      if (rng.chance(0.7)) upgradeStep();
+    };
+    if (selfTest === "tell-early") tell(grants !== null);
+    if (release === undefined) return tell(false);
+    statement(
+      x,
+      "release",
+      () => store.release(x.id, carried(release)),
+      (ok) => {
+        tell(ok === true && grants !== null);
+        return [];
+      },
+      2 * statementTimeout,
+    );
+  };
+
+  /** A rolling upgrade's step: the stopped instance's next version starts soon (each stop counts as one). */
+  const upgradeStep = (): void => {
+    at(now + logUniform(0.5, leaseMs / 4), () => {
+      if (nodes.filter((n) => n.alive).length < 3) spawn();
+    });
+  };
+
+  /**
+   * The adversary after a coordinated term granted a reclaim: now and then
+   * the term fails in turn, while its grace runs or soon after it ended
+   * (frozen, cut off, or its host dead), so that the holders it took back
+   * rely on what its row covers (rule 1: a largest lease of at least M).
+   */
+  const afterReclaim = (term: Term, conn: Conn): void => {
+    if (!rng.chance(0.5)) return;
+    const x = term.node;
+    // Inside the grace; or once it is over, if the reclaimed holder still holds here (its name no longer held back).
+    const inside = rng.chance(0.3);
+    const end = inside ? local(x) : Math.max(local(x), term.delay.endsAt);
+    // (Once over: after the next renewal, which no longer carries the earlier epochs' lease.)
+    at(realAt(x, end) + (inside ? rng.float() : 0.3 + 0.7 * rng.float()) * leaseMs, () => {
+      if (x.term !== term || !x.alive) return;
+      if (!inside && (conn.serverDone || conn.session?.state !== SessionState.OWNER)) return;
+      const kind = rng.weighted([2, 2, 1]);
+      log?.(`strike at ${x.id} after its reclaims: ${["freezes", "is cut off", "dies with its host"][kind]}`);
+      if (kind === 0 && now >= x.pausedUntil) pauseNode(x, leaseMs * (1 + 4 * rng.float()));
+      else if (kind === 1) isolate(x, leaseMs * (1 + 4 * rng.float()));
+      else if (kind === 2 && nodes.filter((n) => n.alive).length > 1) kill(x, true);
+    });
+  };
+
+  /** A term ends (step-down, stop, kill): counted when its grace still ran (a failover inside a grace). */
+  const ended = (term: Term): void => {
+    const x = term.node;
+    if (term.reclaimCap >= 0 && !term.delay.over(local(x))) stats.graceFailovers++;
   };
 
   // --- a single server on a data directory -------------------------------------------------
@@ -1495,6 +1882,8 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
       isolatedUntil: -1,
       term: null,
       leases: null,
+      reclaimMs: null,
+      frozen: false,
     };
     nodes.push(x);
     const t = local(x);
@@ -1604,7 +1993,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
     }
     return () => {
       if (!x.alive || x.term === null) return;
-      const kind = rng.weighted([5, 1, 2, 2, 1]);
+      // Reclaim on a coordinated service: also a clean stop with the holder listening (a rolling upgrade's step), and the
+      // active cut off from the coordinator alone (it steps down at its deadline, telling reclaimable holders to reclaim).
+      const kind = rng.weighted(coordReclaim ? [5, 1, 2, 2, 1, 3, 2] : [5, 1, 2, 2, 1]);
       log?.(`strike ${kind} at ${x.id} after confirming ${conn.client.id}`);
       const live = nodes.filter((n) => n.alive).length;
       // A pause that ends while the holder still believes, or one past it.
@@ -1615,6 +2006,12 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
         cutClient(conn.client, holdMs * (0.5 + rng.float()));
         stopCleanly(x);
       } else if (kind === 4) cutClient(conn.client, holdMs * (0.5 + rng.float()));
+      else if (kind === 5 && now >= x.pausedUntil) stopCleanly(x);
+      else if (kind === 6) {
+        const length = leaseMs * (0.5 + 3 * rng.float());
+        x.dbCutUntil = Math.max(x.dbCutUntil, now + length);
+        log?.(`${x.id} cut off from the coordinator for ${length.toFixed(1)} ms`);
+      }
     };
   };
 
@@ -1634,7 +2031,9 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
 
   /** Reclaim seeds, besides the rest: clean stops (reclaimable holders get SHUTTING_DOWN with RECLAIM), and proxies closing holders' connections. */
   const reclaimChaos = (): void => {
-    const x = nodes[nodes.length - 1]!;
+    // A single server's current run, or the coordinated service's active (a rolling upgrade's step), else any instance.
+    const actives = nodes.filter((n) => n.alive && n.term !== null);
+    const x = single ? nodes[nodes.length - 1]! : actives.length > 0 ? rng.pick(actives) : rng.pick(nodes);
     if (rng.chance(0.5)) {
       if (x.alive && now >= x.pausedUntil) stopCleanly(x);
       return;
@@ -1711,7 +2110,7 @@ export function simulateBelievers(options: BelieverSimOptions): BelieverSimResul
   } finally {
     if (single) rmSync(dataDir, { recursive: true, force: true });
   }
-  return { seed: options.seed, failure, tightest, reclaimCap, ...stats, simMs: now };
+  return { seed: options.seed, failure, tightest, reclaimCap, coordinated: !single, ...stats, simMs: now };
 }
 
 /** Run `count` seeds from `from`; one line per failure and a summary. Returns the number that failed. */
@@ -1744,12 +2143,27 @@ export function runBelieverSeeds(
     proxyCloses: 0,
     sharedBeliefs: 0,
     semaphoreBeliefs: 0,
+    publishingStops: 0,
+    toldByStop: 0,
+    toldByStepDown: 0,
+    openReclaims: 0,
+    silenceReclaims: 0,
+    silenceReclaimed: 0,
+    staleReclaims: 0,
+    graceFailovers: 0,
   };
+  /** Reclaims re-confirmed and lost in coordinated seeds with reclaim on, and how many such seeds ran. */
+  const coordinated = { seeds: 0, reclaims: 0, reclaimsLost: 0 };
   let tightest: { seed: number; ms: number; share: number } | null = null;
   const flags = `${options.selfTest === undefined ? "" : ` --break ${options.selfTest}`}${options.rateSpread === undefined ? "" : ` --rates ${options.rateSpread * 100}`}${options.steps === undefined ? "" : ` --steps ${options.steps}`}`;
   for (let seed = from; seed < from + count; seed++) {
     const result = simulateBelievers({ seed, ...options });
     for (const key of Object.keys(sum) as (keyof typeof sum)[]) sum[key] += result[key];
+    if (result.coordinated && result.reclaimCap >= 0) {
+      coordinated.seeds++;
+      coordinated.reclaims += result.reclaims;
+      coordinated.reclaimsLost += result.reclaimsLost;
+    }
     if (result.tightest !== null && (tightest === null || result.tightest.share < tightest.share)) tightest = { seed, ...result.tightest };
     if (result.failure !== null) {
       failed++;
@@ -1770,7 +2184,10 @@ export function runBelieverSeeds(
       `${sum.takeovers} terms begun (${sum.delayedTerms} with a lock-delay), ${sum.stepDowns} step-downs, ${sum.pauses} pauses, ` +
       `${sum.kills} kills, ${sum.partitions} partitions; reclaims: ${sum.reclaims} of ${sum.reclaimsSent} sent re-confirmed a belief, ${sum.reclaimsLost} lost, ` +
       `${sum.lateReclaims} answered past the deadline, ${sum.graceClaims} fresh claims in a grace, ${sum.proxyCloses} proxy closes; ` +
-      `${sum.sharedBeliefs} shared beliefs, ${sum.semaphoreBeliefs} in semaphore slots` +
+      `${sum.sharedBeliefs} shared beliefs, ${sum.semaphoreBeliefs} in semaphore slots; ` +
+      `coordinated with reclaim: ${coordinated.seeds} seeds, ${sum.publishingStops} clean stops of an active that published, holders told to reclaim ${sum.toldByStop} by a clean stop and ${sum.toldByStepDown} by a step-down, ` +
+      `${coordinated.reclaims} reclaims re-confirmed a belief (${sum.openReclaims} open, ${sum.silenceReclaimed} on silence of ${sum.silenceReclaims} silences), ${coordinated.reclaimsLost} lost, ` +
+      `${sum.staleReclaims} stale reclaims raced them, ${sum.graceFailovers} terms ended inside their grace` +
       (tightest === null ? "" : `; closest handoff ${tightest.ms.toFixed(3)} ms (${(tightest.share * 100).toFixed(3)} % of the old lease) after a belief lapsed, seed ${tightest.seed}`),
   );
   return failed;

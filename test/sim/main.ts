@@ -17,11 +17,13 @@
  *               believe they hold one name at once), as many seeds of each; takes --seeds, --from,
  *               --seed N --trace, and --break B: no-deadline-check | no-compare (coordinator.ts),
  *               or no-delay | short-delay | no-carry | no-raise | no-heartbeat-guard | no-restart-delay |
- *               reclaim-after-eof | short-grace | reclaim-any-token | reclaim-not-durable (believers.ts)
+ *               reclaim-after-eof | short-grace | reclaim-any-token | reclaim-not-durable |
+ *               grace-not-carried | no-cap-fold | reclaim-term-token | tell-early (believers.ts)
  *   --believers only believers.ts; takes the same, and --rates PCT (clock rates within +-PCT %,
  *               default 1; 2 shows the lock-delay's margin exceeded now and then) and --steps N
  *               (events per seed, default 20000); every fifth seed is a single server restarted on
- *               its data directory instead of a coordinated service, most of them with reclaim on
+ *               its data directory instead of a coordinated service, most of them with reclaim on;
+ *               half the coordinated seeds have reclaim on too
  *   After the core's seeds, a plain run (no --seed, no --break, no --core) also runs as many
  *   coordinator seeds and a tenth as many believers seeds (each costs about ten coordinator seeds).
  *   --core      the core's seeds only

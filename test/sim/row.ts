@@ -11,6 +11,8 @@ type Release = Extract<RoleAction, { type: "release" }>;
 
 export class RowModel {
   row: CoordinatorRow | null = null;
+  /** Each release that executed, by the epoch it ended: the reclaimable grants it published (null: none). */
+  readonly released = new Map<number, Release["reclaim"] | null>();
 
   constructor(
     /** Tokens per reservation. */
@@ -22,18 +24,37 @@ export class RowModel {
     return this.row !== null && this.row.holder === id && this.row.epoch === epoch;
   }
 
-  /** INSERT: epoch 1, holder `id`; null when the row exists. A term starts with lease/4 as its largest lease. */
-  create(id: string, floor: number, leaseMs: number): CoordinatorRow | null {
+  /**
+   * INSERT: epoch 1, holder `id`; null when the row exists. A term starts with
+   * lease/4 as its largest lease, or the reclaim cap `reclaimMs` (the
+   * creating instance's, 0: off) if larger.
+   */
+  create(id: string, floor: number, leaseMs: number, reclaimMs = 0): CoordinatorRow | null {
     if (this.row !== null) return null;
-    this.row = { epoch: 1, holder: id, renewals: 0, tokenFloor: floor + this.block, leaseMs, maxLeaseMs: Math.floor(leaseMs / 4), carryLeaseMs: 0, held: null };
+    this.row = {
+      epoch: 1,
+      holder: id,
+      renewals: 0,
+      tokenFloor: floor + this.block,
+      leaseMs,
+      maxLeaseMs: Math.max(Math.floor(leaseMs / 4), reclaimMs),
+      carryLeaseMs: 0,
+      held: null,
+      reclaimMaxLeaseMs: reclaimMs,
+      reclaim: null,
+    };
     return this.row;
   }
 
   /**
    * The compare-and-set: epoch + 1, holder `id`, the old largest lease folded
    * into the carried one. `compare` false: a plain write (a self-test's broken store).
+   * Reclaim (schema 3): the row's cap M raised to the taking instance's
+   * `reclaimMs` (GREATEST: never lowered), the term's largest lease made to
+   * cover it (a reclaimed holder is the new term's; `foldCap` false: a
+   * self-test's broken statement), the published set cleared.
    */
-  takeover(id: string, watched: Watched, leaseMs: number, compare = true): CoordinatorRow | null {
+  takeover(id: string, watched: Watched, leaseMs: number, compare = true, reclaimMs = 0, foldCap = true): CoordinatorRow | null {
     const row = this.row;
     if (row === null) return null;
     if (compare && (row.epoch !== watched.epoch || row.renewals !== watched.renewals || row.holder !== watched.holder)) return null;
@@ -43,9 +64,11 @@ export class RowModel {
       renewals: 0,
       tokenFloor: row.tokenFloor + this.block,
       leaseMs,
-      maxLeaseMs: Math.floor(leaseMs / 4),
+      maxLeaseMs: Math.max(Math.floor(leaseMs / 4), foldCap ? Math.max(row.reclaimMaxLeaseMs ?? 0, reclaimMs) : 0),
       carryLeaseMs: Math.max(row.carryLeaseMs, row.maxLeaseMs ?? 0),
       held: null,
+      reclaimMaxLeaseMs: Math.max(row.reclaimMaxLeaseMs ?? 0, reclaimMs),
+      reclaim: null,
     };
     return this.row;
   }
@@ -72,7 +95,8 @@ export class RowModel {
 
   release(id: string, action: Release): boolean {
     if (!this.mine(id, action.epoch)) return false;
-    this.row = { ...this.row!, holder: "", renewals: this.row!.renewals + 1, maxLeaseMs: action.maxLeaseMs, carryLeaseMs: action.carryLeaseMs, held: action.held };
+    this.released.set(action.epoch, action.reclaim ?? null);
+    this.row = { ...this.row!, holder: "", renewals: this.row!.renewals + 1, maxLeaseMs: action.maxLeaseMs, carryLeaseMs: action.carryLeaseMs, held: action.held, reclaim: action.reclaim ?? null };
     return true;
   }
 }
