@@ -191,9 +191,9 @@ export async function run(argv: readonly string[], env: Record<string, string | 
         limit,
         shared,
         reclaim,
-        // COMMAND goes on through a reclaim; a line in its log says the server restarted under it.
+        // COMMAND goes on through a reclaim (a clean stop, or a silent server); a line in its log says so.
         onReclaim: (held) =>
-          process.stderr.write(`lockd run: the lock server restarted cleanly; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
+          process.stderr.write(`lockd run: the lock server stopped cleanly or went silent; lock ${JSON.stringify(held.name)} reclaimed with the same token ${held.token}, COMMAND goes on\n`),
         signal: waitCancel.signal,
         onRetry: (detail, _delayMs, backoff) => {
           // Only when the claim is going to wait: every address of the list

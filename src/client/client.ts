@@ -94,14 +94,18 @@ export interface AcquireOptions {
    * cleanly with SHUTTING_DOWN and its RECLAIM flag, the client connects
    * again and reclaims the grant with its token, within the holder's
    * deadline (0.8 x lease after the last answered send); the signal does
-   * not abort unless that fails. false: such a stop loses the lock, like
-   * any SHUTTING_DOWN (docs/client.md, "Reclaim").
+   * not abort unless that fails. Likewise when the server goes silent (a
+   * HEARTBEAT unanswered for lease/4, the connection open): the client
+   * reclaims on a second connection. false: such a stop loses the lock,
+   * like any SHUTTING_DOWN, and a silent server loses it at the deadline
+   * (docs/client.md, "Reclaim").
    */
   readonly reclaim?: boolean;
   /**
-   * Called each time the held lock was reclaimed after a clean stop of the
-   * server: the same lock, the same token (and slot), confirmed again by
-   * the server's next run. For logging; it decides nothing.
+   * Called each time the held lock was reclaimed, after a clean stop of the
+   * server or on its silence: the same lock, the same token (and slot),
+   * confirmed again by the server's next run (or the new active). For
+   * logging; it decides nothing.
    */
   readonly onReclaim?: (lock: Lock) => void;
   /**

@@ -50,9 +50,9 @@ export class Lock implements AsyncDisposable {
   }
 
   /**
-   * How many times this lock was reclaimed after a clean stop of the server
-   * (docs/client.md, "Reclaim"): the same grant and token, kept across the
-   * server's restart. 0 when it never was.
+   * How many times this lock was reclaimed, after a clean stop of the server
+   * or on its silence (docs/client.md, "Reclaim"): the same grant and token,
+   * kept across the server's restart or a change of active. 0 when it never was.
    */
   get reclaims(): number {
     return this.claim.machine.reclaims;
@@ -60,11 +60,14 @@ export class Lock implements AsyncDisposable {
 
   /**
    * True while the lock is being reclaimed: the server stopped cleanly and
-   * the client is claiming the grant back from its next run. The lock is
-   * still held (`held` is true until the deadline); the guarded work goes on.
+   * the client is claiming the grant back from its next run, or the server
+   * went silent (a HEARTBEAT unanswered for lease/4) and the client is
+   * reclaiming on a second connection. The lock is still held (`held` is
+   * true until the deadline); the guarded work goes on.
    */
   get reclaiming(): boolean {
-    return this.claim.machine.reclaiming;
+    const machine = this.claim.machine;
+    return machine.reclaiming || machine.silent;
   }
 
   /**

@@ -719,6 +719,31 @@ test("a clean stop that lets holders reclaim: COMMAND keeps running with the sam
   expect(await run.exit()).toBe(42);
 });
 
+test("a silent server (a HEARTBEAT unanswered for lease/4, the connection open): the lock is reclaimed on a second connection, COMMAND keeps running with the same LOCKD_TOKEN", async () => {
+  const grant = encodeAcquired(9, FLAG_REPLY | FLAG_RECLAIMABLE);
+  let silent: unknown = null;
+  using server = new FakeServer((conn, frame) => {
+    if (conn !== silent) conn.socket.write(grant); // the ACQUIRE (or the reclaim) and every HEARTBEAT
+  });
+  const run = lockdRun(server.port, ["--lease", "2s", "jobs/silence", ...child("hold")]);
+  const seen = await run.child();
+  childPids.push(seen.pid);
+  expect(seen.token).toBe("9");
+  silent = server.conns[0];
+  await run.errContains("reclaimed with the same token 9, COMMAND goes on");
+  const reclaim = decodeAcquire(server.conns[1]!.frames[0]!.body, 0, server.conns[1]!.frames[0]!.body.length);
+  expect(reclaim.ok && reclaim.request.reclaim?.token).toBe(9);
+  await server.until(() => server.conns[0]!.closed, 5000, "the silent connection closed");
+  // Held on: heartbeats on the new connection for longer than the old deadline (0.8 x lease), COMMAND untouched.
+  await server.until(() => server.conns[1]!.frames.filter((f) => f.type === FrameType.HEARTBEAT).length >= 5, 10_000, "heartbeats after the reclaim");
+  expect(server.conns[1]!.frames.at(-1)!.at - server.conns[0]!.frames.at(-1)!.at).toBeGreaterThan(1600);
+  expect(run.lines).not.toContain("SIGTERM");
+  expect(run.stderr.trim().split("\n")).toHaveLength(1);
+  run.proc.kill("SIGTERM");
+  await run.line((l) => l === "SIGTERM");
+  expect(await run.exit()).toBe(42);
+});
+
 test("--no-reclaim, or a refused reclaim: the lock is lost, COMMAND gets SIGTERM and lockd run exits 76", async () => {
   for (const [args, refuse, why] of [
     [["--no-reclaim"], false, "SHUTTING_DOWN"],

@@ -5,7 +5,8 @@
  * serve` on 127.0.0.1:0, a recording proxy in front of it (which can stall
  * one connection: a server that stops answering) and scripted fake servers
  * (SHUTTING_DOWN at accept; a grant followed by SHUTTING_DOWN; a clean stop
- * that its holders reclaim). A client
+ * that its holders reclaim; a server that goes silent, its connections open,
+ * while a reclaim on a new connection is granted, refused or unanswered). A client
  * whose toolchain is missing is skipped, and the output says so and why.
  */
 import { Placement } from "../../src/shard/placement.ts";
