@@ -15,14 +15,26 @@
  *   published) they reclaim during its lock-delay with their tokens; a token
  *   above what was issued before the term is refused.
  *
+ * - A SIGSTOP of the active (frozen, its connections open, silent): the
+ *   standby takes the expired row over on its own port; a TypeScript
+ *   client and a `lockd run` holder, both listing both addresses, hear
+ *   nothing for lease/4, reclaim on a second connection at the new active
+ *   (protocol.md section 14.3, "On silence") and keep their tokens, their
+ *   work and COMMAND never told to stop; on SIGCONT the old active grants
+ *   nothing.
+ *
  * Every wait is for an event (a log line, a frame, a grant), bounded.
  */
 import { describe, expect, test } from "bun:test";
 import { LockClient, type Lock } from "../../src/client/index.ts";
 import { ErrorCode, FLAG_RECLAIM, FLAG_RECLAIMABLE, FLAG_REPLY, FLAG_SLOT, FrameType, encodeAcquire } from "../../src/protocol/index.ts";
+import { join } from "node:path";
+import { FencedResource } from "../faults/fence.ts";
 import { ChildServer } from "../fixtures/ops-child.ts";
+import { Wakeup } from "../helpers/events.ts";
+import { forEachLine } from "../helpers/lines.ts";
 import { WirePeer } from "../helpers/wire.ts";
-import { freePort, type Postgres, suitePostgres } from "./pg.ts";
+import { freePort, freePorts, type Postgres, suitePostgres } from "./pg.ts";
 
 let pg: Postgres;
 suitePostgres((started) => (pg = started));
@@ -73,6 +85,30 @@ async function claim(port: number, c: Claim, reclaim?: { token: bigint; slot?: n
 function slotOf(peer: WirePeer): number {
   const body = peer.frames[0]!.body!;
   return (body[8]! << 8) | body[9]!;
+}
+
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+const CHILD = join(import.meta.dir, "../fixtures/run-child.ts");
+
+/** `lockd run` as a child process, its stdout lines and stderr collected as they arrive. */
+function lockdRun(args: readonly string[]) {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("LOCKD_"))) as Record<string, string>;
+  const proc = Bun.spawn([process.execPath, MAIN, "run", ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: base });
+  const wakeup = new Wakeup();
+  const out: string[] = [];
+  let err = "";
+  void forEachLine(proc.stdout, (line) => out.push(line), () => wakeup.wake());
+  void forEachLine(proc.stderr, (line) => (err += `${line}\n`), () => wakeup.wake());
+  const describe = () => `stdout ${JSON.stringify(out)}, stderr ${err}`;
+  return {
+    proc,
+    out,
+    err: () => err,
+    /** The first stdout line that `check` accepts (bounded). */
+    line: (check: (line: string) => boolean, ms = 10_000) => wakeup.until(() => out.find(check), ms, () => `a line; ${describe()}`),
+    /** Waits until stderr contains `text` (bounded). */
+    errContains: (text: string, ms = 10_000) => wakeup.until(() => err.includes(text), ms, () => `${JSON.stringify(text)} on stderr; ${describe()}`),
+  };
 }
 
 function cleanup(): void {
@@ -234,6 +270,84 @@ describe("coordinated reclaim", () => {
       const fresh = await claim(port, exclusive);
       expect(fresh.frames[0]!.type).toBe(FrameType.WAITING);
     } finally {
+      cleanup();
+    }
+  }, 60_000);
+
+  test("a SIGSTOP of the active: its holders hear nothing, reclaim on silence at the new active with their tokens, and keep their work and COMMAND", async () => {
+    const service = nextService();
+    // Two ports: a frozen active keeps its listening socket (connections to it are taken and never answered).
+    const [portA, portB] = (await freePorts(2)) as [number, number];
+    const a = instance(service, portA, 1000);
+    await using _a = a;
+    expect((await a.event("failover.active")).why).toBe("created");
+    const b = instance(service, portB, 1000);
+    await using _b = b;
+    expect((await b.event("server.started")).role).toBe("standby");
+    using fence = new FencedResource();
+    const servers = `127.0.0.1:${portA},127.0.0.1:${portB}`;
+    const run = lockdRun(["--server", servers, "--lease", "8s", "job", "--", process.execPath, CHILD, "hold"]);
+    let commandPid = 0;
+    try {
+      const client = new LockClient({ servers });
+      let told!: (lock: Lock) => void;
+      const reclaimed = new Promise<Lock>((resolve) => (told = resolve));
+      const lock = await client.acquire("k", { lease: 8000, onReclaim: (l) => told(l) });
+      const token = lock.token;
+      expect(await fence.write(token)).toBe(200);
+      const command = JSON.parse(await run.line((l) => l.startsWith("{"))) as { pid: number; token: string };
+      commandPid = command.pid;
+      const waiter = await WirePeer.claim(portA, "k", 60_000);
+      peers.push(waiter);
+      expect(waiter.frames[0]!.type).toBe(FrameType.WAITING);
+
+      a.proc.kill("SIGSTOP");
+      let fresh: WirePeer | undefined;
+      try {
+        const took = await b.event("failover.active", 15_000);
+        expect(took).toMatchObject({ why: "expired", reclaimMaxLeaseMs: 10_000, reclaimPublished: 0 });
+        expect(took.lockDelayNames).toBe("every name");
+        // Each holder's heartbeats go unanswered; within its deadline it reclaims at the next address.
+        expect(await reclaimed).toBe(lock);
+        expect(lock.token).toBe(token);
+        expect(lock.reclaims).toBe(1);
+        expect(lock.signal.aborted).toBe(false);
+        expect(await fence.write(lock.token)).toBe(200);
+        await run.errContains(`lock "job" reclaimed with the same token ${command.token}, COMMAND goes on`);
+        expect(() => process.kill(command.pid, 0)).not.toThrow(); // COMMAND still running
+        // The new active serves the reclaimed holder: a fresh claim of its name waits.
+        fresh = await claim(portB, { name: "k", leaseMs: 60_000 });
+        expect(fresh.frames[0]!.type).toBe(FrameType.WAITING);
+      } finally {
+        a.proc.kill("SIGCONT");
+      }
+      // The old active wakes to its holder's closed connection and grants nothing.
+      expect((await a.event("failover.stepping_down", 15_000)).reason).toMatch(/no renewal confirmed|taken/);
+      await waiter.closed(15_000);
+      expect(waiter.frames.map((f) => f.type)).not.toContain(FrameType.ACQUIRED);
+      expect(waiter.frames.at(-1)).toMatchObject({ type: FrameType.ERROR, code: ErrorCode.SHUTTING_DOWN });
+      expect(lock.signal.aborted).toBe(false);
+      expect(run.out.some((l) => l.includes("SIGTERM"))).toBe(false); // COMMAND was never told to stop
+
+      // Once the reclaimed holder leaves (and the hold-back of an expired takeover ends), the fresh claim gets a higher token.
+      await lock.release();
+      const grant = await fresh!.frame(1, 15_000);
+      expect(grant.type).toBe(FrameType.ACQUIRED);
+      expect(grant.token!).toBeGreaterThan(token);
+      expect(await fence.write(grant.token!)).toBe(200);
+      expect(fence.writes.every((w) => w.accepted)).toBe(true);
+      // SIGTERM to lockd run goes to COMMAND (which exits 42 on it), and lockd run exits with its code.
+      run.proc.kill("SIGTERM");
+      expect(await run.proc.exited).toBe(42);
+    } finally {
+      run.proc.kill("SIGKILL");
+      if (commandPid !== 0) {
+        try {
+          process.kill(commandPid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
       cleanup();
     }
   }, 60_000);
