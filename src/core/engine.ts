@@ -909,13 +909,15 @@ export class Engine<C = unknown> implements WheelOwner<Session<C>>, EngineView<C
     stats.states[was]!--;
     stats.states[state]!++;
     session.state = state;
-    if (was === SessionState.WAITING || was === SessionState.OWNER || state === SessionState.WAITING || state === SessionState.OWNER) {
-      const kind = session.slot === SHARED_CLAIM ? ClaimKind.SHARED : session.lock!.limit > 1 ? ClaimKind.SEMAPHORE : ClaimKind.EXCLUSIVE;
-      if (was === SessionState.WAITING) stats.waitersByKind[kind]!--;
-      else if (was === SessionState.OWNER) stats.holdersByKind[kind]!--;
-      if (state === SessionState.WAITING) stats.waitersByKind[kind]!++;
-      else if (state === SessionState.OWNER) stats.holdersByKind[kind]!++;
-    }
+    // Exclusive claims are counted by `states` alone (EngineStats.holdersByKind); this test is all the exclusive path pays.
+    let kind: ClaimKind;
+    if (session.slot === SHARED_CLAIM) kind = ClaimKind.SHARED;
+    else if (session.lock !== null && session.lock.limit > 1) kind = ClaimKind.SEMAPHORE;
+    else return;
+    if (was === SessionState.WAITING) stats.otherWaiters[kind]!--;
+    else if (was === SessionState.OWNER) stats.otherHolders[kind]!--;
+    if (state === SessionState.WAITING) stats.otherWaiters[kind]!++;
+    else if (state === SessionState.OWNER) stats.otherHolders[kind]!++;
   }
 
   /** File the session so it comes due no later than `deadline`. */

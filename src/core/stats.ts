@@ -3,7 +3,7 @@
  * preallocated typed arrays, so counting allocates nothing. Formatting them
  * (Prometheus text, JSON) is the shell's business.
  */
-import type { Session } from "./session.ts";
+import { type Session, SessionState } from "./session.ts";
 
 export const GrantPath = {
   /** The lock was free at ACQUIRE. */
@@ -64,6 +64,20 @@ const HANDOVER_BUCKETS = [
 export class EngineStats {
   /** Live sessions by SessionState (index 3, ENDED, counts nothing useful). */
   readonly states = new Int32Array(4);
+
+  /** Live holders by ClaimKind (exclusive: every holder that is neither shared nor a semaphore's). Read by metrics; not on a hot path. */
+  get holdersByKind(): Int32Array {
+    const counts = this.otherHolders;
+    counts[ClaimKind.EXCLUSIVE] = this.states[SessionState.OWNER]! - counts[ClaimKind.SHARED]! - counts[ClaimKind.SEMAPHORE]!;
+    return counts;
+  }
+
+  /** Live waiters by ClaimKind, as holdersByKind. */
+  get waitersByKind(): Int32Array {
+    const counts = this.otherWaiters;
+    counts[ClaimKind.EXCLUSIVE] = this.states[SessionState.WAITING]! - counts[ClaimKind.SHARED]! - counts[ClaimKind.SEMAPHORE]!;
+    return counts;
+  }
   /** Ended sessions by reason: index 0 closed by the peer, else the ERROR code sent. */
   readonly ends = new Float64Array(256);
   opened = 0;
@@ -80,9 +94,14 @@ export class EngineStats {
   reclaimsRefused = 0;
   /** Locks with at least one holder now. */
   heldLocks = 0;
-  /** Live holders and waiters by ClaimKind. */
-  readonly holdersByKind = new Int32Array(3);
-  readonly waitersByKind = new Int32Array(3);
+  /**
+   * Live shared and semaphore holders and waiters, by ClaimKind; the
+   * engine leaves index EXCLUSIVE at 0, so that an exclusive claim's state
+   * changes (every claim and handover of the exclusive path) count nothing
+   * more than `states`. holdersByKind and waitersByKind fill it in on read.
+   */
+  readonly otherHolders = new Int32Array(3);
+  readonly otherWaiters = new Int32Array(3);
   heartbeats = 0;
   /** Connections refused with OVERLOADED: at the session limit, and at the per-source limit. */
   refusedSessionLimit = 0;
