@@ -95,10 +95,11 @@ export class EngineStats {
   /** Locks with at least one holder now. */
   heldLocks = 0;
   /**
-   * Live shared and semaphore holders and waiters, by ClaimKind; the
-   * engine leaves index EXCLUSIVE at 0, so that an exclusive claim's state
-   * changes (every claim and handover of the exclusive path) count nothing
-   * more than `states`. holdersByKind and waitersByKind fill it in on read.
+   * Live shared and semaphore holders and waiters, by ClaimKind. The
+   * engine never counts an exclusive claim here, so that its state changes
+   * (every claim and handover of the exclusive path) count nothing more
+   * than `states`; index EXCLUSIVE is written only by holdersByKind and
+   * waitersByKind, which derive it from the state counts on read.
    */
   readonly otherHolders = new Int32Array(3);
   readonly otherWaiters = new Int32Array(3);
