@@ -69,7 +69,7 @@ export const SERVE_OPTIONS = {
     flag: "--reclaim-max-lease",
     env: "LOCKD_RECLAIM_MAX_LEASE",
     default: "off",
-    help: "holders with leases up to this keep their locks and tokens across a clean restart on the data directory (recorded there, never lowered; not with --coordinator yet)",
+    help: "holders with leases up to this keep their locks and tokens across a clean restart on the data directory (recorded there, never lowered); with --coordinator, the service's cap is kept in the coordinator row and holders also keep their locks through a clean stop or step-down of the active",
     schema: offOr(duration(1, 0xffff_ffff)),
   },
   shutdownGrace: {
